@@ -1,0 +1,25 @@
+# The README's commands. Meson builds everything; this file only names the steps.
+.PHONY: all build test demo bench asan clean
+
+all: build
+
+build:
+	@scripts/deps
+	@[ -f build/build.ninja ] || meson setup build
+	@ninja -C build
+
+test:
+	@scripts/run-tests build
+
+asan:
+	@scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all
+
+demo:
+	@scripts/demo
+
+bench:
+	@scripts/bench
+
+clean:
+	rm -rf build build-asan build.ninja.log build-asan.ninja.log

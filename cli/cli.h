@@ -1,0 +1,64 @@
+/* cli.h - what the pgcoord subcommands share: globals, exit codes, output helpers */
+#ifndef PGCOORD_CLI_H
+#define PGCOORD_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "pgcoord.h"
+
+/* Exit codes: flock(1) and sysexits(3) where they apply. Listed in `pgcoord --help` and in
+ * docs/pgcoord.1; they are API. */
+enum {
+	EXIT_CONFLICT = 1,     /* lock held elsewhere, timeout, or "something found" */
+	EXIT_USAGE = 64,       /* EX_USAGE: bad command line */
+	EXIT_DATAERR = 65,     /* EX_DATAERR: bad input data (SQL, JSON, ...) */
+	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: database unreachable */
+	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: internal error */
+	EXIT_LOCKLOST = 75,    /* EX_TEMPFAIL: the lock or lease was lost */
+	EXIT_NOEXEC = 126,     /* command found but not executable */
+	EXIT_NOTFOUND = 127    /* command not found */
+};
+
+/* Options given before the subcommand. */
+typedef struct cli_globals {
+	const char *dsn; /* -d/--dsn, or NULL */
+	bool json;       /* --json */
+	bool quiet;      /* -q/--quiet */
+} cli_globals;
+
+extern cli_globals g_cli;
+
+typedef struct cli_command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} cli_command;
+
+/* "pgcoord: <msg>" on stderr, then the "Try ... --help" line; returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) PGC_PRINTF(2, 3);
+
+/* "pgcoord: <msg>" on stderr. */
+void cli_errorf(const char *fmt, ...) PGC_PRINTF(1, 2);
+
+/* Prints err as "pgcoord: <message>" plus detail and hint lines on stderr, and returns the
+ * exit code for its code: 69 for connection failures, 64 for usage, 65 for SQL errors caused
+ * by the input (syntax, data, constraints), 70 otherwise. */
+int cli_report(const pgc_error *err);
+int cli_exit_code(const pgc_error *err);
+
+/* Connects with the global DSN and application_name "pgcoord/<cmd>". On failure prints one
+ * line and returns EXIT_UNAVAILABLE (or another exit code); 0 on success. */
+int cli_connect(const char *cmd, pgc_conn **out);
+
+/* Writes s as a JSON string literal (with quotes); NULL becomes null. */
+void json_str(FILE *f, const char *s);
+
+/* Parses a whole decimal integer in [min, max]; false when text is not one. */
+bool cli_parse_int(const char *text, long long min, long long max, long long *out);
+
+/* Subcommands. */
+int cmd_init(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,174 @@
+/* conn.c - opening, checking and closing one PostgreSQL session
+ *
+ * A pgc_conn wraps one PGconn for its whole life: the library never swaps the session under a
+ * caller, which is what makes session-scoped state (advisory locks, LISTEN) safe to track on
+ * the handle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static char *dup_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_connect: out must not be NULL");
+	*out = NULL;
+	pgc_conn_options defaults = PGC_CONN_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+	if (opts->connect_timeout_s < 0 || opts->keepalives_idle_s < 0 ||
+	    opts->keepalives_interval_s < 0 || opts->keepalives_count < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_connect: timeouts and keepalive settings must not be negative");
+
+	const char *resolved = pgc_dsn_resolve(dsn, NULL);
+	pgc_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	c->opts = *opts;
+	c->dsn = dup_str(resolved);
+	c->dsn_masked = pgc_dsn_mask(resolved);
+	c->application_name = dup_str(opts->application_name ? opts->application_name : "pgcoord");
+	if (c->dsn == NULL || c->dsn_masked == NULL || c->application_name == NULL) {
+		pgc_conn_close(c);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	c->opts.application_name = c->application_name;
+
+	char timeout[16], idle[16], interval[16], count[16];
+	snprintf(timeout, sizeof timeout, "%d", opts->connect_timeout_s);
+	snprintf(idle, sizeof idle, "%d", opts->keepalives_idle_s);
+	snprintf(interval, sizeof interval, "%d", opts->keepalives_interval_s);
+	snprintf(count, sizeof count, "%d", opts->keepalives_count);
+	/* Settings before "dbname" can be overridden by the DSN; fallback_application_name only
+	 * applies when neither the DSN nor PGAPPNAME names the application. */
+	const char *keys[8], *vals[8];
+	int n = 0;
+	if (opts->connect_timeout_s > 0) {
+		keys[n] = "connect_timeout";
+		vals[n++] = timeout;
+	}
+	keys[n] = "keepalives";
+	vals[n++] = "1";
+	if (opts->keepalives_idle_s > 0) {
+		keys[n] = "keepalives_idle";
+		vals[n++] = idle;
+	}
+	if (opts->keepalives_interval_s > 0) {
+		keys[n] = "keepalives_interval";
+		vals[n++] = interval;
+	}
+	if (opts->keepalives_count > 0) {
+		keys[n] = "keepalives_count";
+		vals[n++] = count;
+	}
+	keys[n] = "dbname";
+	vals[n++] = c->dsn;
+	keys[n] = "fallback_application_name";
+	vals[n++] = c->application_name;
+	keys[n] = NULL;
+	vals[n] = NULL;
+
+	c->pg = PQconnectdbParams(keys, vals, 1);
+	if (c->pg == NULL) {
+		pgc_conn_close(c);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	if (PQstatus(c->pg) != CONNECTION_OK) {
+		char reason[PGC_ERROR_MESSAGE_MAX];
+		pgc__copy_line(reason, sizeof reason, PQerrorMessage(c->pg));
+		pgc__err(err, PGC_ECONNECT, "cannot connect to %s: %s",
+		         *c->dsn_masked ? c->dsn_masked : "(libpq defaults and PG* variables)", reason);
+		pgc_conn_close(c);
+		return PGC_ECONNECT;
+	}
+	c->server_version = PQserverVersion(c->pg);
+	c->backend_pid = PQbackendPID(c->pg);
+	*out = c;
+	return PGC_OK;
+}
+
+void pgc_conn_close(pgc_conn *conn)
+{
+	if (conn == NULL)
+		return;
+	if (conn->pg != NULL)
+		PQfinish(conn->pg);
+	free(conn->dsn);
+	free(conn->dsn_masked);
+	free(conn->application_name);
+	free(conn);
+}
+
+int pgc_conn_server_version(const pgc_conn *conn)
+{
+	return conn ? conn->server_version : 0;
+}
+
+int pgc_conn_backend_pid(const pgc_conn *conn)
+{
+	return conn ? conn->backend_pid : 0;
+}
+
+const char *pgc_conn_dsn_masked(const pgc_conn *conn)
+{
+	return conn ? conn->dsn_masked : NULL;
+}
+
+struct pg_conn *pgc_conn_pg(pgc_conn *conn)
+{
+	return conn ? conn->pg : NULL;
+}
+
+bool pgc__in_transaction(const pgc_conn *conn)
+{
+	PGTransactionStatusType st = PQtransactionStatus(conn->pg);
+	return st == PQTRANS_INTRANS || st == PQTRANS_INERROR || st == PQTRANS_ACTIVE;
+}
+
+PGresult *pgc__exec(pgc_conn *conn, const char *sql, int nparams, const char *const *values,
+                    int *rc, pgc_error *err)
+{
+	PGresult *res = PQexecParams(conn->pg, sql, nparams, NULL, values, NULL, NULL, 0);
+	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		if (rc != NULL)
+			*rc = PGC_OK;
+		return res;
+	}
+	int code = pgc__err_result(err, conn->pg, res, NULL);
+	PQclear(res);
+	if (rc != NULL)
+		*rc = code;
+	return NULL;
+}
+
+int pgc_exec(pgc_conn *conn, const char *sql, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (conn == NULL || sql == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_exec: conn and sql must not be NULL");
+	PGresult *res = PQexec(conn->pg, sql);
+	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		PQclear(res);
+		return PGC_OK;
+	}
+	int code = pgc__err_result(err, conn->pg, res, NULL);
+	PQclear(res);
+	return code;
+}
+
+char *pgc__quote_ident(pgc_conn *conn, const char *name, pgc_error *err)
+{
+	char *q = PQescapeIdentifier(conn->pg, name, strlen(name));
+	if (q == NULL)
+		pgc__err(err, PGC_EUSAGE, "invalid identifier: %s", PQerrorMessage(conn->pg));
+	return q;
+}

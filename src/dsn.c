@@ -1,0 +1,205 @@
+/* dsn.c - choosing the DSN and masking passwords in it
+ *
+ * Masking must never leak: when the input cannot be parsed with certainty, everything that
+ * could be part of a password is masked. Over-masking a host name is harmless; printing half a
+ * password is not. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define MASK "****"
+
+const char *pgc_dsn_resolve(const char *dsn, pgc_dsn_source *source)
+{
+	pgc_dsn_source src = PGC_DSN_ARGUMENT;
+	const char *v = dsn;
+	if (v == NULL || *v == '\0') {
+		src = PGC_DSN_PGCOORD_DSN;
+		v = getenv("PGCOORD_DSN");
+	}
+	if (v == NULL || *v == '\0') {
+		src = PGC_DSN_DATABASE_URL;
+		v = getenv("DATABASE_URL");
+	}
+	if (v == NULL || *v == '\0') {
+		src = PGC_DSN_LIBPQ_ENV;
+		v = "";
+	}
+	if (source != NULL)
+		*source = src;
+	return v;
+}
+
+typedef struct {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->cap ? b->cap : 64);
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *nb = realloc(b->buf, cap);
+		if (nb == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->buf = nb;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, s, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+	sb_put(b, s, strlen(s));
+}
+
+static bool is_uri(const char *s)
+{
+	return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
+}
+
+/* Masks "password=..." values in a URI query string (after '?'), in place into b. */
+static void mask_uri_query(sbuf *b, const char *q)
+{
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		size_t n = amp ? (size_t)(amp - q) : strlen(q);
+		if (n >= 9 && strncasecmp(q, "password=", 9) == 0) {
+			sb_puts(b, "password=" MASK);
+		} else {
+			sb_put(b, q, n);
+		}
+		q += n;
+		if (*q == '&') {
+			sb_put(b, "&", 1);
+			q++;
+		}
+	}
+}
+
+static void mask_uri(sbuf *b, const char *dsn)
+{
+	const char *rest = strstr(dsn, "://") + 3;
+	sb_put(b, dsn, (size_t)(rest - dsn));
+	/* The userinfo ends at the last '@' before the query string. A password may contain an
+	 * unescaped '@' or '/', so taking the last '@' masks all of it. */
+	const char *q = strchr(rest, '?');
+	const char *end = q ? q : rest + strlen(rest);
+	const char *at = NULL;
+	for (const char *p = rest; p < end; p++)
+		if (*p == '@')
+			at = p;
+	if (at != NULL) {
+		const char *colon = memchr(rest, ':', (size_t)(at - rest));
+		if (colon != NULL) {
+			sb_put(b, rest, (size_t)(colon - rest + 1));
+			sb_puts(b, MASK);
+		} else {
+			sb_put(b, rest, (size_t)(at - rest));
+		}
+		rest = at;
+	}
+	sb_put(b, rest, (size_t)(end - rest));
+	if (q != NULL) {
+		sb_put(b, "?", 1);
+		mask_uri_query(b, q + 1);
+	}
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* key = value pairs as libpq parses them: values are bare words or single-quoted strings in
+ * which backslash escapes the next character. */
+static void mask_kv(sbuf *b, const char *s)
+{
+	const char *p = s;
+	while (*p != '\0') {
+		const char *ws = p;
+		while (is_space(*p))
+			p++;
+		sb_put(b, ws, (size_t)(p - ws));
+		if (*p == '\0')
+			break;
+		const char *key = p;
+		while (*p != '\0' && *p != '=' && !is_space(*p))
+			p++;
+		size_t keylen = (size_t)(p - key);
+		bool secret = keylen == 8 && strncasecmp(key, "password", 8) == 0;
+		sb_put(b, key, keylen);
+		const char *sp = p;
+		while (is_space(*p))
+			p++;
+		if (*p != '=') {
+			/* Not key=value: libpq would reject it. Show the rest only if no password can
+			 * hide in it. */
+			if (secret || strstr(p, "password") != NULL || strstr(p, "PASSWORD") != NULL)
+				sb_puts(b, " " MASK);
+			else
+				sb_puts(b, sp);
+			return;
+		}
+		sb_put(b, sp, (size_t)(p - sp));
+		sb_puts(b, "=");
+		p++;
+		const char *sp2 = p;
+		while (is_space(*p))
+			p++;
+		sb_put(b, sp2, (size_t)(p - sp2));
+		const char *val = p;
+		if (*p == '\'') {
+			p++;
+			while (*p != '\0' && *p != '\'') {
+				if (*p == '\\' && p[1] != '\0')
+					p++;
+				p++;
+			}
+			if (*p == '\0') {
+				/* Unterminated quote: everything to the end may be the password. */
+				sb_puts(b, secret ? "'" MASK "'" : val);
+				return;
+			}
+			p++;
+		} else {
+			while (*p != '\0' && !is_space(*p)) {
+				if (*p == '\\' && p[1] != '\0')
+					p++;
+				p++;
+			}
+		}
+		if (secret)
+			sb_puts(b, *val == '\'' ? "'" MASK "'" : MASK);
+		else
+			sb_put(b, val, (size_t)(p - val));
+	}
+}
+
+char *pgc_dsn_mask(const char *dsn)
+{
+	if (dsn == NULL)
+		return NULL;
+	sbuf b = { 0 };
+	sb_puts(&b, "");
+	if (is_uri(dsn))
+		mask_uri(&b, dsn);
+	else
+		mask_kv(&b, dsn);
+	if (b.oom) {
+		free(b.buf);
+		return NULL;
+	}
+	return b.buf;
+}

@@ -1,0 +1,47 @@
+/* internal.h - private declarations shared by the library's files; never installed */
+#ifndef PGCOORD_INTERNAL_H
+#define PGCOORD_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "pgcoord.h"
+
+struct pgc_conn {
+	PGconn *pg;
+	char *dsn;        /* the resolved DSN, kept for reconnects; never shown */
+	char *dsn_masked; /* what we show */
+	pgc_conn_options opts;
+	char *application_name; /* owned copy of opts.application_name */
+	int server_version;
+	int backend_pid;
+};
+
+/* Fills err (may be NULL) with a client-side error and returns code. */
+int pgc__err(pgc_error *err, int code, const char *fmt, ...) PGC_PRINTF(3, 4);
+
+/* Fills err from a failed result (or from the connection when res is NULL) and returns the
+ * matching code: PGC_ECONNLOST when the session is gone, PGC_ESQL otherwise. prefix (may be
+ * NULL) is put before the server's message, "prefix: message". */
+int pgc__err_result(pgc_error *err, PGconn *pg, const PGresult *res, const char *prefix);
+
+/* Runs sql with text parameters. Returns the result on success (PGRES_COMMAND_OK or
+ * PGRES_TUPLES_OK), NULL with err filled otherwise (*rc gets the code). */
+PGresult *pgc__exec(pgc_conn *conn, const char *sql, int nparams, const char *const *values,
+                    int *rc, pgc_error *err);
+
+/* True when the session is inside a transaction block (idle, active or failed). */
+bool pgc__in_transaction(const pgc_conn *conn);
+
+/* Quotes an identifier with PQescapeIdentifier into a malloc'd string (free with PQfreemem).
+ * Returns NULL with err filled on failure. */
+char *pgc__quote_ident(pgc_conn *conn, const char *name, pgc_error *err);
+
+/* Copies src into dst (size n), always NUL-terminated, replacing newlines with spaces and
+ * dropping a trailing newline, so every message stays on one line. */
+void pgc__copy_line(char *dst, size_t n, const char *src);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t pgc__now_ms(void);
+
+#endif

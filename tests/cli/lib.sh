@@ -1,0 +1,30 @@
+# lib.sh - helpers for the whole-process tests of the tool (sourced by tests/cli/*.sh).
+# Every wait is bounded; every assertion prints both sides.
+set -uo pipefail
+PG=${PGCOORD_BIN:?PGCOORD_BIN is not set}
+SRC=${PGCOORD_SRC:?}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip_without_pg() {
+	if [ -z "${PGCOORD_TEST_DSN:-}" ]; then
+		echo "skipped: PGCOORD_TEST_DSN is not set (run through make test)" >&2
+		exit 77
+	fi
+}
+# run EXPECTED-STATUS CMD... : runs CMD with output in $TMP/out and $TMP/err.
+run() {
+	local want=$1
+	shift
+	"$@" >"$TMP/out" 2>"$TMP/err"
+	local got=$?
+	if [ "$got" -ne "$want" ]; then
+		echo "--- stdout"; cat "$TMP/out"; echo "--- stderr"; cat "$TMP/err"
+		fail "$* exited $got, expected $want"
+	fi
+}
+out_has() { grep -q -- "$1" "$TMP/out" || { cat "$TMP/out"; fail "stdout lacks \"$1\""; }; }
+err_has() { grep -q -- "$1" "$TMP/err" || { cat "$TMP/err"; fail "stderr lacks \"$1\""; }; }
+err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/err"; fail "stderr has $n lines, expected $1"; }; }
+psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }

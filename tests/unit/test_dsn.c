@@ -1,0 +1,122 @@
+/* test_dsn.c - DSN resolution order, password masking and duration parsing */
+#include "../../src/internal.h"
+#include "../t.h"
+
+static void dsn__resolve_order(void)
+{
+	pgc_dsn_source src;
+	setenv("PGCOORD_DSN", "host=from-pgcoord", 1);
+	setenv("DATABASE_URL", "postgres://from-database-url/db", 1);
+	T_ASSERT_STR_EQ(pgc_dsn_resolve("host=explicit", &src), "host=explicit");
+	T_ASSERT_INT_EQ(src, PGC_DSN_ARGUMENT);
+	T_ASSERT_STR_EQ(pgc_dsn_resolve(NULL, &src), "host=from-pgcoord");
+	T_ASSERT_INT_EQ(src, PGC_DSN_PGCOORD_DSN);
+	T_ASSERT_STR_EQ(pgc_dsn_resolve("", &src), "host=from-pgcoord");
+	setenv("PGCOORD_DSN", "", 1);
+	T_ASSERT_STR_EQ(pgc_dsn_resolve(NULL, &src), "postgres://from-database-url/db");
+	T_ASSERT_INT_EQ(src, PGC_DSN_DATABASE_URL);
+	unsetenv("PGCOORD_DSN");
+	unsetenv("DATABASE_URL");
+	T_ASSERT_STR_EQ(pgc_dsn_resolve(NULL, &src), "");
+	T_ASSERT_INT_EQ(src, PGC_DSN_LIBPQ_ENV);
+	T_ASSERT_STR_EQ(pgc_dsn_resolve(NULL, NULL), "");
+}
+
+static void check_mask(const char *in, const char *want, const char *secret)
+{
+	char *got = pgc_dsn_mask(in);
+	T_ASSERT(got != NULL);
+	if (strcmp(got, want) != 0)
+		T_FAIL("mask(%s) = \"%s\", expected \"%s\"", in, got, want);
+	if (secret != NULL)
+		T_ASSERT_NOT_CONTAINS(got, secret);
+	pgc_free(got);
+}
+
+static void dsn__mask_uri(void)
+{
+	check_mask("postgresql://alice:s3cret@db.example.com:5432/app",
+	           "postgresql://alice:****@db.example.com:5432/app", "s3cret");
+	check_mask("postgres://alice@db/app", "postgres://alice@db/app", NULL);
+	check_mask("postgres://db/app", "postgres://db/app", NULL);
+	check_mask("postgresql://", "postgresql://", NULL);
+	/* %-escapes, '@', '/' and ':' inside the password. */
+	check_mask("postgresql://u:p%40ss%2Fw@h/db", "postgresql://u:****@h/db", "p%40ss");
+	check_mask("postgresql://u:p@ss@h/db", "postgresql://u:****@h/db", "ss@");
+	check_mask("postgresql://u:a/b:c@h:1/db", "postgresql://u:****@h:1/db", "a/b");
+	check_mask("postgresql://u:x@h/db?sslmode=require&password=qq&application_name=a",
+	           "postgresql://u:****@h/db?sslmode=require&password=****&application_name=a", "qq");
+	check_mask("postgresql://h/db?password=abc", "postgresql://h/db?password=****", "abc");
+	check_mask("postgresql://u:pw@h1:5432,h2:5433/db", "postgresql://u:****@h1:5432,h2:5433/db", "pw");
+}
+
+static void dsn__mask_keyword(void)
+{
+	check_mask("host=h user=u password=s3cret dbname=d", "host=h user=u password=**** dbname=d", "s3cret");
+	check_mask("password='with space' host=h", "password='****' host=h", "space");
+	check_mask("password='it\\'s quoted' host=h", "password='****' host=h", "quoted");
+	check_mask("password = spaced host=h", "password = **** host=h", "spaced");
+	check_mask("PASSWORD=upper", "PASSWORD=****", "upper");
+	check_mask("host=h password=back\\ slash", "host=h password=****", "slash");
+	check_mask("host=h password=a@b%20c;d", "host=h password=****", "a@b");
+	check_mask("host=h dbname=d", "host=h dbname=d", NULL);
+	check_mask("", "", NULL);
+	/* An unterminated quote hides everything after it. */
+	check_mask("host=h password='never ends", "host=h password='****'", "never");
+	/* Not key=value at all: no password may show through. */
+	check_mask("host=h password", "host=h password ****", NULL);
+	T_ASSERT(pgc_dsn_mask(NULL) == NULL);
+}
+
+static void check_duration(const char *in, long long want)
+{
+	int64_t ms = -1;
+	pgc_error err;
+	int rc = pgc_duration_parse(in, &ms, &err);
+	if (rc != PGC_OK)
+		T_FAIL("duration \"%s\": %s", in, err.message);
+	if (ms != want)
+		T_FAIL("duration \"%s\" = %lld ms, expected %lld", in, (long long)ms, want);
+}
+
+static void check_bad_duration(const char *in, const char *msg)
+{
+	int64_t ms = 0;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_duration_parse(in, &ms, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, msg);
+	T_ASSERT_INT_EQ(err.klass, PGC_CLASS_USAGE);
+}
+
+static void duration__parse(void)
+{
+	check_duration("500ms", 500);
+	check_duration("2s", 2000);
+	check_duration("2", 2000);
+	check_duration("5m", 300000);
+	check_duration("1h", 3600000);
+	check_duration("1.5s", 1500);
+	check_duration("0.25", 250);
+	check_duration("0ms", 0);
+	check_bad_duration("", "empty");
+	check_bad_duration("-1s", "invalid duration");
+	check_bad_duration("abc", "invalid duration");
+	check_bad_duration("5x", "unknown unit");
+	check_bad_duration("1.s", "digits expected");
+	check_bad_duration("99999999999999999999999s", "too large");
+	check_bad_duration("9007199254740993h", "too large");
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_duration_parse(NULL, NULL, &err), PGC_EUSAGE);
+}
+
+int main(int argc, char **argv)
+{
+	static const t_case cases[] = {
+		{ "dsn__resolve_order", dsn__resolve_order },
+		{ "dsn__mask_uri", dsn__mask_uri },
+		{ "dsn__mask_keyword", dsn__mask_keyword },
+		{ "duration__parse", duration__parse },
+		{ NULL, NULL },
+	};
+	return t_main(argc, argv, cases);
+}
