@@ -86,4 +86,18 @@ static inline const char *t_dsn(void)
 	return dsn;
 }
 
+/* Only for tests that include pgcoord.h: connects to the test server or fails the test. */
+#ifdef PGCOORD_H
+static inline pgc_conn *t_connect(const char *application_name)
+{
+	pgc_conn_options opts = PGC_CONN_OPTIONS_INIT;
+	opts.application_name = application_name;
+	pgc_conn *c = NULL;
+	pgc_error err = PGC_ERROR_INIT;
+	if (pgc_connect(t_dsn(), &opts, &c, &err) != PGC_OK)
+		T_FAIL("connect: %s", err.message);
+	return c;
+}
+#endif
+
 #endif

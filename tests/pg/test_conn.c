@@ -5,21 +5,9 @@
 #include "../../src/internal.h"
 #include "../t.h"
 
-static pgc_conn *connect_ok(const char *app)
-{
-	pgc_conn_options opts = PGC_CONN_OPTIONS_INIT;
-	opts.application_name = app;
-	pgc_conn *c = NULL;
-	pgc_error err;
-	int rc = pgc_connect(t_dsn(), &opts, &c, &err);
-	if (rc != PGC_OK)
-		T_FAIL("connect: %s", err.message);
-	return c;
-}
-
 static void conn__connect_and_query(void)
 {
-	pgc_conn *c = connect_ok("pgcoord/test-conn");
+	pgc_conn *c = t_connect("pgcoord/test-conn");
 	T_ASSERT(pgc_conn_server_version(c) >= 120000);
 	T_ASSERT(pgc_conn_backend_pid(c) > 0);
 	PGresult *res = PQexec(pgc_conn_pg(c),
@@ -91,7 +79,7 @@ static void conn__bad_dsn_is_masked(void)
 
 static void conn__server_error_fields(void)
 {
-	pgc_conn *c = connect_ok(NULL);
+	pgc_conn *c = t_connect(NULL);
 	pgc_error err;
 	T_ASSERT_INT_EQ(pgc_exec(c, "SELECT FROM nosuchtable_pgcoord_test", &err), PGC_ESQL);
 	T_ASSERT_STR_EQ(err.sqlstate, "42P01");
@@ -110,8 +98,8 @@ static void conn__server_error_fields(void)
 
 static void conn__terminated_session_is_connlost(void)
 {
-	pgc_conn *victim = connect_ok("pgcoord/victim");
-	pgc_conn *killer = connect_ok(NULL);
+	pgc_conn *victim = t_connect("pgcoord/victim");
+	pgc_conn *killer = t_connect(NULL);
 	char pid[16];
 	snprintf(pid, sizeof pid, "%d", pgc_conn_backend_pid(victim));
 	const char *p[1] = { pid };
@@ -130,7 +118,7 @@ static void conn__terminated_session_is_connlost(void)
 
 static void schema__init_idempotent_and_named(void)
 {
-	pgc_conn *c = connect_ok(NULL);
+	pgc_conn *c = t_connect(NULL);
 	pgc_error err;
 	const char *schema = "pgc test \"schema\"";
 	char sql[256];

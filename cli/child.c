@@ -1,0 +1,246 @@
+/* child.c - the user's command in its own process group, with signals forwarded to the group
+ *
+ * Exec failures travel back through a close-on-exec pipe, so the parent knows synchronously
+ * whether the command started (127 not found, 126 not executable, as env(1) reports). Signals
+ * are turned into bytes on a self-pipe, so callers keep one poll() loop over the child, their
+ * database socket and their timers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "cli.h"
+
+extern char **environ;
+
+static int sig_pipe[2] = { -1, -1 };
+static volatile sig_atomic_t pending_signal;
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	if (sig != SIGCHLD)
+		pending_signal = sig;
+	if (sig_pipe[1] >= 0) {
+		char b = (char)sig;
+		ssize_t n = write(sig_pipe[1], &b, 1);
+		(void)n; /* a full pipe already wakes the loop */
+	}
+	errno = saved;
+}
+
+int cli_signal_fd(void)
+{
+	if (sig_pipe[0] >= 0)
+		return sig_pipe[0];
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaction(sigs[i], &sa, NULL);
+	return sig_pipe[0];
+}
+
+int cli_signal_take(void)
+{
+	int s = pending_signal;
+	pending_signal = 0;
+	return s;
+}
+
+static void drain_signal_pipe(void)
+{
+	char buf[64];
+	while (sig_pipe[0] >= 0 && read(sig_pipe[0], buf, sizeof buf) > 0)
+		;
+}
+
+int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const cli_child_io *io)
+{
+	memset(c, 0, sizeof *c);
+	if (cli_signal_fd() < 0) {
+		cli_errorf("cannot set up signal handling: %s", strerror(errno));
+		return EXIT_SOFTWARE;
+	}
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) != 0) {
+		cli_errorf("cannot create a pipe: %s", strerror(errno));
+		return EXIT_SOFTWARE;
+	}
+	/* Hand the terminal to the child's group when we own it, so that it can read from the
+	 * terminal and ^C reaches it directly. */
+	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	pid_t pid = fork();
+	if (pid < 0) {
+		cli_errorf("cannot fork: %s", strerror(errno));
+		close(errpipe[0]);
+		close(errpipe[1]);
+		return EXIT_SOFTWARE;
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE, SIGTTOU, SIGTTIN };
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			sigaction(sigs[i], &sa, NULL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (io != NULL) {
+			if (io->stdin_fd >= 0)
+				dup2(io->stdin_fd, STDIN_FILENO);
+			if (io->stdout_fd >= 0)
+				dup2(io->stdout_fd, STDOUT_FILENO);
+			if (io->stderr_fd >= 0)
+				dup2(io->stderr_fd, STDERR_FILENO);
+		}
+		for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+			putenv(env[i]);
+		execvp(argv[0], argv);
+		int e = errno;
+		ssize_t n = write(errpipe[1], &e, sizeof e);
+		(void)n;
+		_exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+	}
+	setpgid(pid, pid); /* also in the parent: no race with signals sent right away */
+	close(errpipe[1]);
+	c->pid = pid;
+	if (tty) {
+		struct sigaction ign, old;
+		memset(&ign, 0, sizeof ign);
+		ign.sa_handler = SIG_IGN;
+		sigaction(SIGTTOU, &ign, &old);
+		c->own_tty = tcsetpgrp(STDIN_FILENO, pid) == 0;
+		sigaction(SIGTTOU, &old, NULL);
+	}
+	int e = 0;
+	ssize_t n;
+	do
+		n = read(errpipe[0], &e, sizeof e);
+	while (n < 0 && errno == EINTR);
+	close(errpipe[0]);
+	if (n == (ssize_t)sizeof e) {
+		/* exec failed: reap the child and report like env(1). */
+		while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR)
+			;
+		c->exited = true;
+		cli_child_poll(c);
+		cli_errorf("%s: %s", argv[0], strerror(e));
+		return e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
+	}
+	return 0;
+}
+
+static void give_back_tty(cli_child *c)
+{
+	if (!c->own_tty)
+		return;
+	struct sigaction ign, old;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigaction(SIGTTOU, &ign, &old);
+	tcsetpgrp(STDIN_FILENO, getpgrp());
+	sigaction(SIGTTOU, &old, NULL);
+	c->own_tty = false;
+}
+
+bool cli_child_poll(cli_child *c)
+{
+	drain_signal_pipe();
+	if (c->pid > 0 && !c->exited) {
+		int st;
+		pid_t r = waitpid(c->pid, &st, WNOHANG);
+		if (r == c->pid) {
+			c->exited = true;
+			c->status = st;
+		}
+	}
+	if (c->exited) {
+		give_back_tty(c);
+		return true;
+	}
+	int sig = cli_signal_take();
+	if (sig != 0)
+		cli_child_signal(c, sig);
+	return false;
+}
+
+bool cli_child_wait(cli_child *c, int timeout_ms, int extra_fd)
+{
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		if (cli_child_poll(c))
+			return true;
+		int left = -1;
+		if (timeout_ms >= 0) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			long el = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+			if (el >= timeout_ms)
+				return false;
+			left = (int)(timeout_ms - el);
+		}
+		struct pollfd fds[2] = { { sig_pipe[0], POLLIN, 0 }, { extra_fd, POLLIN, 0 } };
+		int r = poll(fds, extra_fd >= 0 ? 2 : 1, left);
+		if (r > 0 && extra_fd >= 0 && fds[1].revents != 0)
+			return cli_child_poll(c);
+	}
+}
+
+void cli_child_signal(cli_child *c, int sig)
+{
+	if (c->pid > 0 && !c->exited)
+		kill(-c->pid, sig);
+}
+
+void cli_child_terminate(cli_child *c, int grace_ms)
+{
+	if (c->pid <= 0)
+		return;
+	if (!c->exited) {
+		kill(-c->pid, SIGTERM);
+		kill(-c->pid, SIGCONT); /* a stopped group cannot act on SIGTERM */
+		if (!cli_child_wait(c, grace_ms < 0 ? 0 : grace_ms, -1)) {
+			kill(-c->pid, SIGKILL);
+			while (!c->exited) {
+				int st;
+				pid_t r = waitpid(c->pid, &st, 0);
+				if (r == c->pid) {
+					c->exited = true;
+					c->status = st;
+				} else if (r < 0 && errno != EINTR) {
+					break;
+				}
+			}
+			give_back_tty(c);
+		}
+	}
+	/* Whatever the child left behind in its group goes too. */
+	kill(-c->pid, SIGKILL);
+}
+
+int cli_child_exit_code(const cli_child *c)
+{
+	if (!c->exited)
+		return EXIT_SOFTWARE;
+	if (WIFEXITED(c->status))
+		return WEXITSTATUS(c->status);
+	if (WIFSIGNALED(c->status))
+		return 128 + WTERMSIG(c->status);
+	return EXIT_SOFTWARE;
+}

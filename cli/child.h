@@ -1,0 +1,59 @@
+/* child.h - running a command in its own process group, forwarding signals, killing the group
+ *
+ * Shared by every subcommand that runs a user's command (run, worker, elect). The child runs in
+ * a new process group so that a signal reaches everything it started, not only a `sh -c`
+ * wrapper. One event loop per pgcoord process: poll cli_signal_fd() together with your own
+ * file descriptors, then call cli_child_poll() to reap the child and forward pending signals. */
+#ifndef PGCOORD_CLI_CHILD_H
+#define PGCOORD_CLI_CHILD_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct cli_child {
+	pid_t pid;     /* also its process group id; 0 when not started */
+	bool exited;   /* reaped */
+	int status;    /* wait status once exited */
+	bool own_tty;  /* we handed the terminal's foreground group to the child */
+} cli_child;
+
+typedef struct cli_child_io {
+	int stdin_fd;  /* -1: inherit */
+	int stdout_fd; /* -1: inherit */
+	int stderr_fd; /* -1: inherit */
+} cli_child_io;
+
+/* Installs handlers for SIGINT, SIGTERM, SIGHUP, SIGQUIT (recorded, to forward) and SIGCHLD
+ * (wakes the loop), and returns the read end of a self-pipe that becomes readable whenever one
+ * arrives. Idempotent. Returns -1 on failure. */
+int cli_signal_fd(void);
+
+/* The last forwarded-kind signal received and not yet taken (0 when none), and clears it. */
+int cli_signal_take(void);
+
+/* Starts argv (argv[0] searched in PATH) in a new process group with the extra environment
+ * entries env ("NAME=value", NULL-terminated, may be NULL) and the given descriptors (io may
+ * be NULL). A failed exec is reported here, synchronously: returns EXIT_NOTFOUND (127) when
+ * the command does not exist, EXIT_NOEXEC (126) when it cannot be executed, with one line on
+ * stderr; 0 when the child runs. */
+int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const cli_child_io *io);
+
+/* Reaps the child if it exited and forwards a pending signal to its group. Returns true once
+ * the child has exited. Never blocks. */
+bool cli_child_poll(cli_child *c);
+
+/* Waits until the child exits, a signal arrives, or timeout_ms passes (-1: no limit); also
+ * wakes when extra_fd (>= 0) becomes readable. Returns true when the child has exited. */
+bool cli_child_wait(cli_child *c, int timeout_ms, int extra_fd);
+
+/* Sends sig to the child's whole process group (no-op once it exited). */
+void cli_child_signal(cli_child *c, int sig);
+
+/* SIGTERM to the group, then SIGKILL after grace_ms if the child is still alive; returns once
+ * it has been reaped. Also kills whatever is left of the group after the child exits. */
+void cli_child_terminate(cli_child *c, int grace_ms);
+
+/* The exit code pgcoord should report for the child: its status, or 128 + signal. */
+int cli_child_exit_code(const cli_child *c);
+
+#endif
