@@ -10,5 +10,6 @@
 #include "pgcoord/error.h"
 #include "pgcoord/conn.h"
 #include "pgcoord/schema.h"
+#include "pgcoord/lockmode.h"
 
 #endif
