@@ -1,5 +1,5 @@
 # The README's commands. Meson builds everything; this file only names the steps.
-.PHONY: all build test demo bench asan clean
+.PHONY: all build test demo bench asan valgrind fuzz clean
 
 all: build
 
@@ -21,5 +21,11 @@ demo:
 bench:
 	@scripts/bench
 
+valgrind:
+	@scripts/valgrind
+
+fuzz:
+	@scripts/fuzz $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-asan build.ninja.log build-asan.ninja.log
+	rm -rf build build-asan build-fuzz build.ninja.log build-asan.ninja.log

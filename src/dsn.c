@@ -69,52 +69,45 @@ static bool is_uri(const char *s)
 	return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
 }
 
-/* Masks "password=..." values in a URI query string (after '?'), in place into b. */
-static void mask_uri_query(sbuf *b, const char *q)
-{
-	while (*q != '\0') {
-		const char *amp = strchr(q, '&');
-		size_t n = amp ? (size_t)(amp - q) : strlen(q);
-		if (n >= 9 && strncasecmp(q, "password=", 9) == 0) {
-			sb_puts(b, "password=" MASK);
-		} else {
-			sb_put(b, q, n);
-		}
-		q += n;
-		if (*q == '&') {
-			sb_put(b, "&", 1);
-			q++;
-		}
-	}
-}
-
+/* Marks what must not be shown, then copies the URI with each marked run replaced by the mask.
+ * Two rules, and their union is hidden:
+ * - the userinfo password: from the first ':' after the scheme to the last '@'. libpq ends the
+ *   userinfo at the first '@', but a password may contain an unescaped '@', '/', ':' or '?';
+ *   going to the last '@' hides all of it (and, when that '@' is really in the query string,
+ *   more than needed, which is safe);
+ * - the value of every "password" query parameter, up to the next '&' or the end, whatever
+ *   characters it contains. */
 static void mask_uri(sbuf *b, const char *dsn)
 {
 	const char *rest = strstr(dsn, "://") + 3;
-	sb_put(b, dsn, (size_t)(rest - dsn));
-	/* The userinfo ends at the last '@' before the query string. A password may contain an
-	 * unescaped '@' or '/', so taking the last '@' masks all of it. */
-	const char *q = strchr(rest, '?');
-	const char *end = q ? q : rest + strlen(rest);
-	const char *at = NULL;
-	for (const char *p = rest; p < end; p++)
-		if (*p == '@')
-			at = p;
-	if (at != NULL) {
-		const char *colon = memchr(rest, ':', (size_t)(at - rest));
-		if (colon != NULL) {
-			sb_put(b, rest, (size_t)(colon - rest + 1));
-			sb_puts(b, MASK);
-		} else {
-			sb_put(b, rest, (size_t)(at - rest));
+	size_t n = strlen(dsn), off = (size_t)(rest - dsn);
+	char *hide = calloc(n + 1, 1);
+	if (hide == NULL) {
+		b->oom = true;
+		return;
+	}
+	const char *at = strrchr(rest, '@');
+	const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
+	if (colon != NULL)
+		memset(hide + (colon + 1 - dsn), 1, (size_t)(at - colon - 1));
+	for (size_t i = off; i < n; i++) {
+		if ((dsn[i] == '?' || dsn[i] == '&') && strncasecmp(dsn + i + 1, "password=", 9) == 0) {
+			size_t j = i + 10;
+			while (j < n && dsn[j] != '&')
+				hide[j++] = 1;
 		}
-		rest = at;
 	}
-	sb_put(b, rest, (size_t)(end - rest));
-	if (q != NULL) {
-		sb_put(b, "?", 1);
-		mask_uri_query(b, q + 1);
+	for (size_t i = 0; i < n;) {
+		if (hide[i]) {
+			sb_puts(b, MASK);
+			while (i < n && hide[i])
+				i++;
+		} else {
+			sb_put(b, dsn + i, 1);
+			i++;
+		}
 	}
+	free(hide);
 }
 
 static bool is_space(char c)

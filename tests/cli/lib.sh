@@ -5,6 +5,19 @@ PG=${PGCOORD_BIN:?PGCOORD_BIN is not set}
 SRC=${PGCOORD_SRC:?}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# make valgrind: every pgcoord process runs under memcheck; a leak or an invalid access makes
+# it exit 99 (the report is kept in $PGCOORD_VALGRIND_LOGS).
+if [ -n "${PGCOORD_VALGRIND:-}" ]; then
+	vglogs=${PGCOORD_VALGRIND_LOGS:-/tmp}
+	mkdir -p "$vglogs"
+	cat >"$TMP/pgcoord" <<VG
+#!/bin/sh
+exec valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \\
+	--log-file="$vglogs/vg.%p.log" "$PGCOORD_BIN" "\$@"
+VG
+	chmod +x "$TMP/pgcoord"
+	PG="$TMP/pgcoord"
+fi
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip_without_pg() {

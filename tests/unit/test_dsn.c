@@ -48,6 +48,13 @@ static void dsn__mask_uri(void)
 	           "postgresql://u:****@h/db?sslmode=require&password=****&application_name=a", "qq");
 	check_mask("postgresql://h/db?password=abc", "postgresql://h/db?password=****", "abc");
 	check_mask("postgresql://u:pw@h1:5432,h2:5433/db", "postgresql://u:****@h1:5432,h2:5433/db", "pw");
+	/* A '?' inside the password (libpq takes it as part of the userinfo). */
+	check_mask("postgresql://u:pa?ss@h/db", "postgresql://u:****@h/db", "ss");
+	check_mask("postgresql://u:a/b?c@h/db", "postgresql://u:****@h/db", "a/b");
+	/* An '@' in a query value before a password parameter. */
+	check_mask("postgresql://h/db?password=a@b", "postgresql://h/db?password=****", "a@b");
+	check_mask("postgresql://h:5/db?password=a@b", "postgresql://h:****", "@b");
+	check_mask("postgresql://u:x?password=y@h/db", "postgresql://u:****", "y@");
 }
 
 static void dsn__mask_keyword(void)
