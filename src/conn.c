@@ -14,6 +14,49 @@ static char *dup_str(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* Copies libpq's message into dst with every double-quoted part replaced by "...": libpq's
+ * parse errors quote fragments of the connection string, and those may hold a password. */
+static void scrub_quoted(char *dst, size_t n, const char *msg)
+{
+	size_t o = 0;
+	bool in = false;
+	for (const char *p = msg; *p && o + 6 < n; p++) {
+		if (*p == '"') {
+			if (!in) {
+				memcpy(dst + o, "\"...\"", 5);
+				o += 5;
+			}
+			in = !in;
+		} else if (!in) {
+			dst[o++] = *p;
+		}
+	}
+	dst[o] = '\0';
+}
+
+/* A malformed DSN is the caller's mistake: say so without echoing any of it but the masked
+ * form. */
+static int check_dsn(const char *dsn, pgc_error *err)
+{
+	if (*dsn == '\0')
+		return PGC_OK;
+	char *msg = NULL;
+	PQconninfoOption *opts = PQconninfoParse(dsn, &msg);
+	if (opts != NULL) {
+		PQconninfoFree(opts);
+		return PGC_OK;
+	}
+	char reason[PGC_ERROR_MESSAGE_MAX], line[PGC_ERROR_MESSAGE_MAX];
+	scrub_quoted(reason, sizeof reason, msg ? msg : "out of memory");
+	pgc__copy_line(line, sizeof line, reason);
+	PQfreemem(msg);
+	char *masked = pgc_dsn_mask(dsn);
+	int rc = pgc__err(err, msg ? PGC_EUSAGE : PGC_ENOMEM, "invalid connection string %s: %s",
+	                  masked ? masked : "", line);
+	pgc_free(masked);
+	return rc;
+}
+
 int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -28,6 +71,9 @@ int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, p
 		return pgc__err(err, PGC_EUSAGE, "pgc_connect: timeouts and keepalive settings must not be negative");
 
 	const char *resolved = pgc_dsn_resolve(dsn, NULL);
+	int rc = check_dsn(resolved, err);
+	if (rc != PGC_OK)
+		return rc;
 	pgc_conn *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
