@@ -629,7 +629,8 @@ bool lab_barrier(lab *L)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	int64_t ns = until.tv_nsec + (int64_t)L->opts.lock_timeout_ms * 1000000;
+	/* A rendezvous, not a lock wait: as long as a statement may take. */
+	int64_t ns = until.tv_nsec + ((int64_t)L->opts.lock_timeout_ms + 5000) * 1000000;
 	until.tv_sec += ns / 1000000000;
 	until.tv_nsec = ns % 1000000000;
 	pthread_mutex_lock(&L->mu);
@@ -649,7 +650,7 @@ bool lab_barrier(lab *L)
 	bool failed = L->failed;
 	pthread_mutex_unlock(&L->mu);
 	if (!ok && !failed)
-		lab_fail(L, "threads did not meet at the barrier within %d ms", L->opts.lock_timeout_ms);
+		lab_fail(L, "threads did not meet at the barrier within %d ms", L->opts.lock_timeout_ms + 5000);
 	return ok && !failed;
 }
 

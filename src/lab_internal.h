@@ -114,7 +114,7 @@ bool lab_adv_count(lab *L, int64_t key, long long *out);
 
 /* Runs fn(L, sessions[i], i, arg) in n threads at once and joins them. Inside fn,
  * lab_barrier() waits until all n threads reach it (false on failure or after the lock
- * timeout: the experiment then fails instead of hanging). */
+ * timeout + 5 s: the experiment then fails instead of hanging). */
 typedef void (*lab_thread_fn)(lab *L, lab_sess *s, int i, void *arg);
 bool lab_threads(lab *L, int n, lab_sess **sessions, lab_thread_fn fn, void *arg);
 bool lab_barrier(lab *L);
