@@ -256,14 +256,17 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 	FINDING(out, "server", PGC_DOCTOR_OK, version, "", "PostgreSQL %s, user %s, database %s",
 	        version, user, db);
 
-	/* A second session: for the pooler, and for the settings a new session gets. */
+	/* A second session: for the pooler, and for the settings a new session gets. Without the
+	 * pooler check the settings are read on conn. */
 	pgc_conn *probe = NULL;
 	pgc_error perr = PGC_ERROR_INIT;
 	char probe_why[PGC_ERROR_MESSAGE_MAX] = "";
-	pgc_conn_options co = conn->opts;
-	if (pgc_connect(conn->dsn, &co, &probe, &perr) != PGC_OK) {
-		probe = NULL;
-		snprintf(probe_why, sizeof probe_why, "%s", perr.message);
+	if (opts->check_pooler) {
+		pgc_conn_options co = conn->opts;
+		if (pgc_connect(conn->dsn, &co, &probe, &perr) != PGC_OK) {
+			probe = NULL;
+			snprintf(probe_why, sizeof probe_why, "%s", perr.message);
+		}
 	}
 
 	if (opts->check_pooler) {

@@ -47,7 +47,8 @@ typedef struct pgc_doctor_report {
 typedef struct pgc_doctor_options {
 	/* The pgcoord schema whose version is checked; NULL means "pgcoord". */
 	const char *schema;
-	/* Look for a pooler (opens a second session with the same DSN). Default true. */
+	/* Look for a pooler (opens a second session with the same DSN, on which the settings are
+	 * then read; without it they are read on conn). Default true. */
 	bool check_pooler;
 	/* How long a statement may wait for a server connection while another client of the
 	 * same DSN holds a transaction open before that counts as pooling, in ms. Default 2000. */
@@ -58,7 +59,8 @@ typedef struct pgc_doctor_options {
 
 /* Runs every check through conn (which must not be inside a transaction) and, for the pooler
  * check and the settings a new session of this role gets, one more short-lived session opened
- * with conn's DSN. Fills *out; the findings are in a fixed order.
+ * with conn's DSN. Fills *out; the findings are in a fixed order, the pooler finding only when
+ * opts->check_pooler.
  *
  * The pooler check: a transaction-mode pooler hands each transaction any server connection,
  * so the backend pid changes between two statements outside a transaction. The check holds a

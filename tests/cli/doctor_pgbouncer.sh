@@ -1,5 +1,5 @@
-# doctor_pgbouncer.sh - doctor through a real PgBouncer in transaction mode reports the pooler;
-# the lab's pool-trap experiment then fails there, as the seed says it must
+# doctor_pgbouncer.sh - doctor through a real PgBouncer: transaction mode is reported as an
+# error (exit 2), session mode as information; the lab's pool-trap fails through the former
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
 bouncer=$(command -v pgbouncer || ls /usr/sbin/pgbouncer 2>/dev/null || true)
@@ -13,18 +13,26 @@ read -r pghost pgport pguser < <(psql -X -A -t -q -F ' ' "$PGCOORD_TEST_DSN" \
 [ -n "$pgport" ] || fail "cannot read the test server's address"
 
 # PgBouncer refuses to run as root: run it as an unprivileged user, in a directory it owns.
-dir=$(mktemp -d /tmp/pgc-bouncer.XXXXXX)
-chmod 755 "$dir"
+user=$(id -un)
 runas=()
 if [ "$(id -u)" -eq 0 ]; then
 	user=nobody
 	id postgres >/dev/null 2>&1 && user=postgres
-	chown "$user" "$dir"
 	runas=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --)
 fi
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-printf '"%s" ""\n' "$pguser" >"$dir/userlist.txt"
-cat >"$dir/pgbouncer.ini" <<INI
+pids=()
+dirs=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "${dirs[@]}" "$TMP"' EXIT
+
+# start_bouncer MODE: starts PgBouncer with pool_mode MODE on a free loopback port; sets $port.
+start_bouncer() {
+	local dir
+	dir=$(mktemp -d /tmp/pgc-bouncer.XXXXXX)
+	dirs+=("$dir")
+	chmod 755 "$dir"
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	printf '"%s" ""\n' "$pguser" >"$dir/userlist.txt"
+	cat >"$dir/pgbouncer.ini" <<INI
 [databases]
 * = host=$pghost port=$pgport
 
@@ -34,22 +42,28 @@ listen_port = $port
 unix_socket_dir =
 auth_type = trust
 auth_file = $dir/userlist.txt
-pool_mode = transaction
+pool_mode = $1
 default_pool_size = 5
 max_client_conn = 100
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 ignore_startup_parameters = extra_float_digits
 INI
-chown -R "${user:-$(id -un)}" "$dir" 2>/dev/null || true
-"${runas[@]}" "$bouncer" "$dir/pgbouncer.ini" >"$dir/stdout" 2>&1 &
-bpid=$!
-trap 'kill "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null; rm -rf "$dir" "$TMP"' EXIT
-for _ in $(seq 1 100); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-	kill -0 "$bpid" 2>/dev/null || { cat "$dir/stdout" "$dir/pgbouncer.log" 2>/dev/null; fail "pgbouncer did not start"; }
-	sleep 0.1
-done
+	chown -R "$user" "$dir"
+	"${runas[@]}" "$bouncer" "$dir/pgbouncer.ini" >"$dir/stdout" 2>&1 &
+	local bpid=$!
+	pids+=("$bpid")
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+		kill -0 "$bpid" 2>/dev/null || { cat "$dir/stdout" "$dir/pgbouncer.log" 2>/dev/null; fail "pgbouncer ($1 mode) did not start"; }
+		sleep 0.1
+	done
+	fail "pgbouncer ($1 mode) does not accept connections on port $port"
+}
+
+start_bouncer session
+session_dsn="postgresql://$pguser@127.0.0.1:$port/postgres"
+start_bouncer transaction
 dsn="postgresql://$pguser@127.0.0.1:$port/postgres"
 
 # Direct: no pooler.
@@ -74,13 +88,19 @@ p = [f for f in d["findings"] if f["check"] == "pooler"][0]
 assert p["severity"] == "error" and p["value"] == "transaction", p
 assert d["worst"] == "error" and d["errors"] == 1, d
 PY
+# A session-mode pool keeps each client on one server session: safe, said as information.
+run 1 timeout 60 "$PG" -d "$session_dsn" doctor --schema "pgc_doctor_none_$$"
+out_has "^info     pooler: a pooler or proxy is in between"
+out_has "session locks are safe"
+out_has "doctor: 0 errors"
+
 # --no-pooler-check skips it (and then only warnings are left).
 run 1 timeout 60 "$PG" -d "$dsn" doctor --no-pooler-check --schema "pgc_doctor_none_$$"
 grep -q "pooler" "$TMP/out" && fail "--no-pooler-check still checked the pooler"
 
 # What the pooler does to session locks: in the lab's pool-trap, the "other" client's unlock now
-# lands on the server session that holds the lock (or the lock lands nowhere useful); either way
-# the experiment no longer sees what a direct connection shows.
+# can land on the server session that holds the lock: the experiment no longer sees what a
+# direct connection shows.
 timeout 60 "$PG" -d "$dsn" lab --timeout 2s pool-trap >"$TMP/out" 2>&1
 st=$?
 [ "$st" -eq 1 ] || { cat "$TMP/out"; fail "lab pool-trap through pgbouncer exited $st, expected 1 (a FAIL)"; }
