@@ -194,6 +194,7 @@ int cmd_lab(int argc, char **argv)
 		printf("lab: %d experiments, %d passed, %d failed (%.1f s)\n", passed + failed, passed,
 		       failed, (double)elapsed / 1000.0);
 	if (interrupted) {
+		fflush(stdout);
 		cli_errorf("interrupted after %d experiments", passed + failed);
 		return 130;
 	}

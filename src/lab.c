@@ -384,8 +384,10 @@ static bool finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult 
 		lab_fail(L, "internal: nothing sent on session %s", s ? s->label : "?");
 		return false;
 	}
+	/* By default a little past the server's statement_timeout, so that the server's own error
+	 * (which says what happened) normally arrives first. */
 	if (timeout_ms <= 0)
-		timeout_ms = L->opts.lock_timeout_ms + 5000;
+		timeout_ms = L->opts.lock_timeout_ms + 7000;
 	int rc = wait_ready(s, pgc__now_ms() + timeout_ms);
 	if (rc == 0) {
 		/* Past the deadline: cancel, then give the cancel a bounded moment to land. */

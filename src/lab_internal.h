@@ -72,7 +72,7 @@ void lab_close(lab *L, lab_sess *s);
 /* Sends sql (with optional text parameters) without waiting. Without parameters (nparams 0,
  * params NULL) sql may hold several statements separated by semicolons. */
 bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params);
-/* Waits for the result of what was sent, at most timeout_ms (0: the lock timeout + 5 s).
+/* Waits for the result of what was sent, at most timeout_ms (0: the lock timeout + 7 s).
  * state receives "" on success or the SQLSTATE of the error (the message is in s->lasterr);
  * *out (may be NULL) the last result, which the caller PQclear()s. false on a client-side
  * failure (deadline passed: the query is cancelled; connection lost), which is recorded. */

@@ -456,7 +456,7 @@ void lab_exp_strong_lock_queue(lab *L)
 	const char *p[1] = { lab_fmt(pc, c->pid) };
 	if (!lab_text(L, L->obs, "SELECT pg_blocking_pids($1::int)::text", 1, p, blockers,
 	              sizeof blockers) ||
-	    !lab_exec(L, a, "COMMIT") || (alter == 1 && !done_ok(L, b)) || (reader == 1 && !done_ok(L, c)))
+	    !lab_exec(L, a, "COMMIT") || !done_ok(L, b) || !done_ok(L, c))
 		return;
 	char want[32];
 	snprintf(want, sizeof want, "{%d}", b->pid);

@@ -100,6 +100,23 @@ schema=$(sed -n 's/.*(schema \(pgc_lab_[a-z_0-9]*\) kept).*/\1/p' "$TMP/out")
 [ "$(psql_q "SELECT count(*) FROM pg_namespace WHERE nspname = '$schema'")" -eq 1 ] || fail "schema $schema is gone"
 psql_q "DROP SCHEMA $schema CASCADE" >/dev/null
 
+# SIGINT: the experiment under way finishes and cleans up, then the lab stops with 130.
+timeout 120 "$PG" lab --json >"$TMP/int.out" 2>"$TMP/int.err" &
+lab=$!
+for _ in $(seq 1 200); do
+	[ -s "$TMP/int.out" ] && break
+	sleep 0.05
+done
+kill -INT $lab
+wait $lab
+st=$?
+[ "$st" -eq 130 ] || { cat "$TMP/int.out" "$TMP/int.err"; fail "interrupted lab exited $st, expected 130"; }
+grep -q "interrupted after" "$TMP/int.err" || fail "no interruption message"
+grep -q '"type":"summary"' "$TMP/int.out" || fail "no summary after the interruption"
+schemas=$(python3 -c 'import json,sys; print(",".join(json.loads(l).get("schema","") for l in open(sys.argv[1])))' "$TMP/int.out")
+[ "$(psql_q "SELECT count(*) FROM pg_namespace WHERE nspname = ANY (string_to_array('$schemas', ','))")" -eq 0 ] ||
+	fail "the interrupted lab left a schema behind"
+
 # Locks held elsewhere: the experiments that need them fail within their timeout, with a
 # message, and the exit status counts the failures.
 base=$(( 7000000000 + $$ * 1000 ))
