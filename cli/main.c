@@ -6,8 +6,10 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+	{ "doctor", cmd_doctor, "check the path to the server and its settings for hazards" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "lab", cmd_lab, "run experiments that check how the server's locks behave" },
 	{ NULL, NULL, NULL },
 };
 

@@ -11,5 +11,7 @@
 #include "pgcoord/conn.h"
 #include "pgcoord/schema.h"
 #include "pgcoord/lockmode.h"
+#include "pgcoord/lab.h"
+#include "pgcoord/doctor.h"
 
 #endif

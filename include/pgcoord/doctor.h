@@ -1,0 +1,85 @@
+/* pgcoord/doctor.h - checks the path to the server and its settings for coordination hazards
+ *
+ * A transaction-mode pooler between the client and the server (session locks and LISTEN are
+ * unsafe through it), waits without timeouts, invisible lock waits, the size of the shared
+ * lock table that advisory locks use, sessions idle in transaction now, and the pgcoord
+ * schema's version. Each finding has a severity, a one-line message and the fix. */
+#ifndef PGCOORD_DOCTOR_H
+#define PGCOORD_DOCTOR_H
+
+#include <stdbool.h>
+
+#include "common.h"
+#include "conn.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pgc_doctor_severity {
+	PGC_DOCTOR_OK = 0,      /* checked, nothing to do */
+	PGC_DOCTOR_INFO = 1,    /* worth knowing, nothing wrong */
+	PGC_DOCTOR_WARNING = 2, /* a hazard: fix it when you can */
+	PGC_DOCTOR_ERROR = 3    /* coordination is unsafe as things are */
+} pgc_doctor_severity;
+
+#define PGC_DOCTOR_FINDINGS_MAX 16
+
+/* One finding. check is a stable identifier: "server", "pooler", "lock_timeout",
+ * "statement_timeout", "idle_in_transaction_session_timeout", "log_lock_waits",
+ * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema". */
+typedef struct pgc_doctor_finding {
+	char check[40];
+	pgc_doctor_severity severity;
+	char value[128];   /* what was observed ("0", "1s", "transaction", "3"), or "" */
+	char message[512]; /* one line */
+	char fix[512];     /* one line, "" when there is nothing to do */
+} pgc_doctor_finding;
+
+/* Plain memory owned by the caller; nothing to free. */
+typedef struct pgc_doctor_report {
+	int count;
+	pgc_doctor_finding findings[PGC_DOCTOR_FINDINGS_MAX];
+	pgc_doctor_severity worst; /* the highest severity among the findings */
+} pgc_doctor_report;
+
+typedef struct pgc_doctor_options {
+	/* The pgcoord schema whose version is checked; NULL means "pgcoord". */
+	const char *schema;
+	/* Look for a pooler (opens a second session with the same DSN, on which the settings are
+	 * then read; without it they are read on conn). Default true. */
+	bool check_pooler;
+	/* How long a statement may wait for a server connection while another client of the
+	 * same DSN holds a transaction open before that counts as pooling, in ms. Default 2000. */
+	int pooler_wait_ms;
+} pgc_doctor_options;
+
+#define PGC_DOCTOR_OPTIONS_INIT { NULL, true, 2000 }
+
+/* Runs every check through conn (which must not be inside a transaction) and, for the pooler
+ * check and the settings a new session of this role gets, one more short-lived session opened
+ * with conn's DSN. Fills *out; the findings are in a fixed order, the pooler finding only when
+ * opts->check_pooler.
+ *
+ * The pooler check: a transaction-mode pooler hands each transaction any server connection,
+ * so the backend pid changes between two statements outside a transaction. The check holds a
+ * transaction open on the second session (which takes one server connection) and asks conn
+ * for its backend pid before and during it: a different pid, the second session landing on
+ * conn's backend, or conn's statement queueing until the transaction ends all mean pooling.
+ * A pooler that refuses transaction blocks (statement mode) is reported too.
+ *
+ * Errors: PGC_EUSAGE (conn or out is NULL, conn is inside a transaction, bad options),
+ * PGC_ECONNLOST, PGC_ESQL (the server refused a query every check needs). A check that
+ * cannot be run (no permission, no second session) becomes a WARNING finding that says why.
+ * Not thread-safe with respect to conn. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts,
+                                            pgc_doctor_report *out, pgc_error *err);
+
+/* "ok", "info", "warning", "error"; "unknown" for other values. Static string. */
+PGC_EXTERN const char *pgc_doctor_severity_name(pgc_doctor_severity severity);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,457 @@
+/* doctor.c - checks for coordination hazards between a client and its server
+ *
+ * Everything is read, nothing is changed: the only writes are a BEGIN/COMMIT with no work in
+ * it on a second, short-lived session used to find a pooler. Settings are read from that fresh
+ * session when there is one, so the values are what a new session of this role gets (server,
+ * database and role defaults, the DSN's options), not what the caller SET on conn. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *pgc_doctor_severity_name(pgc_doctor_severity severity)
+{
+	switch (severity) {
+	case PGC_DOCTOR_OK: return "ok";
+	case PGC_DOCTOR_INFO: return "info";
+	case PGC_DOCTOR_WARNING: return "warning";
+	case PGC_DOCTOR_ERROR: return "error";
+	}
+	return "unknown";
+}
+
+static pgc_doctor_finding *add(pgc_doctor_report *r, const char *check, pgc_doctor_severity sev,
+                               const char *value)
+{
+	if (r->count >= PGC_DOCTOR_FINDINGS_MAX)
+		return NULL;
+	pgc_doctor_finding *f = &r->findings[r->count++];
+	memset(f, 0, sizeof *f);
+	snprintf(f->check, sizeof f->check, "%s", check);
+	f->severity = sev;
+	pgc__copy_line(f->value, sizeof f->value, value ? value : "");
+	if (sev > r->worst)
+		r->worst = sev;
+	return f;
+}
+
+static void say(char *dst, size_t n, const char *fmt, ...) PGC_PRINTF(3, 4);
+static void say(char *dst, size_t n, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	pgc__copy_line(dst, n, buf);
+}
+
+#define FINDING(r_, ck_, sev_, val_, fx_, ...)                                             \
+	do {                                                                                   \
+		pgc_doctor_finding *f_ = add((r_), (ck_), (sev_), (val_));                         \
+		if (f_ != NULL) {                                                                  \
+			say(f_->message, sizeof f_->message, __VA_ARGS__);                             \
+			pgc__copy_line(f_->fix, sizeof f_->fix, (fx_));                                \
+		}                                                                                  \
+	} while (0)
+
+/* Waits for conn's pending query until deadline (monotonic ms): 1 ready, 0 not yet, -1 lost. */
+static int wait_ready(PGconn *pg, int64_t deadline)
+{
+	for (;;) {
+		if (!PQconsumeInput(pg))
+			return -1;
+		if (!PQisBusy(pg))
+			return 1;
+		int64_t left = deadline - pgc__now_ms();
+		if (left <= 0)
+			return 0;
+		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
+		if (pfd.fd < 0)
+			return -1;
+		if (poll(&pfd, 1, left > 100 ? 100 : (int)left) < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* The single integer a query returns, or -1 with err filled. */
+static long long one_int(pgc_conn *c, const char *sql, int *rc, pgc_error *err)
+{
+	PGresult *res = pgc__exec(c, sql, 0, NULL, rc, err);
+	if (res == NULL)
+		return -1;
+	long long v = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ? atoll(PQgetvalue(res, 0, 0)) : -1;
+	PQclear(res);
+	return v;
+}
+
+struct pooler {
+	bool checked;
+	bool statement_mode;
+	bool transaction_mode;
+	bool proxy; /* libpq's backend pid differs from pg_backend_pid(): something in between */
+	long long pid1, pid2, other_pid;
+	bool queued;
+	char why[256];
+};
+
+/* Finds a pooler. probe is a second session with the same DSN (may be NULL). */
+static int check_pooler(pgc_conn *conn, pgc_conn *probe, int wait_ms, struct pooler *p,
+                        pgc_error *err)
+{
+	int rc;
+	p->pid1 = one_int(conn, "SELECT pg_backend_pid()", &rc, err);
+	if (p->pid1 < 0)
+		return rc;
+	p->proxy = p->pid1 != pgc_conn_backend_pid(conn);
+	if (probe == NULL)
+		return PGC_OK;
+	p->checked = true;
+	pgc_error perr = PGC_ERROR_INIT;
+	PGresult *res = pgc__exec(probe, "BEGIN", 0, NULL, &rc, &perr);
+	if (res == NULL) {
+		/* PgBouncer in statement mode refuses transaction blocks outright. */
+		p->statement_mode = true;
+		snprintf(p->why, sizeof p->why, "BEGIN was refused: %s", perr.message);
+		return PGC_OK;
+	}
+	PQclear(res);
+	p->other_pid = one_int(probe, "SELECT pg_backend_pid()", &rc, &perr);
+	if (p->other_pid < 0) {
+		(void)!pgc_exec(probe, "ROLLBACK", NULL);
+		snprintf(p->why, sizeof p->why, "%s", perr.message);
+		p->checked = false;
+		return PGC_OK;
+	}
+	/* While the probe's transaction holds a server connection, ask conn again. A direct
+	 * session answers at once with the same pid. */
+	PGconn *pg = pgc_conn_pg(conn);
+	if (!PQsendQuery(pg, "SELECT pg_backend_pid()")) {
+		(void)!pgc_exec(probe, "ROLLBACK", NULL);
+		return pgc__err_result(err, pg, NULL, NULL);
+	}
+	int ready = wait_ready(pg, pgc__now_ms() + wait_ms);
+	if (ready == 0)
+		p->queued = true; /* it waits for a server connection the probe holds */
+	int commit_rc = pgc_exec(probe, "COMMIT", &perr);
+	if (ready == 0)
+		ready = wait_ready(pg, pgc__now_ms() + 10000);
+	if (ready != 1) {
+		PGcancel *c = PQgetCancel(pg);
+		char buf[128];
+		if (c != NULL) {
+			PQcancel(c, buf, sizeof buf);
+			PQfreeCancel(c);
+		}
+		wait_ready(pg, pgc__now_ms() + 2000);
+		while ((res = PQgetResult(pg)) != NULL)
+			PQclear(res);
+		return pgc__err(err, PGC_ETIMEDOUT,
+		                "the server (or a pooler) did not answer SELECT pg_backend_pid() within %d ms",
+		                wait_ms + 10000);
+	}
+	p->pid2 = -1;
+	rc = PGC_OK;
+	while ((res = PQgetResult(pg)) != NULL) {
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+			p->pid2 = atoll(PQgetvalue(res, 0, 0));
+		else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == PGC_OK)
+			rc = pgc__err_result(err, pg, res, NULL);
+		PQclear(res);
+	}
+	if (rc != PGC_OK)
+		return rc;
+	(void)commit_rc;
+	p->transaction_mode = p->queued || p->pid2 != p->pid1 || p->other_pid == p->pid1;
+	if (p->transaction_mode) {
+		if (p->queued)
+			snprintf(p->why, sizeof p->why,
+			         "a statement outside any transaction waited until another client's transaction"
+			         " ended (pid %lld, then %lld)", p->pid1, p->pid2);
+		else if (p->pid2 != p->pid1)
+			snprintf(p->why, sizeof p->why,
+			         "the backend pid changed between two statements outside a transaction (%lld, then"
+			         " %lld)", p->pid1, p->pid2);
+		else
+			snprintf(p->why, sizeof p->why,
+			         "another client connection was given this connection's backend (pid %lld)",
+			         p->pid1);
+	}
+	return PGC_OK;
+}
+
+/* A setting as a fresh session of this role sees it: value (with unit) and source. */
+static int setting(pgc_conn *c, const char *name, char *value, size_t vn, char *source, size_t sn,
+                   long long *raw, pgc_error *err)
+{
+	int rc;
+	const char *params[1] = { name };
+	PGresult *res = pgc__exec(c,
+	        "SELECT current_setting(name), source, setting FROM pg_catalog.pg_settings"
+	        " WHERE name = $1", 1, params, &rc, err);
+	if (res == NULL)
+		return rc;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return pgc__err(err, PGC_EINTERNAL, "the server has no setting named %s", name);
+	}
+	snprintf(value, vn, "%s", PQgetvalue(res, 0, 0));
+	snprintf(source, sn, "%s", PQgetvalue(res, 0, 1));
+	if (raw != NULL)
+		*raw = atoll(PQgetvalue(res, 0, 2));
+	PQclear(res);
+	return PGC_OK;
+}
+
+static const struct {
+	const char *name;
+	const char *suggest;
+	const char *why;
+} timeouts[] = {
+	{ "lock_timeout", "5s", "a lock wait never ends on its own" },
+	{ "statement_timeout", "5min", "a stuck statement runs (and holds its locks) forever" },
+	{ "idle_in_transaction_session_timeout", "5min",
+	  "a client that stops mid-transaction holds its locks until someone kills it" },
+};
+
+int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_report *out,
+                   pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (conn == NULL || out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: conn and out must not be NULL");
+	pgc_doctor_options defaults = PGC_DOCTOR_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+	if (opts->pooler_wait_ms < 100 || opts->pooler_wait_ms > 60000)
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_doctor_run: pooler_wait_ms must be between 100 and 60000, not %d",
+		                opts->pooler_wait_ms);
+	if (pgc__in_transaction(conn))
+		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: conn is inside a transaction");
+	const char *schema = opts->schema ? opts->schema : PGC_SCHEMA_DEFAULT;
+	if (*schema == '\0' || strlen(schema) > 63)
+		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: the schema name must be 1 to 63 bytes");
+	memset(out, 0, sizeof *out);
+
+	int rc;
+	PGresult *res = pgc__exec(conn,
+	        "SELECT current_setting('server_version'), current_user, current_database(),"
+	        " pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", 0, NULL, &rc, err);
+	if (res == NULL)
+		return rc;
+	char version[64], user[128], db[128];
+	snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
+	snprintf(user, sizeof user, "%s", PQgetvalue(res, 0, 1));
+	snprintf(db, sizeof db, "%s", PQgetvalue(res, 0, 2));
+	bool sees_all = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+	PQclear(res);
+	char *quser = pgc__quote_ident(conn, user, err);
+	if (quser == NULL)
+		return PGC_EUSAGE;
+	FINDING(out, "server", PGC_DOCTOR_OK, version, "", "PostgreSQL %s, user %s, database %s",
+	        version, user, db);
+
+	/* A second session: for the pooler, and for the settings a new session gets. Without the
+	 * pooler check the settings are read on conn. */
+	pgc_conn *probe = NULL;
+	pgc_error perr = PGC_ERROR_INIT;
+	char probe_why[PGC_ERROR_MESSAGE_MAX] = "";
+	if (opts->check_pooler) {
+		pgc_conn_options co = conn->opts;
+		if (pgc_connect(conn->dsn, &co, &probe, &perr) != PGC_OK) {
+			probe = NULL;
+			snprintf(probe_why, sizeof probe_why, "%s", perr.message);
+		}
+	}
+
+	if (opts->check_pooler) {
+		struct pooler p;
+		memset(&p, 0, sizeof p);
+		rc = check_pooler(conn, probe, opts->pooler_wait_ms, &p, err);
+		if (rc != PGC_OK)
+			goto fail;
+		if (p.statement_mode)
+			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "statement",
+			        "connect pgcoord straight to PostgreSQL, or through a pool in session mode",
+			        "a statement-mode pooler is in between (%s): transactions, session locks and"
+			        " LISTEN cannot work through it", p.why);
+		else if (p.transaction_mode)
+			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "transaction",
+			        "connect pgcoord straight to PostgreSQL (or through a pool in session mode) for"
+			        " session locks, run, elect, workers and LISTEN; through this pooler use only"
+			        " transaction-scoped locks inside one transaction",
+			        "a transaction-mode pooler is in between: %s. Session advisory locks and LISTEN"
+			        " are unsafe here: a lock is taken on a server connection you do not keep, an"
+			        " unlock can land on another one and return false, and the lock stays held",
+			        p.why);
+		else if (!p.checked)
+			FINDING(out, "pooler", PGC_DOCTOR_WARNING, "unknown",
+			        "check that the DSN allows a second connection, then run pgcoord doctor again",
+			        "could not test for a pooler: no second session (%s)",
+			        probe_why[0] ? probe_why : p.why);
+		else if (p.proxy)
+			FINDING(out, "pooler", PGC_DOCTOR_INFO, "session",
+			        "", "a pooler or proxy is in between (libpq was told pid %d, the server says %lld),"
+			        " but each client keeps its server session: session locks are safe",
+			        pgc_conn_backend_pid(conn), p.pid1);
+		else
+			FINDING(out, "pooler", PGC_DOCTOR_OK, "none", "",
+			        "direct session: the backend pid (%lld) stays the same between statements",
+			        p.pid1);
+	}
+
+	pgc_conn *fresh = probe ? probe : conn;
+	for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+		char value[64], source[64], fix[512];
+		long long raw;
+		rc = setting(fresh, timeouts[i].name, value, sizeof value, source, sizeof source, &raw, err);
+		if (rc != PGC_OK)
+			goto fail;
+		if (raw == 0) {
+			snprintf(fix, sizeof fix, "ALTER ROLE %s SET %s = '%s';", quser, timeouts[i].name,
+			         timeouts[i].suggest);
+			FINDING(out, timeouts[i].name, PGC_DOCTOR_WARNING, value, fix,
+			        "%s is 0 (no limit) for role %s (source: %s): %s", timeouts[i].name, user,
+			        source, timeouts[i].why);
+		} else {
+			FINDING(out, timeouts[i].name, PGC_DOCTOR_OK, value, "", "%s is %s for role %s (source: %s)",
+			        timeouts[i].name, value, user, source);
+		}
+	}
+
+	char value[64], source[64], dt_value[64];
+	long long dt;
+	if ((rc = setting(fresh, "log_lock_waits", value, sizeof value, source, sizeof source, NULL,
+	                  err)) != PGC_OK ||
+	    (rc = setting(fresh, "deadlock_timeout", dt_value, sizeof dt_value, source, sizeof source,
+	                  &dt, err)) != PGC_OK)
+		goto fail;
+	if (strcmp(value, "on") != 0)
+		FINDING(out, "log_lock_waits", PGC_DOCTOR_WARNING, value,
+		        "ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();",
+		        "log_lock_waits is off: a session that waits longer than deadlock_timeout (%s) for a"
+		        " lock leaves no trace in the server log", dt_value);
+	else
+		FINDING(out, "log_lock_waits", PGC_DOCTOR_OK, value, "",
+		        "log_lock_waits is on: waits longer than deadlock_timeout (%s) are logged", dt_value);
+	if (dt < 100)
+		FINDING(out, "deadlock_timeout", PGC_DOCTOR_WARNING, dt_value,
+		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
+		        "deadlock_timeout is %s: every lock wait that long runs the deadlock check, which is"
+		        " expensive under contention", dt_value);
+	else if (dt > 10000)
+		FINDING(out, "deadlock_timeout", PGC_DOCTOR_WARNING, dt_value,
+		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
+		        "deadlock_timeout is %s: a deadlock holds both sessions that long before one is"
+		        " aborted (40P01), and log_lock_waits reports waits that late", dt_value);
+	else
+		FINDING(out, "deadlock_timeout", PGC_DOCTOR_OK, dt_value, "",
+		        "deadlock_timeout is %s: deadlocks are found (40P01) after that long", dt_value);
+
+	/* The shared lock table: table locks and advisory locks of all sessions share it. */
+	res = pgc__exec(fresh,
+	        "SELECT current_setting('max_locks_per_transaction')::bigint,"
+	        " current_setting('max_connections')::bigint,"
+	        " current_setting('max_prepared_transactions')::bigint,"
+	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE NOT fastpath),"
+	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory')",
+	        0, NULL, &rc, err);
+	if (res == NULL)
+		goto fail;
+	long long mlpt = atoll(PQgetvalue(res, 0, 0)), mc = atoll(PQgetvalue(res, 0, 1));
+	long long mpt = atoll(PQgetvalue(res, 0, 2)), used = atoll(PQgetvalue(res, 0, 3));
+	long long advisory = atoll(PQgetvalue(res, 0, 4));
+	PQclear(res);
+	long long slots = mlpt * (mc + mpt);
+	char slots_s[32];
+	snprintf(slots_s, sizeof slots_s, "%lld", slots);
+	pgc_doctor_severity lsev = used * 10 >= slots * 9 ? PGC_DOCTOR_ERROR
+	                           : used * 2 >= slots     ? PGC_DOCTOR_WARNING
+	                                                   : PGC_DOCTOR_OK;
+	FINDING(out, "lock_table", lsev, slots_s,
+	        lsev == PGC_DOCTOR_OK ? ""
+	                              : "hold fewer advisory locks at once, or raise max_locks_per_transaction"
+	                                " (takes a restart)",
+	        "shared lock table: max_locks_per_transaction %lld x (max_connections %lld +"
+	        " max_prepared_transactions %lld) = %lld slots, shared by table and advisory locks;"
+	        " %lld in use now (%lld advisory)", mlpt, mc, mpt, slots, used, advisory);
+
+	/* Sessions idle in transaction right now (other than ours). */
+	char own1[24], own2[24];
+	snprintf(own1, sizeof own1, "%d", pgc_conn_backend_pid(conn));
+	snprintf(own2, sizeof own2, "%d", probe ? pgc_conn_backend_pid(probe) : 0);
+	const char *pp[2] = { own1, own2 };
+	res = pgc__exec(conn,
+	        "SELECT count(*), coalesce(max(extract(epoch FROM clock_timestamp() - state_change))::bigint, 0),"
+	        " (array_agg(pid ORDER BY state_change))[1],"
+	        " (array_agg(usename::text ORDER BY state_change))[1]"
+	        " FROM pg_catalog.pg_stat_activity"
+	        " WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+	        " AND pid <> $1::int AND pid <> $2::int", 2, pp, &rc, err);
+	if (res == NULL)
+		goto fail;
+	long long idle = atoll(PQgetvalue(res, 0, 0)), oldest = atoll(PQgetvalue(res, 0, 1));
+	char oldest_pid[24], oldest_user[128];
+	snprintf(oldest_pid, sizeof oldest_pid, "%s", PQgetvalue(res, 0, 2));
+	snprintf(oldest_user, sizeof oldest_user, "%s", PQgetvalue(res, 0, 3));
+	PQclear(res);
+	char idle_s[24], fix[512];
+	snprintf(idle_s, sizeof idle_s, "%lld", idle);
+	const char *scope = sees_all ? "" : " (only sessions of roles you can see: grant pg_read_all_stats"
+	                                    " to see all)";
+	if (idle > 0) {
+		snprintf(fix, sizeof fix,
+		         "find what it holds and blocks (pg_locks, pg_blocking_pids), end it with SELECT"
+		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
+		         oldest_pid);
+		FINDING(out, "idle_in_transaction", PGC_DOCTOR_WARNING, idle_s, fix,
+		        "%lld session(s) idle in transaction now; the oldest, pid %s (user %s), for %lld s: it"
+		        " keeps every lock it took%s", idle, oldest_pid, oldest_user, oldest, scope);
+	} else {
+		FINDING(out, "idle_in_transaction", PGC_DOCTOR_OK, idle_s, "",
+		        "no other session is idle in transaction%s", scope);
+	}
+
+	/* The pgcoord schema against this binary. */
+	int sv = 0, latest = pgc_schema_latest();
+	pgc_error serr = PGC_ERROR_INIT;
+	char sv_s[24];
+	if (pgc_schema_version(conn, schema, &sv, &serr) != PGC_OK) {
+		if (serr.code == PGC_ECONNLOST || serr.code == PGC_EUSAGE) {
+			if (err != NULL)
+				*err = serr;
+			rc = serr.code;
+			goto fail;
+		}
+		FINDING(out, "schema", PGC_DOCTOR_WARNING, "unknown",
+		        "grant this role USAGE on the schema and SELECT on its migrations table",
+		        "cannot read the version of schema %s: %s", schema, serr.message);
+	} else {
+		snprintf(sv_s, sizeof sv_s, "%d", sv);
+		if (sv == 0)
+			FINDING(out, "schema", PGC_DOCTOR_INFO, sv_s, "pgcoord init",
+			        "schema %s is not installed (the queue, leases and elections need it; locks do"
+			        " not)", schema);
+		else if (sv < latest)
+			FINDING(out, "schema", PGC_DOCTOR_WARNING, sv_s, "pgcoord init",
+			        "schema %s is at version %d, this pgcoord knows %d", schema, sv, latest);
+		else if (sv > latest)
+			FINDING(out, "schema", PGC_DOCTOR_ERROR, sv_s, "upgrade pgcoord to a release that knows it",
+			        "schema %s is at version %d, newer than this pgcoord (%d)", schema, sv, latest);
+		else
+			FINDING(out, "schema", PGC_DOCTOR_OK, sv_s, "", "schema %s is at version %d, as this"
+			        " pgcoord expects", schema, sv);
+	}
+	pgc_conn_close(probe);
+	PQfreemem(quser);
+	return PGC_OK;
+fail:
+	pgc_conn_close(probe);
+	PQfreemem(quser);
+	return rc;
+}

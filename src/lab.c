@@ -1,0 +1,770 @@
+/* lab.c - the lab's catalogue, its runner and the session helpers every experiment uses
+ *
+ * The runner opens an observer session, creates the scratch schema, runs the experiment,
+ * closes every session the experiment opened (which ends whatever they still hold) and drops
+ * the schema. Every statement goes out with PQsendQueryParams and is collected with poll()
+ * against a monotonic deadline, so even a server that stops answering cannot hang the lab;
+ * on the server side every session has lock_timeout and statement_timeout set. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lab_internal.h"
+
+#define SEED000 "000 lab"
+
+static const struct {
+	pgc_lab_info info;
+	lab_fn fn;
+} catalogue[] = {
+	{ { "singleton", "five contenders try one session lock; exactly one runs the job",
+	    SEED000 " result 1" }, lab_exp_singleton },
+	{ { "pool-trap", "an unlock from another session returns false; the lock stays held",
+	    SEED000 " result 2" }, lab_exp_pool_trap },
+	{ { "xact-rollback", "a transaction-level advisory lock is released by rollback",
+	    SEED000 " result 3" }, lab_exp_xact_rollback },
+	{ { "stacked-unlock", "a session lock taken twice needs two unlocks",
+	    SEED000 " result 4" }, lab_exp_stacked_unlock },
+	{ { "session-end", "a leaked session lock disappears when its session ends",
+	    SEED000 " result 5" }, lab_exp_session_end },
+	{ { "mvcc-read", "a plain SELECT does not wait for an uncommitted UPDATE; it sees the old row",
+	    "002 §01" }, lab_exp_mvcc_read },
+	{ { "oversell", "read-then-write oversells under concurrency; UPDATE ... WHERE stock > 0 never does",
+	    "002 §01, §07" }, lab_exp_oversell },
+	{ { "table-lock-matrix", "the 8x8 table-lock conflicts, measured with LOCK TABLE ... NOWAIT pairs",
+	    "002 §03" }, lab_exp_table_lock_matrix },
+	{ { "lock-table-needs-tx", "LOCK TABLE outside a transaction block is an error",
+	    "002 §03" }, lab_exp_lock_table_needs_tx },
+	{ { "lock-table-default", "LOCK TABLE without a mode takes ACCESS EXCLUSIVE",
+	    "002 §03" }, lab_exp_lock_table_default },
+	{ { "row-lock-matrix", "the 4x4 row-lock conflicts, measured with SELECT ... NOWAIT pairs",
+	    "002 §04" }, lab_exp_row_lock_matrix },
+	{ { "row-lock-self", "a transaction never conflicts with itself and can strengthen its row lock",
+	    "002 §04" }, lab_exp_row_lock_self },
+	{ { "key-share", "a non-key UPDATE coexists with FOR KEY SHARE; a DELETE waits",
+	    "002 §04, §05" }, lab_exp_key_share },
+	{ { "fk-insert", "a child INSERT waits for a parent FOR UPDATE, not for a non-key UPDATE",
+	    "002 §04, §07" }, lab_exp_fk_insert },
+	{ { "nowait", "NOWAIT fails with 55P03 and aborts the transaction; a savepoint keeps it usable",
+	    "002 §05" }, lab_exp_nowait },
+	{ { "for-update-of", "FOR UPDATE OF o locks only orders; without OF the joined customers too",
+	    "002 §06" }, lab_exp_for_update_of },
+	{ { "limit-offset", "LIMIT locks only returned rows; rows skipped by OFFSET are locked too",
+	    "002 §06" }, lab_exp_limit_offset },
+	{ { "cte-lock", "a top-level FOR UPDATE does not lock a WITH query's rows; FOR UPDATE inside it does",
+	    "002 §06" }, lab_exp_cte_lock },
+	{ { "lock-shape", "FOR UPDATE with GROUP BY, DISTINCT, aggregates, windows or UNION is rejected",
+	    "002 §06" }, lab_exp_lock_shape },
+	{ { "recheck", "after a wait, READ COMMITTED returns the new row or none; REPEATABLE READ fails 40001",
+	    "002 §06" }, lab_exp_recheck },
+	{ { "savepoint-locks", "locks taken after a savepoint are released by ROLLBACK TO; earlier ones stay",
+	    "002 §02" }, lab_exp_savepoint_locks },
+	{ { "unique-email", "check-then-insert with FOR UPDATE admits duplicates; ON CONFLICT lets one win",
+	    "002 §07, §16" }, lab_exp_unique_email },
+	{ { "deadlock", "a lock cycle is detected (40P01), one victim; the same work in global order completes",
+	    "002 §08" }, lab_exp_deadlock },
+	{ { "advisory-shared", "shared advisory locks coexist; an exclusive one waits for them",
+	    "002 §09" }, lab_exp_adv_shared },
+	{ { "advisory-keyspaces", "the bigint and the int4-pair advisory key spaces are separate",
+	    "002 §09" }, lab_exp_adv_keyspaces },
+	{ { "advisory-rollback", "a session advisory lock survives the rollback of its transaction",
+	    "002 §09" }, lab_exp_adv_rollback },
+	{ { "advisory-xact-autocommit", "pg_advisory_xact_lock in autocommit is released at once",
+	    "002 §09" }, lab_exp_adv_xact_autocommit },
+	{ { "advisory-limit", "a lock function evaluated before LIMIT locks every row; the subquery form locks LIMIT",
+	    "002 §09" }, lab_exp_adv_limit },
+	{ { "skip-locked", "concurrent workers claim disjoint jobs with FOR UPDATE SKIP LOCKED",
+	    "002 §10" }, lab_exp_skip_locked },
+	{ { "stale-completion", "completing a job with a stale owner updates zero rows",
+	    "002 §10" }, lab_exp_stale_completion },
+	{ { "lease-recovery", "a job whose lease expired is recovered and claimed again",
+	    "002 §10" }, lab_exp_lease_recovery },
+	{ { "blocking-pids", "pg_blocking_pids names an idle-in-transaction blocker",
+	    "002 §11" }, lab_exp_blocking_pids },
+	{ { "cancel-terminate", "pg_cancel_backend keeps the session; pg_terminate_backend ends it and frees its locks",
+	    "002 §11" }, lab_exp_cancel_terminate },
+	{ { "strong-lock-queue", "ALTER TABLE waits behind a reader; a new SELECT queues behind the ALTER",
+	    "002 §12" }, lab_exp_strong_lock_queue },
+	{ { "lockrows-plan", "SELECT ... FOR UPDATE adds a LockRows node to the plan",
+	    "002 §12" }, lab_exp_lockrows_plan },
+	{ { "row-locks-memory", "locking 100,000 rows FOR UPDATE adds no per-row entries to pg_locks",
+	    "002 §17" }, lab_exp_row_locks_memory },
+	{ { "row-wait-xid", "a row-lock waiter shows up as a ShareLock request on a transactionid",
+	    "002 §17" }, lab_exp_row_wait_xid },
+	{ { "lock-timeout", "lock_timeout ends a lock wait with 55P03",
+	    "002 §02, §11" }, lab_exp_lock_timeout },
+	{ { "statement-timeout", "statement_timeout ends a long statement with 57014",
+	    "002 §02, §11" }, lab_exp_statement_timeout },
+};
+
+#define CATALOGUE_N (sizeof catalogue / sizeof catalogue[0])
+
+static pgc_lab_info infos[CATALOGUE_N];
+static pthread_once_t infos_once = PTHREAD_ONCE_INIT;
+
+static void infos_init(void)
+{
+	for (size_t i = 0; i < CATALOGUE_N; i++)
+		infos[i] = catalogue[i].info;
+}
+
+const pgc_lab_info *pgc_lab_list(size_t *count)
+{
+	pthread_once(&infos_once, infos_init);
+	if (count != NULL)
+		*count = CATALOGUE_N;
+	return infos;
+}
+
+const pgc_lab_info *pgc_lab_find(const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	pthread_once(&infos_once, infos_init);
+	for (size_t i = 0; i < CATALOGUE_N; i++)
+		if (strcmp(infos[i].name, name) == 0)
+			return &infos[i];
+	return NULL;
+}
+
+const pgc_lab_value *pgc_lab_value_get(const pgc_lab_result *result, const char *name)
+{
+	if (result == NULL || name == NULL)
+		return NULL;
+	for (int i = 0; i < result->nvalues && i < PGC_LAB_VALUES_MAX; i++)
+		if (strcmp(result->values[i].name, name) == 0)
+			return &result->values[i];
+	return NULL;
+}
+
+/* ---- failures, verdicts, values ---- */
+
+void lab_fail(lab *L, const char *fmt, ...)
+{
+	pthread_mutex_lock(&L->mu);
+	if (!L->failed) {
+		char buf[PGC_LAB_OBSERVATION_MAX];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		L->failed = true;
+		pgc__copy_line(L->res->observation, sizeof L->res->observation, buf);
+	}
+	pthread_cond_broadcast(&L->cv); /* wake anyone at the barrier */
+	pthread_mutex_unlock(&L->mu);
+}
+
+bool lab_failed(lab *L)
+{
+	pthread_mutex_lock(&L->mu);
+	bool f = L->failed;
+	pthread_mutex_unlock(&L->mu);
+	return f;
+}
+
+void lab_verdict(lab *L, bool pass, const char *fmt, ...)
+{
+	pthread_mutex_lock(&L->mu);
+	if (!L->failed) {
+		char buf[PGC_LAB_OBSERVATION_MAX];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		pgc__copy_line(L->res->observation, sizeof L->res->observation, buf);
+		L->res->passed = pass;
+		L->verdict_set = true;
+	}
+	pthread_mutex_unlock(&L->mu);
+}
+
+static void add_value(lab *L, const char *name, pgc_lab_value_kind kind, const char *text)
+{
+	pthread_mutex_lock(&L->mu);
+	pgc_lab_result *r = L->res;
+	if (r->nvalues < PGC_LAB_VALUES_MAX) {
+		pgc_lab_value *v = &r->values[r->nvalues++];
+		snprintf(v->name, sizeof v->name, "%s", name);
+		v->kind = kind;
+		pgc__copy_line(v->text, sizeof v->text, text);
+	}
+	pthread_mutex_unlock(&L->mu);
+}
+
+void lab_vint(lab *L, const char *name, long long v)
+{
+	char buf[24];
+	add_value(L, name, PGC_LAB_INT, lab_fmt(buf, v));
+}
+
+void lab_vbool(lab *L, const char *name, bool v)
+{
+	add_value(L, name, PGC_LAB_BOOL, v ? "true" : "false");
+}
+
+void lab_vtext(lab *L, const char *name, const char *v)
+{
+	add_value(L, name, PGC_LAB_TEXT, v ? v : "");
+}
+
+const char *lab_fmt(char *buf, long long v)
+{
+	snprintf(buf, 24, "%lld", v);
+	return buf;
+}
+
+int64_t lab_key(lab *L, int n)
+{
+	return L->key_base + n;
+}
+
+void lab_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* ---- sessions ---- */
+
+static const char *first_line(const char *sql, char *buf, size_t n)
+{
+	pgc__copy_line(buf, n, sql);
+	if (strlen(buf) > 70)
+		memcpy(buf + 67, "...", 4);
+	return buf;
+}
+
+/* Server notices (the WARNING of an unlock that held nothing) are kept, never printed. */
+static void keep_notice(void *arg, const PGresult *res)
+{
+	lab_sess *s = arg;
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	pgc__copy_line(s->notice, sizeof s->notice, msg ? msg : PQresultErrorMessage(res));
+}
+
+static lab_sess *open_session(lab *L, const char *label, bool set_path)
+{
+	if (L->nsess >= LAB_SESSIONS_MAX) {
+		lab_fail(L, "internal: more than %d sessions", LAB_SESSIONS_MAX);
+		return NULL;
+	}
+	lab_sess *s = &L->sess[L->nsess];
+	memset(s, 0, sizeof *s);
+	snprintf(s->label, sizeof s->label, "%s", label);
+	char app[128];
+	snprintf(app, sizeof app, "%s/%s/%s", L->opts.application_name, L->info->name, label);
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	co.application_name = app;
+	pgc_error err = PGC_ERROR_INIT;
+	if (pgc_connect(L->dsn, &co, &s->conn, &err) != PGC_OK) {
+		L->connect_err = err;
+		lab_fail(L, "session %s: %s", label, err.message);
+		return NULL;
+	}
+	L->nsess++;
+	s->pg = pgc_conn_pg(s->conn);
+	s->pid = pgc_conn_backend_pid(s->conn);
+	PQsetNoticeReceiver(s->pg, keep_notice, s);
+	char lt[24], st[24];
+	snprintf(lt, sizeof lt, "%dms", L->opts.lock_timeout_ms);
+	snprintf(st, sizeof st, "%dms", L->opts.lock_timeout_ms + 5000);
+	const char *params[4] = { lt, st, "60s", set_path ? L->qschema : NULL };
+	/* Parameters, not pasted text: set_config() takes the values as data. The observer keeps
+	 * the default search_path (it creates the schema before anyone uses it). */
+	const char *sql = set_path
+	        ? "SELECT set_config('lock_timeout', $1, false), set_config('statement_timeout', $2, false),"
+	          " set_config('idle_in_transaction_session_timeout', $3, false),"
+	          " set_config('search_path', $4, false), pg_backend_pid()"
+	        : "SELECT set_config('lock_timeout', $1, false), set_config('statement_timeout', $2, false),"
+	          " set_config('idle_in_transaction_session_timeout', $3, false), '', pg_backend_pid()";
+	PGresult *res = lab_query(L, s, sql, set_path ? 4 : 3, params);
+	if (res == NULL)
+		return NULL;
+	/* Behind a pooler the pid libpq got at connect time may not be the server's. */
+	s->pid = atoi(PQgetvalue(res, 0, 4));
+	PQclear(res);
+	return s;
+}
+
+lab_sess *lab_open(lab *L)
+{
+	char label[8];
+	snprintf(label, sizeof label, "%c", 'A' + (L->nsess - 1));
+	return open_session(L, label, true);
+}
+
+void lab_close(lab *L, lab_sess *s)
+{
+	(void)L;
+	if (s != NULL && s->conn != NULL) {
+		pgc_conn_close(s->conn);
+		s->conn = NULL;
+		s->pg = NULL;
+	}
+}
+
+bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
+{
+	char sh[80];
+	if (s == NULL || s->pg == NULL) {
+		lab_fail(L, "internal: statement on a closed session: %s", first_line(sql, sh, sizeof sh));
+		return false;
+	}
+	if (s->busy) {
+		lab_fail(L, "internal: session %s is still busy", s->label);
+		return false;
+	}
+	int sent = nparams == 0 && params == NULL
+	        ? PQsendQuery(s->pg, sql)
+	        : PQsendQueryParams(s->pg, sql, nparams, NULL, params, NULL, NULL, 0);
+	if (!sent) {
+		char msg[256];
+		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
+		lab_fail(L, "session %s: cannot send %s: %s", s->label, first_line(sql, sh, sizeof sh), msg);
+		return false;
+	}
+	s->busy = true;
+	return true;
+}
+
+/* Reads input until the pending query is done, at most until deadline (monotonic ms).
+ * 1 done, 0 deadline passed, -1 connection trouble. */
+static int wait_ready(lab_sess *s, int64_t deadline)
+{
+	for (;;) {
+		if (!PQconsumeInput(s->pg))
+			return -1;
+		if (!PQisBusy(s->pg))
+			return 1;
+		int64_t left = deadline - pgc__now_ms();
+		if (left <= 0)
+			return 0;
+		struct pollfd pfd = { PQsocket(s->pg), POLLIN, 0 };
+		if (pfd.fd < 0)
+			return -1;
+		int n = poll(&pfd, 1, left > 100 ? 100 : (int)left);
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* Collects every result of the pending query; keeps the last one. */
+static void drain(lab_sess *s, char state[6], PGresult **last)
+{
+	PGresult *r;
+	state[0] = '\0';
+	while ((r = PQgetResult(s->pg)) != NULL) {
+		ExecStatusType st = PQresultStatus(r);
+		if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
+			const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+			snprintf(state, 6, "%s", code && strlen(code) == 5 ? code : "?????");
+			const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+			pgc__copy_line(s->lasterr, sizeof s->lasterr, msg ? msg : PQresultErrorMessage(r));
+		}
+		if (*last != NULL)
+			PQclear(*last);
+		*last = r;
+	}
+}
+
+static bool finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out,
+                   bool lost_ok)
+{
+	PGresult *last = NULL;
+	if (out != NULL)
+		*out = NULL;
+	state[0] = '\0';
+	if (s == NULL || s->pg == NULL || !s->busy) {
+		lab_fail(L, "internal: nothing sent on session %s", s ? s->label : "?");
+		return false;
+	}
+	/* By default a little past the server's statement_timeout, so that the server's own error
+	 * (which says what happened) normally arrives first. */
+	if (timeout_ms <= 0)
+		timeout_ms = L->opts.lock_timeout_ms + 7000;
+	int rc = wait_ready(s, pgc__now_ms() + timeout_ms);
+	if (rc == 0) {
+		/* Past the deadline: cancel, then give the cancel a bounded moment to land. */
+		PGcancel *c = PQgetCancel(s->pg);
+		char buf[256];
+		if (c != NULL) {
+			PQcancel(c, buf, sizeof buf);
+			PQfreeCancel(c);
+		}
+		if (wait_ready(s, pgc__now_ms() + 2000) == 1) {
+			drain(s, state, &last);
+			PQclear(last);
+			s->busy = false;
+		} else {
+			lab_close(L, s); /* stuck: end the session so nothing it holds stays held */
+		}
+		lab_fail(L, "session %s: no answer within %d ms (cancelled)", s->label, timeout_ms);
+		return false;
+	}
+	if (rc < 0) {
+		s->busy = false;
+		if (lost_ok) {
+			snprintf(state, 6, "%s", "conn");
+			return true;
+		}
+		char msg[256];
+		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
+		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
+		return false;
+	}
+	drain(s, state, &last);
+	s->busy = false;
+	if (PQstatus(s->pg) == CONNECTION_BAD) {
+		PQclear(last);
+		if (lost_ok) {
+			snprintf(state, 6, "%s", "conn");
+			return true;
+		}
+		char msg[256];
+		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
+		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
+		return false;
+	}
+	if (out != NULL)
+		*out = last;
+	else
+		PQclear(last);
+	return true;
+}
+
+bool lab_finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out)
+{
+	return finish(L, s, timeout_ms, state, out, false);
+}
+
+bool lab_finish_or_lost(lab *L, lab_sess *s, char state[6])
+{
+	return finish(L, s, 0, state, NULL, true);
+}
+
+bool lab_tryp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              char state[6], PGresult **out)
+{
+	if (out != NULL)
+		*out = NULL;
+	if (!lab_send(L, s, sql, nparams, params))
+		return false;
+	return lab_finish(L, s, 0, state, out);
+}
+
+bool lab_try(lab *L, lab_sess *s, const char *sql, char state[6])
+{
+	return lab_tryp(L, s, sql, 0, NULL, state, NULL);
+}
+
+PGresult *lab_query(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
+{
+	char state[6], sh[80];
+	PGresult *res = NULL;
+	if (!lab_tryp(L, s, sql, nparams, params, state, &res))
+		return NULL;
+	if (state[0] != '\0') {
+		PQclear(res);
+		lab_fail(L, "session %s: %s (SQLSTATE %s) in: %s", s->label, s->lasterr, state,
+		         first_line(sql, sh, sizeof sh));
+		return NULL;
+	}
+	if (res == NULL) {
+		lab_fail(L, "session %s: no result for: %s", s->label, first_line(sql, sh, sizeof sh));
+		return NULL;
+	}
+	return res;
+}
+
+bool lab_execp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
+{
+	PGresult *res = lab_query(L, s, sql, nparams, params);
+	PQclear(res);
+	return res != NULL;
+}
+
+bool lab_exec(lab *L, lab_sess *s, const char *sql)
+{
+	return lab_execp(L, s, sql, 0, NULL);
+}
+
+static PGresult *one_value(lab *L, lab_sess *s, const char *sql, int nparams,
+                           const char *const *params)
+{
+	char sh[80];
+	PGresult *res = lab_query(L, s, sql, nparams, params);
+	if (res == NULL)
+		return NULL;
+	if (PQntuples(res) < 1 || PQnfields(res) < 1) {
+		PQclear(res);
+		lab_fail(L, "session %s: no row from: %s", s->label, first_line(sql, sh, sizeof sh));
+		return NULL;
+	}
+	return res;
+}
+
+bool lab_int(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+             long long *out)
+{
+	PGresult *res = one_value(L, s, sql, nparams, params);
+	if (res == NULL)
+		return false;
+	*out = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return true;
+}
+
+bool lab_bool(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              bool *out)
+{
+	PGresult *res = one_value(L, s, sql, nparams, params);
+	if (res == NULL)
+		return false;
+	*out = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return true;
+}
+
+bool lab_text(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              char *out, size_t n)
+{
+	PGresult *res = one_value(L, s, sql, nparams, params);
+	if (res == NULL)
+		return false;
+	snprintf(out, n, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return true;
+}
+
+int lab_await_lock_wait(lab *L, lab_sess *s)
+{
+	char pid[24];
+	lab_fmt(pid, s->pid);
+	const char *params[1] = { pid };
+	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
+	for (;;) {
+		if (!PQconsumeInput(s->pg)) {
+			lab_fail(L, "session %s: connection lost while waiting", s->label);
+			return -1;
+		}
+		if (!PQisBusy(s->pg))
+			return 0;
+		bool waiting;
+		if (!lab_bool(L, L->obs,
+		              "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false)"
+		              " FROM pg_stat_activity WHERE pid = $1::int", 1, params, &waiting))
+			return -1;
+		if (waiting)
+			return 1;
+		if (pgc__now_ms() > deadline) {
+			lab_fail(L, "session %s: neither waiting for a lock nor finished after %d ms",
+			         s->label, L->opts.lock_timeout_ms);
+			return -1;
+		}
+		lab_sleep_ms(5);
+	}
+}
+
+bool lab_adv_count(lab *L, int64_t key, long long *out)
+{
+	char k[24];
+	lab_fmt(k, key);
+	const char *params[1] = { k };
+	return lab_int(L, L->obs,
+	               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	               " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+	               " AND classid = ($1::bigint >> 32)::oid"
+	               " AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1",
+	               1, params, out);
+}
+
+/* ---- threads and the barrier ---- */
+
+struct thread_arg {
+	lab *L;
+	lab_sess *s;
+	int i;
+	lab_thread_fn fn;
+	void *arg;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *t = p;
+	t->fn(t->L, t->s, t->i, t->arg);
+	return NULL;
+}
+
+bool lab_threads(lab *L, int n, lab_sess **sessions, lab_thread_fn fn, void *arg)
+{
+	if (n < 1 || n > LAB_SESSIONS_MAX) {
+		lab_fail(L, "internal: %d threads", n);
+		return false;
+	}
+	pthread_t tids[LAB_SESSIONS_MAX];
+	struct thread_arg args[LAB_SESSIONS_MAX];
+	pthread_mutex_lock(&L->mu);
+	L->barrier_n = n;
+	L->barrier_count = 0;
+	pthread_mutex_unlock(&L->mu);
+	int started = 0;
+	for (int i = 0; i < n; i++) {
+		args[i] = (struct thread_arg){ L, sessions[i], i, fn, arg };
+		if (pthread_create(&tids[i], NULL, thread_main, &args[i]) != 0) {
+			lab_fail(L, "cannot start thread %d", i + 1);
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	return !lab_failed(L);
+}
+
+bool lab_barrier(lab *L)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	/* A rendezvous, not a lock wait: as long as a statement may take. */
+	int64_t ns = until.tv_nsec + ((int64_t)L->opts.lock_timeout_ms + 5000) * 1000000;
+	until.tv_sec += ns / 1000000000;
+	until.tv_nsec = ns % 1000000000;
+	pthread_mutex_lock(&L->mu);
+	unsigned gen = L->barrier_gen;
+	if (++L->barrier_count == L->barrier_n) {
+		L->barrier_count = 0;
+		L->barrier_gen++;
+		pthread_cond_broadcast(&L->cv);
+		pthread_mutex_unlock(&L->mu);
+		return true;
+	}
+	while (gen == L->barrier_gen && !L->failed) {
+		if (pthread_cond_timedwait(&L->cv, &L->mu, &until) == ETIMEDOUT)
+			break;
+	}
+	bool ok = gen != L->barrier_gen;
+	bool failed = L->failed;
+	pthread_mutex_unlock(&L->mu);
+	if (!ok && !failed)
+		lab_fail(L, "threads did not meet at the barrier within %d ms", L->opts.lock_timeout_ms + 5000);
+	return ok && !failed;
+}
+
+/* ---- the runner ---- */
+
+int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
+                pgc_lab_result *out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (name == NULL || out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_lab_run: name and out must not be NULL");
+	pgc_lab_options defaults = PGC_LAB_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+	if (opts->lock_timeout_ms < 100 || opts->lock_timeout_ms > 600000)
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_lab_run: lock_timeout_ms must be between 100 and 600000, not %d",
+		                opts->lock_timeout_ms);
+	if (opts->key_base < 0 || opts->key_base > INT64_MAX - 1000)
+		return pgc__err(err, PGC_EUSAGE, "pgc_lab_run: key_base must be between 0 and 2^63 - 1001");
+	memset(out, 0, sizeof *out);
+	size_t idx = 0;
+	pgc_lab_list(NULL);
+	while (idx < CATALOGUE_N && strcmp(infos[idx].name, name) != 0)
+		idx++;
+	if (idx == CATALOGUE_N)
+		return pgc__err(err, PGC_ENOTFOUND, "no experiment named \"%.64s\"", name);
+
+	lab *L = calloc(1, sizeof *L);
+	if (L == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	L->dsn = dsn;
+	L->info = &infos[idx];
+	L->opts = *opts;
+	if (L->opts.application_name == NULL)
+		L->opts.application_name = "pgcoord/lab";
+	L->res = out;
+	out->info = L->info;
+	pthread_mutex_init(&L->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&L->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	L->started_ms = pgc__now_ms();
+
+	int rc = PGC_OK;
+	lab_sess *obs = open_session(L, "lab", false);
+	if (obs == NULL) {
+		/* Nothing was created: the experiment could not start at all. */
+		if (L->connect_err.code != PGC_OK) {
+			rc = L->connect_err.code;
+			if (err != NULL)
+				*err = L->connect_err;
+		} else {
+			rc = pgc__err(err, PGC_ECONNECT, "%s", out->observation);
+		}
+		goto done;
+	}
+	L->obs = obs;
+	L->key_base = opts->key_base != 0 ? opts->key_base : ((int64_t)obs->pid << 32) + 612001;
+	snprintf(L->schema, sizeof L->schema, "pgc_lab_%s_%d", L->info->name, obs->pid);
+	for (char *p = L->schema; *p; p++)
+		if (*p == '-')
+			*p = '_';
+	snprintf(out->schema, sizeof out->schema, "%s", L->schema);
+	L->qschema = PQescapeIdentifier(obs->pg, L->schema, strlen(L->schema));
+	if (L->qschema == NULL) {
+		lab_fail(L, "cannot quote the schema name");
+	} else {
+		char sql[200];
+		snprintf(sql, sizeof sql, "CREATE SCHEMA %s", L->qschema);
+		if (lab_exec(L, obs, sql))
+			catalogue[idx].fn(L);
+	}
+	if (!L->failed && !L->verdict_set)
+		lab_fail(L, "internal: the experiment ended without a verdict");
+	if (L->failed)
+		out->passed = false;
+
+	/* Close the experiment's sessions first: whatever they hold ends with them. */
+	for (int i = 1; i < L->nsess; i++)
+		lab_close(L, &L->sess[i]);
+	if (L->qschema != NULL && obs->pg != NULL) {
+		if (opts->keep) {
+			out->schema_kept = true;
+		} else {
+			char sql[200], state[6];
+			snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", L->qschema);
+			bool was_failed = L->failed;
+			if (lab_try(L, obs, sql, state) && state[0] != '\0') {
+				if (out->passed) {
+					out->passed = false;
+					snprintf(out->observation, sizeof out->observation,
+					         "cleanup: cannot drop schema %s: %s (SQLSTATE %s)", L->schema,
+					         obs->lasterr, state);
+				}
+				out->schema_kept = true;
+			} else if (!was_failed && L->failed) {
+				out->passed = false;
+				out->schema_kept = true;
+			}
+		}
+	}
+done:
+	for (int i = 0; i < L->nsess; i++)
+		lab_close(L, &L->sess[i]);
+	if (L->qschema != NULL)
+		PQfreemem(L->qschema);
+	out->elapsed_ms = pgc__now_ms() - L->started_ms;
+	pthread_cond_destroy(&L->cv);
+	pthread_mutex_destroy(&L->mu);
+	free(L);
+	return rc;
+}

@@ -1,0 +1,167 @@
+/* lab_internal.h - what the lab's experiments share: sessions, bounded waits, verdicts
+ *
+ * An experiment is a function void exp_x(lab *L). It opens sessions with lab_open(), talks to
+ * them only through the helpers below (every statement is sent asynchronously and collected
+ * against a client-side deadline, on top of the server-side lock_timeout/statement_timeout),
+ * records values with lab_vint()/lab_vbool()/lab_vtext() and ends with lab_verdict(). When a
+ * helper returns false the failure is already recorded (first one wins) and the experiment
+ * just returns: the runner turns it into a FAIL with that message and cleans up. */
+#ifndef PGCOORD_LAB_INTERNAL_H
+#define PGCOORD_LAB_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define LAB_SESSIONS_MAX 10
+
+typedef struct lab_sess {
+	pgc_conn *conn;
+	PGconn *pg;
+	int pid;             /* backend pid */
+	char label[8];       /* "A", "B", ...; "lab" for the observer */
+	char lasterr[256];   /* the last server error, one line */
+	char notice[256];    /* the last WARNING/NOTICE the server sent, one line */
+	bool busy;           /* a query was sent and its result not collected yet */
+} lab_sess;
+
+typedef struct lab {
+	const char *dsn;
+	const pgc_lab_info *info;
+	pgc_lab_options opts;
+	pgc_lab_result *res;
+	lab_sess *obs;                      /* the observer: creates the schema, reads pg_locks */
+	lab_sess sess[LAB_SESSIONS_MAX];
+	int nsess;
+	char schema[64];
+	char *qschema;                      /* PQescapeIdentifier(schema) */
+	int64_t key_base;                   /* (observer pid << 32) + 612001 */
+	pthread_mutex_t mu;                 /* guards failure recording and the barrier */
+	pthread_cond_t cv;
+	int barrier_n, barrier_count;
+	unsigned barrier_gen;
+	bool failed;
+	bool verdict_set;
+	pgc_error connect_err;              /* why the last session could not connect */
+	int64_t started_ms;
+} lab;
+
+typedef void (*lab_fn)(lab *L);
+
+/* Records a failure (the first one wins; later ones are ignored). Thread-safe. */
+void lab_fail(lab *L, const char *fmt, ...) PGC_PRINTF(2, 3);
+bool lab_failed(lab *L);
+
+/* The verdict and the one-line observation. */
+void lab_verdict(lab *L, bool pass, const char *fmt, ...) PGC_PRINTF(3, 4);
+
+/* Observed values, in the order recorded. Thread-safe. */
+void lab_vint(lab *L, const char *name, long long v);
+void lab_vbool(lab *L, const char *name, bool v);
+void lab_vtext(lab *L, const char *name, const char *v);
+
+/* Opens a new session (labelled A, B, C, ... in order) with search_path set to the scratch
+ * schema, lock_timeout = opts.lock_timeout_ms and statement_timeout = that + 5 s. NULL on
+ * failure (recorded). Not thread-safe: open sessions before starting threads. */
+lab_sess *lab_open(lab *L);
+/* Closes a session early (its session locks go with it). */
+void lab_close(lab *L, lab_sess *s);
+
+/* Sends sql (with optional text parameters) without waiting. Without parameters (nparams 0,
+ * params NULL) sql may hold several statements separated by semicolons. */
+bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params);
+/* Waits for the result of what was sent, at most timeout_ms (0: the lock timeout + 7 s).
+ * state receives "" on success or the SQLSTATE of the error (the message is in s->lasterr);
+ * *out (may be NULL) the last result, which the caller PQclear()s. false on a client-side
+ * failure (deadline passed: the query is cancelled; connection lost), which is recorded. */
+bool lab_finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out);
+/* Like lab_finish, but a lost connection is an outcome, not a failure: returns true with state
+ * "conn" when the session is gone. */
+bool lab_finish_or_lost(lab *L, lab_sess *s, char state[6]);
+
+/* Runs sql and expects success. */
+bool lab_exec(lab *L, lab_sess *s, const char *sql);
+bool lab_execp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params);
+/* Runs sql and returns its result (rows), or NULL (recorded). */
+PGresult *lab_query(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params);
+/* Runs sql; state gets "" on success or the SQLSTATE of the error. false only on client-side
+ * failures. */
+bool lab_try(lab *L, lab_sess *s, const char *sql, char state[6]);
+bool lab_tryp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              char state[6], PGresult **out);
+/* First column of the first row as an integer / boolean / text copy. */
+bool lab_int(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+             long long *out);
+bool lab_bool(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              bool *out);
+bool lab_text(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+              char *out, size_t n);
+
+/* After lab_send: waits until the observer sees s waiting for a lock (pg_stat_activity
+ * wait_event_type = 'Lock') -> 1, or s's statement finished without being seen waiting -> 0.
+ * -1 on failure (recorded; also when neither happened within the lock timeout). */
+int lab_await_lock_wait(lab *L, lab_sess *s);
+
+/* Advisory key n of this run: key_base + n. */
+int64_t lab_key(lab *L, int n);
+/* Formats v into buf (at least 24 bytes) and returns buf. */
+const char *lab_fmt(char *buf, long long v);
+/* Rows in pg_locks for the bigint advisory key (classid = high 32 bits, objid = low 32 bits,
+ * objsubid = 1), through the observer. */
+bool lab_adv_count(lab *L, int64_t key, long long *out);
+
+/* Runs fn(L, sessions[i], i, arg) in n threads at once and joins them. Inside fn,
+ * lab_barrier() waits until all n threads reach it (false on failure or after the lock
+ * timeout + 5 s: the experiment then fails instead of hanging). */
+typedef void (*lab_thread_fn)(lab *L, lab_sess *s, int i, void *arg);
+bool lab_threads(lab *L, int n, lab_sess **sessions, lab_thread_fn fn, void *arg);
+bool lab_barrier(lab *L);
+
+/* Sleeps ms milliseconds (only for the work an experiment simulates, never to "wait and hope"). */
+void lab_sleep_ms(int ms);
+
+/* The experiments, by seed. */
+void lab_exp_singleton(lab *L);
+void lab_exp_pool_trap(lab *L);
+void lab_exp_xact_rollback(lab *L);
+void lab_exp_stacked_unlock(lab *L);
+void lab_exp_session_end(lab *L);
+
+void lab_exp_mvcc_read(lab *L);
+void lab_exp_oversell(lab *L);
+void lab_exp_table_lock_matrix(lab *L);
+void lab_exp_lock_table_needs_tx(lab *L);
+void lab_exp_lock_table_default(lab *L);
+void lab_exp_row_lock_matrix(lab *L);
+void lab_exp_row_lock_self(lab *L);
+void lab_exp_key_share(lab *L);
+void lab_exp_fk_insert(lab *L);
+void lab_exp_nowait(lab *L);
+void lab_exp_for_update_of(lab *L);
+void lab_exp_limit_offset(lab *L);
+void lab_exp_cte_lock(lab *L);
+void lab_exp_lock_shape(lab *L);
+void lab_exp_recheck(lab *L);
+void lab_exp_savepoint_locks(lab *L);
+void lab_exp_unique_email(lab *L);
+void lab_exp_deadlock(lab *L);
+void lab_exp_adv_shared(lab *L);
+void lab_exp_adv_keyspaces(lab *L);
+void lab_exp_adv_rollback(lab *L);
+void lab_exp_adv_xact_autocommit(lab *L);
+void lab_exp_adv_limit(lab *L);
+void lab_exp_skip_locked(lab *L);
+void lab_exp_stale_completion(lab *L);
+void lab_exp_lease_recovery(lab *L);
+void lab_exp_blocking_pids(lab *L);
+void lab_exp_cancel_terminate(lab *L);
+void lab_exp_strong_lock_queue(lab *L);
+void lab_exp_lockrows_plan(lab *L);
+void lab_exp_row_locks_memory(lab *L);
+void lab_exp_row_wait_xid(lab *L);
+void lab_exp_lock_timeout(lab *L);
+void lab_exp_statement_timeout(lab *L);
+
+#endif

@@ -1,0 +1,368 @@
+/* test_lab.c - the lab's experiments and the doctor's checks against a real server */
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "../../src/internal.h"
+#include "../t.h"
+
+/* The five result lines printed by seed 000's lab, word for word. */
+static const char *const seed000[5][2] = {
+	{ "singleton", "1. five instances tried a singleton job, instances that ran it: 1" },
+	{ "pool-trap", "2. lock taken=true, unlock from another connection=false, locks held after both"
+	               " went back to the pool: 1" },
+	{ "xact-rollback", "3. xact lock: holder=true, second caller while held=false, after rollback=true" },
+	{ "stacked-unlock", "4. locked twice on one session: first unlock=true (locks still held: 1),"
+	                    " second unlock=true" },
+	{ "session-end", "5. leaked lock rows before the pool closed its idle connections: 1, after: 0" },
+};
+
+static long long scalar(pgc_conn *c, const char *sql, const char *param)
+{
+	const char *p[1] = { param };
+	PGresult *res = PQexecParams(pgc_conn_pg(c), sql, param ? 1 : 0, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		T_FAIL("%s: %s", sql, PQresultErrorMessage(res));
+	long long v = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return v;
+}
+
+static void exec_ok(pgc_conn *c, const char *sql)
+{
+	PGresult *res = PQexec(pgc_conn_pg(c), sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		T_FAIL("%s: %s", sql, PQresultErrorMessage(res));
+	PQclear(res);
+}
+
+static bool schema_exists(pgc_conn *c, const char *name)
+{
+	return scalar(c, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", name) == 1;
+}
+
+static void lab__catalogue(void)
+{
+	size_t n = 0;
+	const pgc_lab_info *list = pgc_lab_list(&n);
+	T_ASSERT(list != NULL);
+	T_ASSERT(n >= 39);
+	T_ASSERT(pgc_lab_list(NULL) == list);
+	for (size_t i = 0; i < n; i++) {
+		T_ASSERT(list[i].name && *list[i].name);
+		T_ASSERT(list[i].description && *list[i].description);
+		T_ASSERT(list[i].seed && (strncmp(list[i].seed, "000", 3) == 0 || strncmp(list[i].seed, "002", 3) == 0));
+		T_ASSERT(pgc_lab_find(list[i].name) == &list[i]);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(list[i].name, list[j].name) == 0)
+				T_FAIL("experiment %s listed twice", list[i].name);
+	}
+	/* Seed 000's five come first, in the seed's order. */
+	for (int i = 0; i < 5; i++)
+		T_ASSERT_STR_EQ(list[i].name, seed000[i][0]);
+	T_ASSERT(pgc_lab_find("no-such-experiment") == NULL);
+	T_ASSERT(pgc_lab_find(NULL) == NULL);
+	T_ASSERT(pgc_lab_value_get(NULL, "x") == NULL);
+}
+
+static void lab__bad_arguments(void)
+{
+	pgc_lab_result r;
+	pgc_error err;
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	T_ASSERT_INT_EQ(pgc_lab_run(NULL, NULL, NULL, &r, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lab_run(NULL, "singleton", NULL, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lab_run(NULL, "nope", NULL, &r, &err), PGC_ENOTFOUND);
+	T_ASSERT_CONTAINS(err.message, "nope");
+	o.lock_timeout_ms = 10;
+	T_ASSERT_INT_EQ(pgc_lab_run(NULL, "singleton", &o, &r, &err), PGC_EUSAGE);
+	o.lock_timeout_ms = 1000;
+	o.key_base = -5;
+	T_ASSERT_INT_EQ(pgc_lab_run(NULL, "singleton", &o, &r, &err), PGC_EUSAGE);
+	/* An unreachable server: an error, not a FAIL, and the password stays hidden. */
+	T_ASSERT_INT_EQ(pgc_lab_run("postgresql://u:sekrit@127.0.0.1:1/x?connect_timeout=3", "singleton",
+	                            NULL, &r, &err), PGC_ECONNECT);
+	T_ASSERT_NOT_CONTAINS(err.message, "sekrit");
+	T_ASSERT_CONTAINS(err.message, "u:****@127.0.0.1:1");
+}
+
+static void lab__seed000_lines(void)
+{
+	const char *dsn = t_dsn();
+	pgc_conn *c = t_connect("pgcoord/test-lab");
+	for (int i = 0; i < 5; i++) {
+		pgc_lab_result r;
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_lab_run(dsn, seed000[i][0], NULL, &r, &err), PGC_OK);
+		if (!r.passed)
+			T_FAIL("%s failed: %s", seed000[i][0], r.observation);
+		T_ASSERT_STR_EQ(r.observation, seed000[i][1]);
+		T_ASSERT(r.info == pgc_lab_find(seed000[i][0]));
+		T_ASSERT(!r.schema_kept);
+		T_ASSERT(!schema_exists(c, r.schema));
+	}
+	pgc_conn_close(c);
+}
+
+static void lab__every_experiment_passes(void)
+{
+	const char *dsn = t_dsn();
+	pgc_conn *c = t_connect("pgcoord/test-lab");
+	size_t n;
+	const pgc_lab_info *list = pgc_lab_list(&n);
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	char app[64];
+	snprintf(app, sizeof app, "pgcoord/test-lab-%d", (int)getpid());
+	o.application_name = app;
+	for (size_t i = 0; i < n; i++) {
+		pgc_lab_result r;
+		pgc_error err;
+		int rc = pgc_lab_run(dsn, list[i].name, &o, &r, &err);
+		if (rc != PGC_OK)
+			T_FAIL("%s: %s", list[i].name, err.message);
+		if (!r.passed)
+			T_FAIL("%s failed: %s", list[i].name, r.observation);
+		T_ASSERT(r.observation[0] != '\0');
+		T_ASSERT(strchr(r.observation, '\n') == NULL);
+		if (r.nvalues < 1)
+			T_FAIL("%s recorded no values", list[i].name);
+		for (int v = 0; v < r.nvalues; v++)
+			T_ASSERT(pgc_lab_value_get(&r, r.values[v].name) != NULL);
+		T_ASSERT(strncmp(r.schema, "pgc_lab_", 8) == 0);
+		if (schema_exists(c, r.schema))
+			T_FAIL("%s left its schema %s", list[i].name, r.schema);
+	}
+	/* No session of ours outlives its experiment (a backend exits a moment after its client
+	 * hangs up, so allow it a bounded moment). */
+	char like[80];
+	snprintf(like, sizeof like, "%s/%%", app);
+	long long left = -1;
+	for (int i = 0; i < 500 && left != 0; i++) {
+		left = scalar(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1", like);
+		if (left != 0)
+			usleep(10000);
+	}
+	T_ASSERT_INT_EQ(left, 0);
+	pgc_conn_close(c);
+}
+
+static void lab__keep_leaves_schema(void)
+{
+	pgc_conn *c = t_connect("pgcoord/test-lab");
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	o.keep = true;
+	pgc_lab_result r;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lab_run(t_dsn(), "oversell", &o, &r, &err), PGC_OK);
+	T_ASSERT(r.passed);
+	T_ASSERT(r.schema_kept);
+	T_ASSERT(schema_exists(c, r.schema));
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.products", r.schema);
+	T_ASSERT_INT_EQ(scalar(c, sql, NULL), 1);
+	snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE", r.schema);
+	exec_ok(c, sql);
+	pgc_conn_close(c);
+}
+
+/* An experiment whose lock is held elsewhere fails within its timeout, with a message. */
+static void lab__lock_held_elsewhere_fails_in_time(void)
+{
+	pgc_conn *holder = t_connect("pgcoord/test-lab-holder");
+	int64_t base = ((int64_t)getpid() << 32) + 5000;
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)(base + 3));
+	T_ASSERT_INT_EQ(scalar(holder, "SELECT count(*) FROM (SELECT pg_advisory_lock($1::bigint)) s", key), 1);
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	o.key_base = base;
+	o.lock_timeout_ms = 300;
+	pgc_lab_result r;
+	pgc_error err;
+	int64_t t0 = pgc__now_ms();
+	T_ASSERT_INT_EQ(pgc_lab_run(t_dsn(), "stacked-unlock", &o, &r, &err), PGC_OK);
+	int64_t took = pgc__now_ms() - t0;
+	T_ASSERT(!r.passed);
+	T_ASSERT_CONTAINS(r.observation, "lock timeout");
+	T_ASSERT_CONTAINS(r.observation, "55P03");
+	T_ASSERT(took < 30000); /* a generous bound: it must end, not be fast */
+	/* The lab left nothing behind: its sessions are gone, our lock is still ours. */
+	T_ASSERT_INT_EQ(scalar(holder, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+	                               " AND pid = pg_backend_pid()", NULL), 1);
+	T_ASSERT(!schema_exists(holder, r.schema));
+	pgc_conn_close(holder);
+}
+
+static void *run_singleton(void *arg)
+{
+	pgc_lab_result *r = arg;
+	pgc_error err;
+	if (pgc_lab_run(t_dsn(), "singleton", NULL, r, &err) != PGC_OK)
+		snprintf(r->observation, sizeof r->observation, "error: %s", err.message);
+	return NULL;
+}
+
+/* Two labs at once on one server do not see each other's keys. */
+static void lab__concurrent_runs_do_not_collide(void)
+{
+	pgc_lab_result r[3];
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		T_ASSERT_INT_EQ(pthread_create(&t[i], NULL, run_singleton, &r[i]), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 3; i++)
+		if (!r[i].passed)
+			T_FAIL("run %d: %s", i, r[i].observation);
+}
+
+/* ---- doctor ---- */
+
+/* conninfo for the test server with another user (the test server trusts local users). */
+static char *dsn_as(const char *user)
+{
+	char *errmsg = NULL;
+	PQconninfoOption *opts = PQconninfoParse(t_dsn(), &errmsg);
+	if (opts == NULL)
+		T_FAIL("cannot parse the test DSN: %s", errmsg ? errmsg : "?");
+	size_t cap = 2048, len = 0;
+	char *s = calloc(1, cap);
+	for (PQconninfoOption *o = opts; o->keyword; o++) {
+		const char *v = strcmp(o->keyword, "user") == 0 ? user : o->val;
+		if (v == NULL || strcmp(o->keyword, "password") == 0)
+			continue;
+		len += snprintf(s + len, cap - len, "%s='", o->keyword);
+		for (const char *p = v; *p && len + 4 < cap; p++) {
+			if (*p == '\'' || *p == '\\')
+				s[len++] = '\\';
+			s[len++] = *p;
+		}
+		len += snprintf(s + len, cap - len, "' ");
+	}
+	PQconninfoFree(opts);
+	return s;
+}
+
+static const pgc_doctor_finding *finding(const pgc_doctor_report *r, const char *check)
+{
+	for (int i = 0; i < r->count; i++)
+		if (strcmp(r->findings[i].check, check) == 0)
+			return &r->findings[i];
+	T_FAIL("no finding %s", check);
+	return NULL;
+}
+
+static void doctor_as(const char *dsn, const char *schema, pgc_doctor_report *rep)
+{
+	pgc_conn *c = NULL;
+	pgc_error err;
+	if (pgc_connect(dsn, NULL, &c, &err) != PGC_OK)
+		T_FAIL("connect as the test role: %s", err.message);
+	pgc_doctor_options o = PGC_DOCTOR_OPTIONS_INIT;
+	o.schema = schema;
+	if (pgc_doctor_run(c, &o, rep, &err) != PGC_OK)
+		T_FAIL("doctor: %s", err.message);
+	pgc_conn_close(c);
+}
+
+static void doctor__role_timeouts(void)
+{
+	pgc_conn *admin = t_connect("pgcoord/test-doctor");
+	char role[64], schema[64], sql[256];
+	snprintf(role, sizeof role, "pgc_doctor_%d", (int)getpid());
+	snprintf(schema, sizeof schema, "pgc_doctor_none_%d", (int)getpid());
+	snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN", role, role);
+	exec_ok(admin, sql);
+	char *dsn = dsn_as(role);
+
+	pgc_doctor_report rep;
+	doctor_as(dsn, schema, &rep);
+	const char *checks[] = { "lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout" };
+	for (int i = 0; i < 3; i++) {
+		const pgc_doctor_finding *f = finding(&rep, checks[i]);
+		T_ASSERT_INT_EQ(f->severity, PGC_DOCTOR_WARNING);
+		T_ASSERT_STR_EQ(f->value, "0");
+		T_ASSERT_CONTAINS(f->fix, "ALTER ROLE");
+		T_ASSERT_CONTAINS(f->fix, role);
+	}
+	T_ASSERT_INT_EQ(finding(&rep, "pooler")->severity, PGC_DOCTOR_OK);
+	T_ASSERT_INT_EQ(finding(&rep, "schema")->severity, PGC_DOCTOR_INFO);
+	T_ASSERT(rep.worst >= PGC_DOCTOR_WARNING);
+
+	snprintf(sql, sizeof sql,
+	         "ALTER ROLE %s SET lock_timeout = '5s'; ALTER ROLE %s SET statement_timeout = '1min';"
+	         " ALTER ROLE %s SET idle_in_transaction_session_timeout = '1min';"
+	         " ALTER ROLE %s SET log_lock_waits = on", role, role, role, role);
+	exec_ok(admin, sql);
+	doctor_as(dsn, schema, &rep);
+	for (int i = 0; i < 3; i++) {
+		const pgc_doctor_finding *f = finding(&rep, checks[i]);
+		T_ASSERT_INT_EQ(f->severity, PGC_DOCTOR_OK);
+		T_ASSERT_CONTAINS(f->message, "source: user");
+	}
+	T_ASSERT_STR_EQ(finding(&rep, "lock_timeout")->value, "5s");
+	T_ASSERT_INT_EQ(finding(&rep, "log_lock_waits")->severity, PGC_DOCTOR_OK);
+	/* Nothing left to fix for this role: the schema being absent is only information. */
+	T_ASSERT_INT_EQ(rep.worst, PGC_DOCTOR_INFO);
+
+	/* A session of the role idle in transaction now is reported, with its pid. */
+	pgc_conn *idle = NULL;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_connect(dsn, NULL, &idle, &err), PGC_OK);
+	exec_ok(idle, "BEGIN; SELECT 1");
+	doctor_as(dsn, schema, &rep);
+	const pgc_doctor_finding *f = finding(&rep, "idle_in_transaction");
+	T_ASSERT_INT_EQ(f->severity, PGC_DOCTOR_WARNING);
+	T_ASSERT_STR_EQ(f->value, "1");
+	char pid[32];
+	snprintf(pid, sizeof pid, "pid %d", pgc_conn_backend_pid(idle));
+	T_ASSERT_CONTAINS(f->message, pid);
+	pgc_conn_close(idle);
+
+	free(dsn);
+	snprintf(sql, sizeof sql, "DROP ROLE %s", role);
+	exec_ok(admin, sql);
+	pgc_conn_close(admin);
+}
+
+static void doctor__bad_arguments(void)
+{
+	pgc_doctor_report rep;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_doctor_run(NULL, NULL, &rep, &err), PGC_EUSAGE);
+	pgc_conn *c = t_connect("pgcoord/test-doctor");
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, NULL, &err), PGC_EUSAGE);
+	pgc_doctor_options o = PGC_DOCTOR_OPTIONS_INIT;
+	o.schema = "";
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, &o, &rep, &err), PGC_EUSAGE);
+	o.schema = NULL;
+	o.pooler_wait_ms = 1;
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, &o, &rep, &err), PGC_EUSAGE);
+	exec_ok(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, &rep, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "inside a transaction");
+	exec_ok(c, "ROLLBACK");
+	/* And a normal run on the superuser's connection works and names every check once. */
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, &rep, &err), PGC_OK);
+	T_ASSERT_INT_EQ(rep.count, 10);
+	T_ASSERT_STR_EQ(rep.findings[0].check, "server");
+	T_ASSERT_STR_EQ(pgc_doctor_severity_name(PGC_DOCTOR_ERROR), "error");
+	T_ASSERT_STR_EQ(pgc_doctor_severity_name((pgc_doctor_severity)42), "unknown");
+	pgc_conn_close(c);
+}
+
+int main(int argc, char **argv)
+{
+	static const t_case cases[] = {
+		{ "lab__catalogue", lab__catalogue },
+		{ "lab__bad_arguments", lab__bad_arguments },
+		{ "lab__seed000_lines", lab__seed000_lines },
+		{ "lab__every_experiment_passes", lab__every_experiment_passes },
+		{ "lab__keep_leaves_schema", lab__keep_leaves_schema },
+		{ "lab__lock_held_elsewhere_fails_in_time", lab__lock_held_elsewhere_fails_in_time },
+		{ "lab__concurrent_runs_do_not_collide", lab__concurrent_runs_do_not_collide },
+		{ "doctor__role_timeouts", doctor__role_timeouts },
+		{ "doctor__bad_arguments", doctor__bad_arguments },
+		{ NULL, NULL },
+	};
+	return t_main(argc, argv, cases);
+}
