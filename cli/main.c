@@ -6,8 +6,10 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+	{ "elect", cmd_elect, "campaign for a lease and run a command while leading" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "lease", cmd_lease, "show leases and fencing tokens; release a lease" },
 	{ NULL, NULL, NULL },
 };
 
