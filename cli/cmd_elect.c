@@ -429,10 +429,11 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 		}
 		int64_t wake = next_renew < term_at ? next_renew : term_at;
 		if (cli_child_wait(&child, (int)(wake - now), -1)) {
+			*code = cli_child_exit_code(&child);
+			/* Whatever the command left in its group goes before a follower starts. */
+			cli_child_terminate(&child, 0);
 			watchdog_set(e, 0);
 			release(e, lease);
-			*code = cli_child_exit_code(&child);
-			cli_child_terminate(&child, 0); /* whatever the command left in its group */
 			return LEAD_EXITED;
 		}
 		now = now_ms();
