@@ -598,6 +598,8 @@ int cmd_elect(int argc, char **argv)
 		snprintf(holder_buf, sizeof holder_buf, "%s:%ld", host, (long)getpid());
 		e.holder = holder_buf;
 	}
+	if (*e.holder == '\0')
+		return cli_usage_error("elect", "--holder must not be empty");
 	if (strlen(e.holder) > PGC_LEASE_HOLDER_MAX)
 		return cli_usage_error("elect", "--holder is longer than %d bytes", PGC_LEASE_HOLDER_MAX);
 	e.lopts.schema = e.schema;

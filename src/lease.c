@@ -240,6 +240,7 @@ static int acquire_once(call *c, const char *name, const char *holder, int64_t t
 	snprintf(lt, sizeof lt, "%" PRId64, c->lock_timeout_ms);
 	const char *vals[4] = { name, holder, ttl, lt };
 	int rc;
+	memset(out, 0, sizeof *out);
 	int64_t t0 = pgc__now_ms();
 	PGresult *r = exec_bounded(c, sql, 4, vals, default_timeout(c, ttl_ms), &rc, e);
 	if (r == NULL)
@@ -248,7 +249,6 @@ static int acquire_once(call *c, const char *name, const char *holder, int64_t t
 		PQclear(r);
 		return pgc__err(e, PGC_EINTERNAL, "lease_acquire returned no row");
 	}
-	memset(out, 0, sizeof *out);
 	copy_str(out->name, sizeof out->name, name);
 	copy_str(out->holder, sizeof out->holder, PQgetvalue(r, 0, 2));
 	out->token = i64(r, 0, 1);

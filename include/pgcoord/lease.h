@@ -104,7 +104,9 @@ typedef struct pgc_lease_info {
  * opts may be NULL. name: 1 to PGC_LEASE_NAME_MAX bytes; holder: up to PGC_LEASE_HOLDER_MAX
  * bytes (an empty holder is allowed but shows nothing useful); ttl_ms > 0.
  * On success *out is the lease, with deadline_ms set. On PGC_EBUSY *out describes the current
- * holder (token, holder, granted_at_us, expires_at_us; deadline_ms is 0).
+ * holder (token, holder, granted_at_us, expires_at_us; deadline_ms is 0), or is zeroed when
+ * the lease is free but the previous holder's fenced transactions are still open. After
+ * other errors its contents are unspecified.
  * Errors: PGC_EUSAGE, PGC_EBUSY (held by another holder, or the previous holder's fenced
  * transactions are still open after lock_timeout_ms), PGC_ENOSCHEMA, PGC_ETIMEDOUT,
  * PGC_ECONNLOST, PGC_ESQL. */

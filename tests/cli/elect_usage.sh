@@ -44,6 +44,8 @@ e --ttl 5 --wait=x n -- true
 err_has "--wait"
 e --holder "$(printf 'h%.0s' $(seq 1 201))" n -- true
 err_has "holder is longer"
+e --holder "" n -- true
+err_has "holder must not be empty"
 e "$(printf 'n%.0s' $(seq 1 201))" -- true
 err_has "longer than 200"
 run 64 "$PG" elect --schema "" n -- true
