@@ -97,6 +97,16 @@ static void watchdog_main(int rfd, int64_t kill_after_ms)
 	signal(SIGQUIT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	/* Hold no terminal or pipe of the caller's open: a pipeline reading pgcoord's output
+	 * ends when pgcoord does. */
+	int devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, STDIN_FILENO);
+		dup2(devnull, STDOUT_FILENO);
+		dup2(devnull, STDERR_FILENO);
+		if (devnull > STDERR_FILENO)
+			close(devnull);
+	}
 	int32_t pgid = 0, v;
 	for (;;) {
 		ssize_t n = read(rfd, &v, sizeof v);
