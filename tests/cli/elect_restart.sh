@@ -7,13 +7,19 @@ if [ -z "${PGCOORD_TEST_PGDIR:-}" ]; then
 	echo "skipped: PGCOORD_TEST_PGDIR is not set (the server was not started by scripts/with-pg)" >&2
 	exit 77
 fi
+# pg_ctl as scripts/pg-tmp finds it: $PG_BINDIR, the newest /usr/lib/postgresql/*/bin, $PATH.
+pg_ctl=$(command -v pg_ctl || true)
+for d in ${PG_BINDIR:-} $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+	if [ -x "$d/pg_ctl" ]; then pg_ctl="$d/pg_ctl"; break; fi
+done
+[ -n "$pg_ctl" ] || fail "pg_ctl not found"
 restart() {
 	local data="$PGCOORD_TEST_PGDIR/data" port
 	port=$(cat "$PGCOORD_TEST_PGDIR/port")
 	if [ "$(id -u)" -eq 0 ]; then
-		timeout 60 runuser -u "$(stat -c %U "$data")" -- pg_ctl -D "$data" -w -t 50 restart -m "$1" -o "-p $port" >"$TMP/pg_ctl.log" 2>&1
+		timeout 60 runuser -u "$(stat -c %U "$data")" -- "$pg_ctl" -D "$data" -w -t 50 restart -m "$1" -o "-p $port" >"$TMP/pg_ctl.log" 2>&1
 	else
-		timeout 60 pg_ctl -D "$data" -w -t 50 restart -m "$1" -o "-p $port" >"$TMP/pg_ctl.log" 2>&1
+		timeout 60 "$pg_ctl" -D "$data" -w -t 50 restart -m "$1" -o "-p $port" >"$TMP/pg_ctl.log" 2>&1
 	fi || { cat "$TMP/pg_ctl.log"; fail "pg_ctl restart failed"; }
 }
 q="\"$SCHEMA\""
