@@ -62,5 +62,7 @@ int cmd_init(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_lab(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_elect(int argc, char **argv);
+int cmd_lease(int argc, char **argv);
 
 #endif

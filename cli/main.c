@@ -7,9 +7,11 @@
 
 static const cli_command commands[] = {
 	{ "doctor", cmd_doctor, "check the path to the server and its settings for hazards" },
+	{ "elect", cmd_elect, "campaign for a lease and run a command while leading" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
 	{ "lab", cmd_lab, "run experiments that check how the server's locks behave" },
+	{ "lease", cmd_lease, "show leases and fencing tokens; release a lease" },
 	{ NULL, NULL, NULL },
 };
 

@@ -38,7 +38,8 @@ int cli_exit_code(const pgc_error *err)
 	switch (err->code) {
 	case PGC_OK: return 0;
 	case PGC_ECONNECT:
-	case PGC_ECONNLOST: return EXIT_UNAVAILABLE;
+	case PGC_ECONNLOST:
+	case PGC_ENOSCHEMA: return EXIT_UNAVAILABLE;
 	case PGC_EUSAGE: return EXIT_USAGE;
 	case PGC_ETIMEDOUT:
 	case PGC_EBUSY: return EXIT_CONFLICT;

@@ -13,5 +13,6 @@
 #include "pgcoord/lockmode.h"
 #include "pgcoord/lab.h"
 #include "pgcoord/doctor.h"
+#include "pgcoord/lease.h"
 
 #endif

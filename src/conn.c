@@ -202,7 +202,8 @@ int pgc_exec(pgc_conn *conn, const char *sql, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "pgc_exec: conn and sql must not be NULL");
 	PGresult *res = PQexec(conn->pg, sql);
 	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+	/* Text with only comments is an empty query: nothing to do, not an error. */
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY) {
 		PQclear(res);
 		return PGC_OK;
 	}

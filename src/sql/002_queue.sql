@@ -1,0 +1,1 @@
+-- 002_queue: the job queue tables
