@@ -1,5 +1,5 @@
 # The README's commands. Meson builds everything; this file only names the steps.
-.PHONY: all build test demo bench asan valgrind fuzz clean
+.PHONY: all build test demo bench asan valgrind fuzz chaos clean
 
 all: build
 
@@ -29,3 +29,7 @@ fuzz:
 
 clean:
 	rm -rf build build-asan build-fuzz build.ninja.log build-asan.ninja.log
+
+chaos:
+	@scripts/deps && ([ -f build/build.ninja ] || meson setup build) && ninja -C build >/dev/null
+	@tests/chaos/chaos.sh long
