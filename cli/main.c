@@ -8,6 +8,7 @@
 static const cli_command commands[] = {
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
 	{ NULL, NULL, NULL },
 };
 
