@@ -343,12 +343,14 @@ static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 	if (!PQsendQuery(pg, r->sql))
 		return pgc_tx_check_result(conn, NULL, err);
 	int rc = PGC_OK;
+	bool copy_in = false;
 	PGresult *res;
 	while ((res = PQgetResult(pg)) != NULL) {
 		ExecStatusType st = PQresultStatus(res);
 		if (st == PGRES_COPY_IN) {
 			/* There is no data to give; the server turns this into an error. */
 			(void)PQputCopyEnd(pg, "COPY FROM STDIN is not supported by pgcoord tx");
+			copy_in = true;
 		} else if (st == PGRES_COPY_OUT) {
 			char *buf;
 			while (PQgetCopyData(pg, &buf, 0) > 0)
@@ -362,6 +364,13 @@ static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 		PQclear(res);
 		if (PQstatus(pg) == CONNECTION_BAD)
 			break;
+	}
+	if (copy_in && PQstatus(pg) != CONNECTION_BAD) {
+		/* The script's doing, not a cancel: say so. */
+		pgc_error_clear(err);
+		err->code = rc = PGC_EUSAGE;
+		err->klass = PGC_CLASS_USAGE;
+		snprintf(err->message, sizeof err->message, "COPY FROM STDIN is not supported by pgcoord tx");
 	}
 	if (rc == PGC_OK && r->dry_run)
 		return PGC_TX_ROLLBACK;

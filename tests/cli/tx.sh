@@ -110,6 +110,10 @@ err_has "DETAIL: Key (id)=(1) already exists."
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["attempts"] == 1 and d["sqlstates"] == ["23505"], d' "$TMP/out" || fail "constraint retried"
 run 65 $T "$PG" -d "$DSN" tx -c "VACUUM $S.t"
 err_has "cannot run inside a transaction block"
+run 65 $T "$PG" -d "$DSN" tx -c "COPY $S.t FROM STDIN"
+err_has "COPY FROM STDIN is not supported"
+run 0 $T "$PG" -d "$DSN" --json tx --dry-run -c "COPY $S.t TO STDOUT; SELECT 1"
+out_has '"commands":\["COPY 2","SELECT 1"\]'
 
 # A serialization failure is retried: the whole script runs again.
 v2=$(psql_q "SELECT v FROM $S.t WHERE id = 2")
