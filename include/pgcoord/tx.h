@@ -25,7 +25,8 @@
  * State the library cannot see (your own SET, PREPARE or temporary tables made through libpq)
  * is lost silently: if fn depends on it, set opts.reconnect = false, or re-create it inside fn.
  * Every reconnect is counted in pgc_tx_stats.reconnects and announced to the before_retry hook,
- * and pgc_conn_backend_pid() changes.
+ * and pgc_conn_backend_pid() changes. A session ended by idle_in_transaction_session_timeout
+ * (25P03) before COMMIT counts as lost before COMMIT, and is retried like any other loss.
  *
  * Thread-safety: every function here uses one pgc_conn, which must not be used by another
  * thread at the same time. Different conns may run transactions concurrently. */
@@ -72,15 +73,16 @@ typedef enum pgc_isolation {
 /* What happened during one pgc_tx_run() call. Reset at the start of the call, filled even
  * when it fails. */
 typedef struct pgc_tx_stats {
-	int attempts;             /* times fn was started (1 when nothing was retried) */
+	int attempts;             /* attempts made (1 when nothing was retried); each runs fn once,
+	                             unless the reconnect before it failed */
 	int64_t backoff_ms;       /* total time slept between attempts, milliseconds */
 	int deadlocks;            /* 40P01 seen */
 	int serialization_failures; /* 40001 seen */
 	int lock_not_available;   /* 55P03 seen (retried only with retry_lock_not_available) */
 	int reconnects;           /* new sessions opened after the old one died */
-	/* The SQLSTATE of every failed attempt that was retried or ended the call, in order; ""
-	 * when the failure had none (a connection lost without a server message). nsqlstates
-	 * counts them all, even past PGC_TX_SQLSTATES_MAX. */
+	/* The SQLSTATE of every failed attempt, in order: each retried failure ("" when it had
+	 * none: a connection lost without a server message, a failed reconnect), and the server
+	 * error that ended the call. nsqlstates counts them all, even past PGC_TX_SQLSTATES_MAX. */
 	int nsqlstates;
 	char sqlstates[PGC_TX_SQLSTATES_MAX][6];
 } pgc_tx_stats;
