@@ -8,6 +8,9 @@
  * and their ratio, retries per 1,000 committed transactions as each client counts them, and
  * deadlocks per 1,000 as the server counts them (pg_stat_database.deadlocks), for both.
  *
+ * Each side runs twice per variant (ours, pgbench, pgbench, ours) so that background load
+ * that drifts during the run weighs on both alike.
+ *
  *   bench_tx [SECONDS [ACCOUNTS]]     (defaults 5 and 100; the DSN is $PGCOORD_TEST_DSN) */
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -219,6 +222,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_tx [SECONDS >= 1 [ACCOUNTS >= 2]]\n");
 		return 2;
 	}
+	/* SECONDS per side and variant, split over two runs */
+	g_seconds = g_seconds >= 2 ? g_seconds / 2 : 1;
 	pgc_conn *c;
 	pgc_error err;
 	if (pgc_connect(bench_dsn(), NULL, &c, &err) != PGC_OK) {
@@ -245,26 +250,37 @@ int main(int argc, char **argv)
 		{ .name = "ordered (pgc_lock_rows)", .script = "tx_transfer.pgbench", .ordered = true },
 		{ .name = "arrival order", .script = "tx_transfer_arrival.pgbench", .ordered = false },
 	};
+	/* The machine may be shared: each side runs twice per variant, in the order ours,
+	 * pgbench, pgbench, ours, so that a drift in background load hits both alike. */
 	int status = 0;
 	for (int i = 0; i < 2; i++) {
-		long long d0 = server_deadlocks(c);
-		if (!run_ours(rows[i].ordered, &rows[i].ours))
-			status = 1;
-		long long d1 = server_deadlocks(c);
-		if (!run_pgbench(rows[i].script, &rows[i].ref)) {
-			fprintf(stderr, "bench: pgbench failed\n");
-			status = 1;
+		for (int k = 0; k < 4; k++) {
+			bool ours = k == 0 || k == 3;
+			result r;
+			long long d0 = server_deadlocks(c);
+			bool ok = ours ? run_ours(rows[i].ordered, &r) : run_pgbench(rows[i].script, &r);
+			long long d1 = server_deadlocks(c);
+			if (!ok) {
+				fprintf(stderr, "bench: %s run failed\n", ours ? "pgcoord" : "pgbench");
+				status = 1;
+			}
+			result *sum = ours ? &rows[i].ours : &rows[i].ref;
+			/* tps over both runs: total commits over total time */
+			double t = (sum->tps > 0 ? sum->commits / sum->tps : 0) + (r.tps > 0 ? r.commits / r.tps : 0);
+			sum->commits += r.commits;
+			sum->retries += r.retries;
+			sum->deadlocks += r.deadlocks;
+			sum->failures += r.failures;
+			sum->tps = t > 0 ? sum->commits / t : 0;
+			*(ours ? &rows[i].ours_dl : &rows[i].ref_dl) += d1 - d0;
 		}
-		long long d2 = server_deadlocks(c);
-		rows[i].ours_dl = d1 - d0;
-		rows[i].ref_dl = d2 - d1;
 	}
 	long long after = total_balance(c);
 	if (pgc_exec(c, "DROP SCHEMA pgc_bench_tx CASCADE", &err) != PGC_OK)
 		fprintf(stderr, "bench: cleanup: %s\n", err.message);
 	pgc_conn_close(c);
 
-	printf("tx transfer: %d clients, %d accounts, %d s per run; per 1k = per 1,000 committed\n",
+	printf("tx transfer: %d clients, %d accounts, 2 x %d s per side; per 1k = per 1,000 committed\n",
 	       CLIENTS, g_accounts, g_seconds);
 	printf("%-24s %10s %10s %6s | %9s %9s | %9s %9s\n", "locking", "pgcoord/s", "pgbench/s",
 	       "ratio", "pgc dl/1k", "pgb dl/1k", "pgc rt/1k", "pgb rt/1k");
@@ -279,7 +295,7 @@ int main(int argc, char **argv)
 		       rows[i].ours.tps, rows[i].ref.tps, ratio, odl, rdl, ort, rrt);
 		if (j != NULL)
 			fprintf(j,
-			        "{\"bench\":\"tx_transfer\",\"locking\":\"%s\",\"clients\":%d,\"accounts\":%d,\"seconds\":%d,"
+			        "{\"bench\":\"tx_transfer\",\"locking\":\"%s\",\"clients\":%d,\"accounts\":%d,\"seconds_per_side\":%d,"
 			        "\"pgcoord_tps\":%.1f,\"pgbench_tps\":%.1f,\"ratio\":%.3f,"
 			        "\"pgcoord_commits\":%ld,\"pgbench_commits\":%ld,"
 			        "\"pgcoord_deadlocks_server\":%lld,\"pgbench_deadlocks_server\":%lld,"
@@ -287,7 +303,7 @@ int main(int argc, char **argv)
 			        "\"pgcoord_failed\":%ld,\"pgbench_failed\":%ld,"
 			        "\"pgcoord_deadlocks_per_1k\":%.3f,\"pgbench_deadlocks_per_1k\":%.3f,"
 			        "\"pgcoord_retries_per_1k\":%.3f,\"pgbench_retries_per_1k\":%.3f}\n",
-			        rows[i].ordered ? "ordered" : "arrival", CLIENTS, g_accounts, g_seconds,
+			        rows[i].ordered ? "ordered" : "arrival", CLIENTS, g_accounts, 2 * g_seconds,
 			        rows[i].ours.tps, rows[i].ref.tps, ratio, rows[i].ours.commits,
 			        rows[i].ref.commits, rows[i].ours_dl, rows[i].ref_dl, rows[i].ours.deadlocks,
 			        rows[i].ours.retries, rows[i].ref.retries, rows[i].ours.failures,

@@ -103,6 +103,7 @@ void pgc_conn_close(pgc_conn *conn)
 	free(conn->dsn);
 	free(conn->dsn_masked);
 	free(conn->application_name);
+	pgc__tx_forget_statements(conn);
 	free(conn);
 }
 
@@ -191,5 +192,7 @@ int pgc__reconnect(pgc_conn *conn, pgc_error *err)
 	conn->server_version = PQserverVersion(conn->pg);
 	conn->backend_pid = PQbackendPID(conn->pg);
 	conn->savepoint_depth = 0;
+	conn->broken = false;
+	pgc__tx_forget_statements(conn);
 	return PGC_OK;
 }

@@ -40,7 +40,14 @@ static bool is_state(const pgc_error *e, const char *state)
 
 static bool conn_dead(const pgc_conn *conn)
 {
-	return PQstatus(conn->pg) == CONNECTION_BAD;
+	return conn->broken || PQstatus(conn->pg) == CONNECTION_BAD;
+}
+
+/* A failure that came from libpq rather than from the server (no SQLSTATE): the socket failed
+ * under us (a keepalive timeout, a reset), whether or not libpq marked the connection bad. */
+static bool client_side_failure(const pgc_error *e)
+{
+	return e->sqlstate[0] == '\0' && (e->code == PGC_ESQL || e->code == PGC_ECONNLOST);
 }
 
 /* xorshift64*: enough for jitter, seeded per call so threads never share state. */
@@ -237,7 +244,8 @@ static bool retryable(const pgc_tx_options *o, const pgc_error *e)
 /* Classifies a failed statement (or body) whose error is in err. */
 static outcome failed(pgc_conn *conn, const pgc_tx_options *o, pgc_error *err)
 {
-	if (conn_dead(conn)) {
+	if (conn_dead(conn) || client_side_failure(err)) {
+		conn->broken = true;
 		if (err->code != PGC_ECONNLOST) {
 			/* The body reported something else, but the session is gone all the same. */
 			err->code = PGC_ECONNLOST;
@@ -332,32 +340,37 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
 		PQclear(last);
 		last = res;
 	}
-	if (committed && !conn_dead(conn)) {
-		PQclear(last);
-		*rc = PGC_OK;
-		return OC_COMMITTED;
-	}
 	if (committed) {
-		/* The answer came; the session died after it. The commit stands. */
+		/* The answer came, whatever happened to the session afterwards. */
 		PQclear(last);
 		*rc = PGC_OK;
 		return OC_COMMITTED;
-	}
-	if (conn_dead(conn)) {
-		pgc__err_result(err, conn->pg, last, NULL);
-		PQclear(last);
-		char msg[PGC_ERROR_MESSAGE_MAX];
-		snprintf(msg, sizeof msg, "%s", err->message);
-		*rc = pgc__err(err, PGC_ECOMMIT_UNKNOWN,
-		               "connection lost after COMMIT was sent; the transaction may or may not have committed: %s",
-		               msg);
-		return OC_UNKNOWN;
 	}
 	if (last != NULL && PQresultStatus(last) == PGRES_COMMAND_OK) {
 		/* "ROLLBACK" as COMMIT's tag: the transaction had failed. */
 		PQclear(last);
 		*rc = pgc__err(err, PGC_EUSAGE, "COMMIT rolled back: the transaction had failed");
 		return OC_FAIL;
+	}
+	/* Only an ERROR from the server proves that COMMIT was processed and failed. Anything
+	 * else (no answer, a read error from libpq, a FATAL) leaves the outcome unknown. */
+	const char *state = last ? PQresultErrorField(last, PG_DIAG_SQLSTATE) : NULL;
+	const char *sev = last ? PQresultErrorField(last, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+	bool server_error = state != NULL && strlen(state) == 5 && !conn_dead(conn) &&
+	                    !(sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0));
+	if (!server_error) {
+		pgc__err_result(err, conn->pg, last, NULL);
+		PQclear(last);
+		conn->broken = true;
+		char msg[PGC_ERROR_MESSAGE_MAX];
+		snprintf(msg, sizeof msg, "%s", err->message);
+		char st[6];
+		memcpy(st, err->sqlstate, sizeof st);
+		*rc = pgc__err(err, PGC_ECOMMIT_UNKNOWN,
+		               "connection lost after COMMIT was sent; the transaction may or may not have committed: %s",
+		               msg);
+		memcpy(err->sqlstate, st, sizeof st);
+		return OC_UNKNOWN;
 	}
 	/* A server error raised by COMMIT (40001, a deferred constraint): rolled back. */
 	*rc = pgc__err_result(err, conn->pg, last, NULL);
@@ -615,6 +628,76 @@ static char *quote_table(pgc_conn *conn, const char *table, pgc_error *err)
 	return out;
 }
 
+/* Statements pgc_lock_rows() prepared on a session, by SQL text: planned once per session,
+ * as pgbench -M prepared does, instead of parsed and planned on every call. Bounded; past the
+ * bound, statements run unnamed. */
+#define STMT_CACHE_MAX 32
+
+struct pgc__stmt {
+	char *sql;
+	char name[32];
+};
+
+void pgc__tx_forget_statements(pgc_conn *conn)
+{
+	for (int i = 0; i < conn->nstmts; i++)
+		free(conn->stmts[i].sql);
+	free(conn->stmts);
+	conn->stmts = NULL;
+	conn->nstmts = 0;
+}
+
+/* Runs sql (one text parameter) as a prepared statement of this session, preparing it the
+ * first time. */
+static PGresult *exec_cached(pgc_conn *conn, const char *sql, const char *param, int *rc,
+                             pgc_error *err)
+{
+	const char *values[1] = { param };
+	struct pgc__stmt *hit = NULL;
+	for (int i = 0; i < conn->nstmts && hit == NULL; i++)
+		if (strcmp(conn->stmts[i].sql, sql) == 0)
+			hit = &conn->stmts[i];
+	if (hit == NULL && conn->nstmts < STMT_CACHE_MAX) {
+		if (conn->stmts == NULL) {
+			conn->stmts = calloc(STMT_CACHE_MAX, sizeof *conn->stmts);
+			if (conn->stmts == NULL)
+				return pgc__exec(conn, sql, 1, values, rc, err);
+		}
+		struct pgc__stmt *st = &conn->stmts[conn->nstmts];
+		st->sql = strdup(sql);
+		if (st->sql == NULL)
+			return pgc__exec(conn, sql, 1, values, rc, err);
+		snprintf(st->name, sizeof st->name, "pgcoord_lock_rows_%d", conn->nstmts);
+		PGresult *res = PQprepare(conn->pg, st->name, sql, 1, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			*rc = pgc__err_result(err, conn->pg, res, NULL);
+			PQclear(res);
+			free(st->sql);
+			st->sql = NULL;
+			return NULL;
+		}
+		PQclear(res);
+		conn->nstmts++;
+		hit = st;
+	}
+	if (hit == NULL)
+		return pgc__exec(conn, sql, 1, values, rc, err);
+	PGresult *res = PQexecPrepared(conn->pg, hit->name, 1, values, NULL, NULL, 0);
+	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	if (st == PGRES_TUPLES_OK) {
+		*rc = PGC_OK;
+		return res;
+	}
+	*rc = pgc__err_result(err, conn->pg, res, NULL);
+	PQclear(res);
+	if (err != NULL && strcmp(err->sqlstate, "26000") == 0) {
+		/* Deallocated behind our back (DEALLOCATE ALL, DISCARD ALL): prepare it again next
+		 * time. */
+		pgc__tx_forget_statements(conn);
+	}
+	return NULL;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -683,8 +766,7 @@ int pgc_lock_rows(pgc_conn *conn, const char *table, const char *key_column, con
 	/* ORDER BY sits below the locking clause in the plan: rows are locked in key order. */
 	snprintf(sql, len, "SELECT %s FROM %s WHERE %s = ANY($1::int8[]) ORDER BY %s %s%s", qk, qt,
 	         qk, qk, clause, policy);
-	const char *values[1] = { param };
-	res = pgc__exec(conn, sql, 1, values, &rc, err);
+	res = exec_cached(conn, sql, param, &rc, err);
 	if (res == NULL)
 		goto out;
 	for (int r = 0; r < PQntuples(res); r++) {
@@ -746,7 +828,7 @@ int pgc_tx_check_result(pgc_conn *conn, const struct pg_result *res, pgc_error *
 	if (conn == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_tx_check_result: conn must not be NULL");
 	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY)
 		return PGC_OK;
 	return pgc__err_result(err, conn->pg, res, NULL);
 }

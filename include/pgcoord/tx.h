@@ -12,7 +12,11 @@
  * be rolled back: the runner reconnects the same pgc_conn (same DSN and options, same PGconn
  * handle as returned by pgc_conn_pg()) and runs the transaction again. When it dies after
  * COMMIT was sent and before the answer came, nobody can know whether the transaction
- * committed: the runner returns PGC_ECOMMIT_UNKNOWN and never retries on its own.
+ * committed: the runner returns PGC_ECOMMIT_UNKNOWN and never retries on its own. Only the
+ * server's COMMIT tag means committed, and only an ERROR from the server in answer to COMMIT
+ * means rolled back; no answer, a read error or a FATAL after COMMIT is "unknown". A failure
+ * reported by libpq rather than the server (no SQLSTATE) before COMMIT counts as a lost
+ * session, even when libpq still calls the connection good.
  *
  * The reconnect rule. A reconnect gives a new session, and everything that belonged to the old
  * one is gone: session advisory locks, LISTEN registrations, session-level SET, prepared
@@ -179,7 +183,9 @@ typedef enum pgc_wait_policy {
  * is now locked by this transaction, false when it does not exist (or is invisible to this
  * transaction) or was skipped by SKIP LOCKED.
  * Must run inside a transaction (pgc_tx_run, or your own BEGIN): a row lock outside one
- * would be released at once.
+ * would be released at once. The statement is prepared on the session the first time (named
+ * "pgcoord_lock_rows_N"; up to 32 shapes per session), as pgbench -M prepared does; after a
+ * DEALLOCATE ALL on the session the next call fails once with 26000 and prepares it again.
  * Errors: PGC_EUSAGE (NULL or empty names, ids NULL with n > 0, mode or wait_policy out of
  * range, not inside a transaction or the transaction is aborted), PGC_ENOMEM, PGC_ESQL (55P03
  * under NOWAIT or lock_timeout, 40P01, 42P01 no such table, ...; the transaction is then
@@ -200,9 +206,10 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_lock_table(pgc_conn *conn, const char *table,
                                             pgc_table_lock mode, bool nowait, pgc_error *err);
 
 /* The result of a libpq call made inside a transaction body, as the runner needs it: 0 when
- * res is a success (PGRES_COMMAND_OK or PGRES_TUPLES_OK), otherwise err is filled from res
- * (or from the connection when res is NULL) with the server's SQLSTATE, message, detail, hint
- * and position, and PGC_ESQL or PGC_ECONNLOST is returned. res is not freed.
+ * res is a success (PGRES_COMMAND_OK, PGRES_TUPLES_OK or PGRES_EMPTY_QUERY), otherwise err
+ * is filled from res (or from the connection when res is NULL) with the server's SQLSTATE,
+ * message, detail, hint and position, and PGC_ESQL or PGC_ECONNLOST is returned. res is not
+ * freed.
  * Errors: PGC_EUSAGE (conn NULL). */
 struct pg_result;
 PGC_EXTERN PGC_MUSTCHECK int pgc_tx_check_result(pgc_conn *conn, const struct pg_result *res,

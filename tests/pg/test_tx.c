@@ -646,7 +646,14 @@ static int killed_fn(pgc_conn *c, void *arg, pgc_error *err)
 {
 	killer *k = arg;
 	k->calls++;
-	int rc = insert_fn(c, "row", err);
+	/* a statement pgc_lock_rows prepared on the old session is prepared again on the new */
+	char table[96];
+	snprintf(table, sizeof table, "%s.accounts", S);
+	int64_t one = 1;
+	int rc = pgc_lock_rows(c, table, "id", &one, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, err);
+	if (rc != PGC_OK)
+		return rc;
+	rc = insert_fn(c, "row", err);
 	if (rc != PGC_OK)
 		return rc;
 	if (k->calls == 1) {
@@ -662,6 +669,7 @@ static void terminate_case(bool statement_after)
 {
 	pgc_conn *c = setup();
 	sql(c, "CREATE TABLE %s.t (v text PRIMARY KEY)", S);
+	make_accounts(c, 1, 0);
 	pgc_conn *victim = t_connect("pgcoord/test-tx-victim");
 	killer k = { c, statement_after, 0, 0 };
 	pgc_tx_stats st;
@@ -703,6 +711,7 @@ static void tx__reconnect_refused(void)
 {
 	pgc_conn *c = setup();
 	sql(c, "CREATE TABLE %s.t (v text PRIMARY KEY)", S);
+	make_accounts(c, 1, 0);
 	pgc_conn *victim = t_connect("pgcoord/test-tx-victim");
 	killer k = { c, true, 0, 0 };
 	pgc_tx_stats st;
@@ -731,10 +740,16 @@ static void tx__reconnect_refused(void)
 	teardown(c);
 }
 
-/* Drops the connection right after COMMIT went out. */
+/* Drops the connection right after COMMIT went out: the socket is shut down and replaced,
+ * under libpq, by an unconnected one, so that even an answer already received is lost. */
 static void drop_after_commit(pgc_conn *conn)
 {
-	shutdown(PQsocket(pgc_conn_pg(conn)), SHUT_RDWR);
+	int fd = PQsocket(pgc_conn_pg(conn));
+	shutdown(fd, SHUT_RDWR);
+	int dead = socket(AF_UNIX, SOCK_STREAM, 0);
+	T_ASSERT(dead >= 0);
+	T_ASSERT(dup2(dead, fd) == fd);
+	close(dead);
 }
 
 static int counting_insert_fn(pgc_conn *c, void *arg, pgc_error *err)
@@ -763,7 +778,6 @@ static void tx__commit_unknown_not_retried(void)
 	T_ASSERT_INT_EQ(calls, 1);
 	T_ASSERT_INT_EQ(st.attempts, 1);
 	T_ASSERT_INT_EQ(st.reconnects, 0);
-	T_ASSERT_INT_EQ(PQstatus(pgc_conn_pg(victim)), CONNECTION_BAD);
 	/* Either outcome is possible; the caller finds out. Here the server got the COMMIT. */
 	long long n = 0;
 	for (int i = 0; i < 200 && n == 0; i++) {
@@ -772,6 +786,11 @@ static void tx__commit_unknown_not_retried(void)
 			usleep(10000);
 	}
 	fprintf(stderr, "outcome after the dropped connection: %s\n", n ? "committed" : "not committed");
+	/* The next transaction on the conn starts on a new session. */
+	calls = 0;
+	T_ASSERT_INT_EQ(pgc_tx_run(victim, &o, insert_fn, "next", &err), PGC_OK);
+	T_ASSERT_INT_EQ(st.reconnects, 1);
+	T_ASSERT_INT_EQ(st.attempts, 1);
 	pgc_conn_close(victim);
 	teardown(c);
 }
@@ -1220,6 +1239,25 @@ static void tx__lock_rows_modes_and_names(void)
 	T_ASSERT(bl[7]);
 	free(big);
 	free(bl);
+	sql(c, "ROLLBACK");
+	/* statements are prepared once per session and survive rolled-back transactions */
+	T_ASSERT(c->nstmts >= 2);
+	int before = c->nstmts;
+	for (int i = 0; i < 3; i++) {
+		sql(c, "BEGIN");
+		T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_OK);
+		T_ASSERT(l1);
+		sql(c, "ROLLBACK");
+	}
+	T_ASSERT_INT_EQ(c->nstmts, before);
+	/* deallocated behind the library's back: one failure, then prepared again */
+	sql(c, "DEALLOCATE ALL");
+	sql(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_ESQL);
+	T_ASSERT_STR_EQ(err.sqlstate, "26000");
+	sql(c, "ROLLBACK");
+	sql(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_OK);
 	sql(c, "ROLLBACK");
 	pgc_conn_close(o);
 	teardown(c);
