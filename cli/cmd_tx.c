@@ -72,11 +72,10 @@ static bool ident_char(unsigned char c)
 	return isalnum(c) || c == '_' || c == '$' || c >= 0x80;
 }
 
-/* Skips a quoted or commented stretch starting at s[i]; returns the index after it, or i when
- * s[i] starts none. */
-static size_t skip_opaque(const char *s, size_t i)
+/* Skips a quoted or commented stretch starting at s[i] (s has n bytes); returns the index
+ * after it, or i when s[i] starts none. */
+static size_t skip_opaque(const char *s, size_t n, size_t i)
 {
-	size_t n = strlen(s);
 	if (s[i] == '-' && s[i + 1] == '-') {
 		while (i < n && s[i] != '\n')
 			i++;
@@ -154,7 +153,7 @@ static void scan_script(const char *s, scan *out)
 		int nwords = 0, paren = 0, begin_depth = 0;
 		bool routine = false, any = false;
 		while (i < n) {
-			size_t j = skip_opaque(s, i);
+			size_t j = skip_opaque(s, n, i);
 			if (j != i) {
 				if (s[i] == '\'' || s[i] == '"' || s[i] == '$')
 					any = true;
@@ -304,7 +303,6 @@ typedef struct script_run {
 	const char *sql;
 	char **tags;
 	size_t ntags, cap;
-	int tags_failed;
 	bool dry_run;
 } script_run;
 
@@ -320,19 +318,14 @@ static void add_tag(script_run *r, const char *tag)
 	if (r->ntags == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 16;
 		char **t = realloc(r->tags, cap * sizeof *t);
-		if (t == NULL) {
-			r->tags_failed = 1;
-			return;
-		}
+		if (t == NULL)
+			return; /* the list is informational: keep going without it */
 		r->tags = t;
 		r->cap = cap;
 	}
 	char *copy = strdup(tag);
-	if (copy == NULL) {
-		r->tags_failed = 1;
-		return;
-	}
-	r->tags[r->ntags++] = copy;
+	if (copy != NULL)
+		r->tags[r->ntags++] = copy;
 }
 
 static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
@@ -672,7 +665,7 @@ int cmd_tx(int argc, char **argv)
 		return rc;
 	}
 	pgc_tx_stats st;
-	script_run run = { text, NULL, 0, 0, 0, dry_run };
+	script_run run = { text, NULL, 0, 0, dry_run };
 	o.stats = &st;
 	o.before_retry = on_retry;
 	pgc_error err = PGC_ERROR_INIT;
