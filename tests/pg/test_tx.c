@@ -380,6 +380,7 @@ typedef struct worker {
 	int rc;
 	pgc_error err;
 	int backend_pid;
+	rendezvous *finished; /* counts workers whose transaction ended */
 } worker;
 
 static void *worker_main(void *arg)
@@ -389,20 +390,45 @@ static void *worker_main(void *arg)
 	w->backend_pid = pgc_conn_backend_pid(c);
 	w->o.stats = &w->st;
 	w->rc = pgc_tx_run(c, &w->o, transfer_fn, &w->x, &w->err);
+	if (w->finished != NULL)
+		rv_pass(w->finished);
 	pgc_conn_close(c);
 	return NULL;
+}
+
+/* A before_retry hook that lets the other transaction finish first. Without it, the victim's
+ * retry can take its first row again before the survivor (woken by the rollback) gets to it,
+ * and the same cycle forms a second time: which is why retries back off with jitter, but a
+ * test that counts deadlocks exactly must not depend on the draw. */
+static int wait_for_partner(const pgc_tx_retry_info *info, void *arg)
+{
+	rendezvous *finished = arg;
+	T_ASSERT_STR_EQ(info->error->sqlstate, "40P01");
+	pthread_mutex_lock(&finished->mu);
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	while (finished->arrived < 1)
+		if (pthread_cond_timedwait(&finished->cv, &finished->mu, &dl) != 0)
+			break;
+	pthread_mutex_unlock(&finished->mu);
+	return 0;
 }
 
 static void tx__deadlock_retried(void)
 {
 	pgc_conn *c = setup();
 	make_accounts(c, 2, 100);
-	rendezvous rv;
+	rendezvous rv, finished;
 	rv_init(&rv, 2);
+	rv_init(&finished, 2);
 	worker w[2];
 	memset(w, 0, sizeof w);
 	for (int i = 0; i < 2; i++) {
 		w[i].o = (pgc_tx_options)PGC_TX_OPTIONS_INIT;
+		w[i].o.before_retry = wait_for_partner;
+		w[i].o.hook_arg = &finished;
+		w[i].finished = &finished;
 		snprintf(w[i].x.table, sizeof w[i].x.table, "%s.accounts", S);
 		w[i].x.from = i == 0 ? 1 : 2;
 		w[i].x.to = i == 0 ? 2 : 1;
