@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -328,11 +329,69 @@ static void add_tag(script_run *r, const char *tag)
 		r->tags[r->ntags++] = copy;
 }
 
+/* SIGINT, SIGTERM and SIGHUP (Ctrl-C, timeout(1), a closed terminal) cancel the running
+ * statement on the server before pgcoord exits: a backend whose client just vanished would
+ * otherwise run the statement to its end, holding its locks. The first signal is remembered,
+ * the retries stop, and the process then ends by that signal. */
+static PGcancel *volatile g_cancel;
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig)
+{
+	if (g_signal != 0)
+		return;
+	g_signal = sig;
+	PGcancel *c = g_cancel;
+	if (c != NULL) {
+		char buf[256];
+		(void)PQcancel(c, buf, sizeof buf); /* documented as safe in a signal handler */
+	}
+}
+
+static const int caught[] = { SIGINT, SIGTERM, SIGHUP };
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+		sigaction(caught[i], &sa, NULL);
+}
+
+/* Points the handler at the current session (a reconnect changes the backend). */
+static void set_cancel(PGconn *pg)
+{
+	sigset_t block, old;
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+		sigaddset(&block, caught[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	PGcancel *prev = g_cancel;
+	g_cancel = pg ? PQgetCancel(pg) : NULL;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (prev != NULL)
+		PQfreeCancel(prev);
+}
+
+static int interrupted(pgc_error *err)
+{
+	pgc_error_clear(err);
+	err->code = PGC_EINTR;
+	err->klass = PGC_CLASS_FATAL;
+	snprintf(err->message, sizeof err->message, "interrupted by signal %d", (int)g_signal);
+	return PGC_EINTR;
+}
+
 static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 {
 	script_run *r = arg;
 	clear_tags(r);
 	PGconn *pg = pgc_conn_pg(conn);
+	set_cancel(pg);
+	if (g_signal != 0)
+		return interrupted(err);
 	if (!PQsendQuery(pg, r->sql))
 		return pgc_tx_check_result(conn, NULL, err);
 	int rc = PGC_OK;
@@ -373,6 +432,8 @@ static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 static int on_retry(const pgc_tx_retry_info *info, void *arg)
 {
 	(void)arg;
+	if (g_signal != 0)
+		return 1; /* stop: pgc_tx_run returns PGC_EINTR */
 	if (g_cli.quiet)
 		return 0;
 	const pgc_error *e = info->error;
@@ -669,7 +730,9 @@ int cmd_tx(int argc, char **argv)
 	o.stats = &st;
 	o.before_retry = on_retry;
 	pgc_error err = PGC_ERROR_INIT;
+	catch_signals();
 	rc = pgc_tx_run(conn, &o, script_fn, &run, &err);
+	set_cancel(NULL);
 	int status = 0;
 	if (rc == PGC_OK || rc == PGC_TX_ROLLBACK) {
 		const char *what = rc == PGC_OK ? "committed" : "rolled back";
@@ -715,5 +778,13 @@ int cmd_tx(int argc, char **argv)
 	free(run.tags);
 	free(text);
 	pgc_conn_close(conn);
+	if (g_signal != 0) {
+		int sig = g_signal;
+		if (rc != PGC_OK && rc != PGC_ECOMMIT_UNKNOWN)
+			cli_errorf("interrupted by signal %d: the statement was canceled and the transaction rolled back", sig);
+		fflush(stdout);
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
 	return status;
 }

@@ -183,6 +183,29 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); n=d["attempts"]; as
 err_has "deadlock detected (SQLSTATE 40P01)"
 [ "$(psql_q "SELECT sum(v) FROM $S.t")" = $((before + 202)) ] || fail "balances do not add up after the deadlock"
 
+# SIGTERM (timeout(1), a service stop) cancels the running statement on the server: the
+# transaction is rolled back at once instead of the backend running on with its locks, and
+# pgcoord ends by the signal.
+v1=$(psql_q "SELECT v FROM $S.t WHERE id = 1")
+$T "$PG" -d "$DSN" tx -c "UPDATE $S.t SET v = v + 1000 WHERE id = 1; SELECT pg_sleep(60)" >"$TMP/sig.out" 2>"$TMP/sig.err" &
+txpid=$!
+for _ in $(seq 200); do
+	[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()")" = 1 ] && break
+	sleep 0.05
+done
+kill -TERM $txpid
+wait $txpid
+st=$?
+[ $st -eq 143 ] || { cat "$TMP/sig.err"; fail "pgcoord tx ended with $st after SIGTERM, expected 143"; }
+grep -q "interrupted by signal 15" "$TMP/sig.err" || { cat "$TMP/sig.err"; fail "no interruption message"; }
+gone=0
+for _ in $(seq 100); do
+	if [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ]; then gone=1; break; fi
+	sleep 0.05
+done
+[ $gone -eq 1 ] || fail "the statement still runs on the server after SIGTERM"
+[ "$(psql_q "SELECT v FROM $S.t WHERE id = 1")" = "$v1" ] || fail "the interrupted script was applied"
+
 # Unreachable database: 69.
 run 69 $T "$PG" -d "$NODB" tx -c "SELECT 1"
 echo ok
