@@ -64,5 +64,6 @@ int cmd_lab(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_elect(int argc, char **argv);
 int cmd_lease(int argc, char **argv);
+int cmd_tx(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ static const cli_command commands[] = {
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
 	{ "lab", cmd_lab, "run experiments that check how the server's locks behave" },
 	{ "lease", cmd_lease, "show leases and fencing tokens; release a lease" },
+	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
 	{ NULL, NULL, NULL },
 };
 

@@ -14,5 +14,6 @@
 #include "pgcoord/lab.h"
 #include "pgcoord/doctor.h"
 #include "pgcoord/lease.h"
+#include "pgcoord/tx.h"
 
 #endif

@@ -149,6 +149,7 @@ void pgc_conn_close(pgc_conn *conn)
 	free(conn->dsn);
 	free(conn->dsn_masked);
 	free(conn->application_name);
+	pgc__tx_forget_statements(conn);
 	free(conn);
 }
 
@@ -218,4 +219,27 @@ char *pgc__quote_ident(pgc_conn *conn, const char *name, pgc_error *err)
 	if (q == NULL)
 		pgc__err(err, PGC_EUSAGE, "invalid identifier: %s", PQerrorMessage(conn->pg));
 	return q;
+}
+
+int pgc__reconnect(pgc_conn *conn, pgc_error *err)
+{
+	if (conn->dsn == NULL)
+		return pgc__err(err, PGC_ECONNLOST, "session lost; not reconnecting: the connection was not opened from a DSN");
+	if (conn->session_state > 0)
+		return pgc__err(err, PGC_ECONNLOST,
+		                "session lost while it held session-scoped state (advisory locks or LISTEN); not reconnecting, since a new session would not have it");
+	PQreset(conn->pg);
+	if (PQstatus(conn->pg) != CONNECTION_OK) {
+		char reason[PGC_ERROR_MESSAGE_MAX];
+		pgc__copy_line(reason, sizeof reason, PQerrorMessage(conn->pg));
+		return pgc__err(err, PGC_ECONNECT, "cannot reconnect to %s: %s",
+		                *conn->dsn_masked ? conn->dsn_masked : "(libpq defaults and PG* variables)",
+		                reason);
+	}
+	conn->server_version = PQserverVersion(conn->pg);
+	conn->backend_pid = PQbackendPID(conn->pg);
+	conn->savepoint_depth = 0;
+	conn->broken = false;
+	pgc__tx_forget_statements(conn);
+	return PGC_OK;
 }

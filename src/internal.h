@@ -15,6 +15,20 @@ struct pgc_conn {
 	char *application_name; /* owned copy of opts.application_name */
 	int server_version;
 	int backend_pid;
+
+	/* tx: transactions and reconnects (tx.c, pgc__reconnect). session_state counts the
+	 * session-scoped things held through this conn that a new session would not have (a
+	 * session advisory lock, a LISTEN channel): code that keeps such state increments it while
+	 * the state is held, and pgc__reconnect() refuses while it is non-zero. savepoint_depth
+	 * names nested pgc_savepoint() levels. stmts caches the statements pgc_lock_rows()
+	 * prepared on this session (gone with the session: cleared on reconnect). broken marks a
+	 * session that libpq still calls CONNECTION_OK although a read or write on it failed
+	 * (keepalive timeout, reset): only a reconnect makes it usable again. */
+	bool broken;
+	int session_state;
+	int savepoint_depth;
+	struct pgc__stmt *stmts;
+	int nstmts;
 };
 
 /* Fills err (may be NULL) with a client-side error and returns code. */
@@ -40,6 +54,21 @@ char *pgc__quote_ident(pgc_conn *conn, const char *name, pgc_error *err);
 /* Copies src into dst (size n), always NUL-terminated, replacing newlines with spaces and
  * dropping a trailing newline, so every message stays on one line. */
 void pgc__copy_line(char *dst, size_t n, const char *src);
+
+/* tx: replaces a dead session with a new one on the same handle (PQreset: same DSN, options
+ * and PGconn pointer), under the reconnect rule of pgcoord/tx.h: refuses with PGC_ECONNLOST
+ * when the conn was not opened from a DSN or holds session state (conn->session_state > 0),
+ * returns PGC_ECONNECT when the server cannot be reached. Updates backend_pid and
+ * server_version and resets savepoint_depth. */
+int pgc__reconnect(pgc_conn *conn, pgc_error *err);
+
+/* tx: forgets the statements prepared on the session (after a reconnect) and frees the cache
+ * (at close). */
+void pgc__tx_forget_statements(pgc_conn *conn);
+
+/* tx: a test hook, called by pgc_tx_run() right after COMMIT was sent and before its answer
+ * is read (tests drop the connection there). NULL in normal use. */
+extern void (*pgc__tx_commit_sent_hook)(pgc_conn *conn);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t pgc__now_ms(void);
