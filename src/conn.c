@@ -57,6 +57,18 @@ static int check_dsn(const char *dsn, pgc_error *err)
 	return rc;
 }
 
+/* libpq's default prints notices on stderr; a library must not. */
+static void notice_receiver(void *arg, const PGresult *res)
+{
+	pgc_conn *c = arg;
+	if (c->opts.notice_fn == NULL)
+		return;
+	char line[PGC_ERROR_MESSAGE_MAX];
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY);
+	pgc__copy_line(line, sizeof line, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+	c->opts.notice_fn(sev ? sev : "NOTICE", line, c->opts.notice_arg);
+}
+
 int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -134,6 +146,7 @@ int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, p
 		pgc_conn_close(c);
 		return PGC_ECONNECT;
 	}
+	PQsetNoticeReceiver(c->pg, notice_receiver, c);
 	c->server_version = PQserverVersion(c->pg);
 	c->backend_pid = PQbackendPID(c->pg);
 	*out = c;

@@ -25,9 +25,13 @@ typedef struct pgc_conn_options {
 	int keepalives_idle_s;     /* TCP keepalive idle time, seconds; default 10 */
 	int keepalives_interval_s; /* seconds between keepalive probes; default 5 */
 	int keepalives_count;      /* probes before the connection is declared dead; default 3 */
+	/* Called with each NOTICE or WARNING the server sends on this session (severity such as
+	 * "WARNING", and the one-line message); NULL drops them. The library never prints them. */
+	void (*notice_fn)(const char *severity, const char *message, void *arg);
+	void *notice_arg;
 } pgc_conn_options;
 
-#define PGC_CONN_OPTIONS_INIT { NULL, 10, 10, 5, 3 }
+#define PGC_CONN_OPTIONS_INIT { NULL, 10, 10, 5, 3, NULL, NULL }
 
 /* Where the DSN came from, as reported by pgc_dsn_resolve(). */
 typedef enum pgc_dsn_source {

@@ -154,6 +154,42 @@ static void schema__init_idempotent_and_named(void)
 	pgc_conn_close(c);
 }
 
+static void on_notice(const char *severity, const char *message, void *arg)
+{
+	char *buf = arg;
+	snprintf(buf, 256, "%s: %s", severity, message);
+}
+
+static void conn__notices_never_printed(void)
+{
+	/* The default drops notices: nothing reaches stderr. */
+	fflush(stderr);
+	int saved = dup(2);
+	FILE *tmp = tmpfile();
+	T_ASSERT(tmp != NULL);
+	dup2(fileno(tmp), 2);
+	pgc_conn *c = t_connect(NULL);
+	pgc_error err;
+	int rc = pgc_exec(c, "DO $$BEGIN RAISE NOTICE 'quiet please'; RAISE WARNING 'me too'; END$$", &err);
+	pgc_conn_close(c);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	T_ASSERT_INT_EQ(rc, PGC_OK);
+	T_ASSERT_INT_EQ(ftell(tmp), 0);
+	fclose(tmp);
+
+	/* A callback gets them. */
+	char got[256] = "";
+	pgc_conn_options opts = PGC_CONN_OPTIONS_INIT;
+	opts.notice_fn = on_notice;
+	opts.notice_arg = got;
+	T_ASSERT_INT_EQ(pgc_connect(t_dsn(), &opts, &c, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_exec(c, "DO $$BEGIN RAISE WARNING 'look\nhere'; END$$", &err), PGC_OK);
+	T_ASSERT_STR_EQ(got, "WARNING: look here");
+	pgc_conn_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -163,6 +199,7 @@ int main(int argc, char **argv)
 		{ "conn__server_error_fields", conn__server_error_fields },
 		{ "conn__terminated_session_is_connlost", conn__terminated_session_is_connlost },
 		{ "schema__init_idempotent_and_named", schema__init_idempotent_and_named },
+		{ "conn__notices_never_printed", conn__notices_never_printed },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
