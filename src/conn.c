@@ -98,6 +98,7 @@ void pgc_conn_close(pgc_conn *conn)
 {
 	if (conn == NULL)
 		return;
+	(void)pgc__locks_close(conn, NULL, NULL, NULL);
 	if (conn->pg != NULL)
 		PQfinish(conn->pg);
 	free(conn->dsn);

@@ -15,6 +15,9 @@ struct pgc_conn {
 	char *application_name; /* owned copy of opts.application_name */
 	int server_version;
 	int backend_pid;
+	/* locks (src/lock.c): session locks held through this session, their open handles, the
+	 * name-registry state and prepared statements; NULL until the first lock call. */
+	struct pgc__lock_table *locks;
 };
 
 /* Fills err (may be NULL) with a client-side error and returns code. */
@@ -40,6 +43,10 @@ char *pgc__quote_ident(pgc_conn *conn, const char *name, pgc_error *err);
 /* Copies src into dst (size n), always NUL-terminated, replacing newlines with spaces and
  * dropping a trailing newline, so every message stays on one line. */
 void pgc__copy_line(char *dst, size_t n, const char *src);
+
+/* locks: releases what conn still holds (bounded wait), frees the handles and the table, and
+ * reports what was released (released and n may be NULL). Called by pgc_conn_close(). */
+int pgc__locks_close(pgc_conn *conn, pgc_held_lock **released, size_t *n, pgc_error *err);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t pgc__now_ms(void);
