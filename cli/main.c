@@ -8,6 +8,8 @@
 static const cli_command commands[] = {
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "lock", cmd_lock, "show who holds an advisory lock, or a lock name's key" },
+	{ "run", cmd_run, "run a command while holding a cluster-wide lock" },
 	{ NULL, NULL, NULL },
 };
 
