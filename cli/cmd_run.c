@@ -211,8 +211,11 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 	}
 	if (optind < nopt) {
 		r->name = argv[optind++];
-		if (optind < nopt)
+		if (optind < nopt) {
+			if (dd < 0)
+				return cli_usage_error("run", "missing \"--\" before the command");
 			return cli_usage_error("run", "unexpected argument \"%s\" before \"--\"", argv[optind]);
+		}
 	}
 	if (r->name != NULL && r->key_text != NULL)
 		return cli_usage_error("run", "give a lock NAME or --key, not both");
