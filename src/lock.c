@@ -39,6 +39,7 @@ typedef struct pgc__lock_table {
 	size_t nheld, capheld;
 	pgc_lock *handles;
 	unsigned prepared;      /* bit i: statement "pgc_lock_<i>" is prepared on the session */
+	unsigned used;          /* bit i: statement i has run once on this session */
 	int registry;           /* 0 unknown, 1 present, -1 absent, for registry_schema */
 	char registry_schema[64];
 	int64_t verified[VERIFIED_MAX];
@@ -262,6 +263,12 @@ static PGresult *exec_prepared(pgc_conn *conn, lock_table *t, unsigned idx, cons
 {
 	char name[32];
 	snprintf(name, sizeof name, "pgc_lock_%u", idx);
+	/* A statement used once (a short-lived process such as pgcoord run) costs one round trip
+	 * unprepared; it is prepared the second time, for sessions that lock often. */
+	if (!(t->used & (1u << idx))) {
+		t->used |= 1u << idx;
+		return pgc__exec(conn, sql, p->n, p->v, rc, err);
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!(t->prepared & (1u << idx))) {
 			PGresult *r = PQprepare(conn->pg, name, sql, p->n, NULL);
