@@ -594,9 +594,11 @@ static int wait_lock(pgc_conn *conn, lock_table *t, const pgc_key *key, bool sha
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
-		if (in_tx && (rc = exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_wait", err)) != PGC_OK)
-			return rc; /* session lock: held; the caller records it before returning rc */
+		/* A session lock is held from here on, whatever happens to the savepoint: the
+		 * caller records it (and gives it back if rc is an error). */
 		*granted = true;
+		if (in_tx && (rc = exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_wait", err)) != PGC_OK)
+			return rc;
 		return PGC_OK;
 	}
 
