@@ -6,7 +6,7 @@
 
 static void usage(FILE *f)
 {
-	fputs("Usage: pgcoord [-d DSN] [--json] lock status NAME | --key N|A,B\n"
+	fputs("Usage: pgcoord [-d DSN] [--json] lock status [--schema S] NAME | --key N|A,B\n"
 	      "       pgcoord [--json] lock key NAME | --key N|A,B\n"
 	      "\n"
 	      "status  shows the sessions that hold or wait for the lock: pid, mode,\n"
@@ -18,7 +18,9 @@ static void usage(FILE *f)
 	      "        its pg_locks columns (classid, objid, objsubid).\n"
 	      "\n"
 	      "Options:\n"
-	      "  -k, --key=N|A,B    a numeric key instead of NAME\n"
+	      "  -k, --key=N|A,B    a numeric key instead of NAME (status shows the name\n"
+	      "                     recorded for it in the registry, if any)\n"
+	      "      --schema=NAME  schema of the name registry (default pgcoord)\n"
 	      "  -h, --help         show this help and exit\n"
 	      "\n"
 	      "A NAME is hashed to a bigint key with XXH64 (seed 0), as pgcoord run does.\n", f);
@@ -59,7 +61,7 @@ static const char *nz(const char *s)
 	return s && *s ? s : NULL;
 }
 
-static int cmd_status(const pgc_key *k)
+static int cmd_status(pgc_key *k, const char *schema)
 {
 	pgc_conn *conn;
 	int rc = cli_connect("lock", &conn);
@@ -68,6 +70,12 @@ static int cmd_status(const pgc_key *k)
 	pgc_lock_holder *h = NULL;
 	size_t n = 0;
 	pgc_error err;
+	/* A numeric key may have a name in the registry: show it. */
+	if (k->name[0] == '\0' && pgc_key_lookup_name(conn, schema, k, &err) != PGC_OK) {
+		rc = cli_report(&err);
+		pgc_conn_close(conn);
+		return rc;
+	}
 	if (pgc_lock_holders(conn, k, &h, &n, &err) != PGC_OK) {
 		rc = cli_report(&err);
 		pgc_conn_close(conn);
@@ -129,16 +137,22 @@ int cmd_lock(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, 'k' },
+		{ "schema", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *key_text = NULL;
+	const char *key_text = NULL, *schema = PGC_SCHEMA_DEFAULT;
 	int ch;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":k:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'k':
 			key_text = optarg;
+			break;
+		case 's':
+			schema = optarg;
+			if (*schema == '\0')
+				return cli_usage_error("lock", "--schema must not be empty");
 			break;
 		case 'h':
 			usage(stdout);
@@ -167,5 +181,5 @@ int cmd_lock(int argc, char **argv)
 	int rc = name ? pgc_key_from_name(name, &k, &err) : pgc_key_parse(key_text, &k, &err);
 	if (rc != PGC_OK)
 		return cli_usage_error("lock", "%s", err.message);
-	return status ? cmd_status(&k) : cmd_key(&k);
+	return status ? cmd_status(&k, schema) : cmd_key(&k);
 }

@@ -531,6 +531,49 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 	return rc;
 }
 
+int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (conn == NULL || key == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_key_lookup_name: conn and key must not be NULL");
+	int rc = check_key(key, err);
+	if (rc != PGC_OK)
+		return rc;
+	if (schema == NULL)
+		schema = PGC_SCHEMA_DEFAULT;
+	if (*schema == '\0' || strlen(schema) > 63)
+		return pgc__err(err, PGC_EUSAGE, "invalid registry schema name");
+	key->name[0] = '\0';
+	if (key->kind != PGC_KEY_INT64)
+		return PGC_OK;
+	const char *p[1] = { schema };
+	PGresult *r = pgc__exec(conn,
+	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+	        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	        " WHERE n.nspname = $1 AND c.relname = 'lock_names')", 1, p, &rc, err);
+	if (r == NULL)
+		return rc;
+	bool present = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	if (!present)
+		return PGC_OK;
+	char *q = pgc__quote_ident(conn, schema, err);
+	if (q == NULL)
+		return PGC_EUSAGE;
+	char sql[256], id[24];
+	snprintf(sql, sizeof sql, "SELECT name FROM %s.lock_names WHERE key = $1::bigint", q);
+	PQfreemem(q);
+	snprintf(id, sizeof id, "%lld", (long long)key->id);
+	const char *v[1] = { id };
+	r = pgc__exec(conn, sql, 1, v, &rc, err);
+	if (r == NULL)
+		return rc;
+	if (PQntuples(r) == 1)
+		snprintf(key->name, sizeof key->name, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return PGC_OK;
+}
+
 /* ---- acquiring -------------------------------------------------------------------------- */
 
 #define KNOWN_FLAGS (PGC_LOCK_SHARED | PGC_LOCK_TRY | PGC_LOCK_NO_REGISTRY)

@@ -86,6 +86,13 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_key_to_pg_locks(const pgc_key *key, uint32_t *c
 PGC_EXTERN PGC_MUSTCHECK int pgc_key_from_pg_locks(uint32_t classid, uint32_t objid, int objsubid,
                                                    pgc_key *out);
 
+/* Looks key up in the name registry (<schema>.lock_names; schema NULL means "pgcoord") and, when
+ * it is recorded there, copies its name into key->name; otherwise key->name becomes "". Without
+ * the registry table (schema not installed) this is not an error: the name stays "". Only bigint
+ * keys have names. Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key,
+                                                 pgc_error *err);
+
 /* ---- Session locks ---------------------------------------------------------------------- */
 
 /* One successful acquisition of a session lock. Owned by the connection that took it: freed by

@@ -79,6 +79,10 @@ run 0 "$PG" -d "$DSN" init --schema "$schema"
 run 0 "$PG" -d "$DSN" run --schema "$schema" "$name" -- true
 [ "$(psql_q "SELECT name FROM $schema.lock_names WHERE key = $("$PG" lock key "$name")")" = "$name" ] \
 	|| fail "the name was not recorded"
+run 0 "$PG" -d "$DSN" lock status --schema "$schema" --key "$("$PG" lock key "$name")"
+out_has "^lock $name (key [-0-9]*): free$"
+run 0 "$PG" -d "$DSN" lock status --key "$("$PG" lock key "$name")"
+out_has "^lock [-0-9]*: free$"
 victim="victim-$$"
 psql_q "INSERT INTO $schema.lock_names (key, name) VALUES ($("$PG" lock key "$victim"), 'impostor')"
 run 65 "$PG" -d "$DSN" run --schema "$schema" "$victim" -- touch "$TMP/ran"

@@ -622,6 +622,14 @@ static void lock__registry_and_collision(void)
 	snprintf(sql, sizeof sql, "SELECT name FROM %s.lock_names WHERE key = %lld", schema, (long long)k.id);
 	char buf[128];
 	T_ASSERT_STR_EQ(raw1(c, sql, buf, sizeof buf), name);
+	pgc_key lookup = pgc_key_int64(k.id);
+	T_ASSERT_INT_EQ(pgc_key_lookup_name(c, schema, &lookup, &err), PGC_OK);
+	T_ASSERT_STR_EQ(lookup.name, name);
+	lookup = pgc_key_int64(k.id + 1);
+	T_ASSERT_INT_EQ(pgc_key_lookup_name(c, schema, &lookup, &err), PGC_OK);
+	T_ASSERT_STR_EQ(lookup.name, "");
+	T_ASSERT_INT_EQ(pgc_key_lookup_name(c, "pgc_no_such_schema", &lookup, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_key_lookup_name(NULL, schema, &lookup, &err), PGC_EUSAGE);
 	/* Again: recorded once. */
 	T_ASSERT_INT_EQ(pgc_lock_acquire_ex(c, &k, &o, &l, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_lock_release(l, &err), PGC_OK);
