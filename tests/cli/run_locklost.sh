@@ -45,4 +45,30 @@ ms=$((($(now_ns) - t0) / 1000000))
 [ "$ms" -lt 10000 ] || fail "took $ms ms"
 wait_gone "$(cat "$TMP/stubborn")" 5 || fail "the stubborn command survived SIGKILL"
 [ "$(sessions "$name" all)" -eq 0 ] || fail "lock still held"
+
+# The holder's backend stops answering (SIGSTOP, as in a network partition): the heartbeat's
+# deadline declares the lock lost.
+timeout 60 "$PG" -d "$DSN" run --check-interval 200ms --heartbeat-timeout 500ms --kill-after 1s "$name" -- \
+	sh -c "echo \$\$ >'$TMP/frozen'; sleep 50" >"$TMP/f.out" 2>"$TMP/f.err" &
+fpid=$!
+wait_sessions "$name" granted 1
+for i in $(seq 1 100); do [ -s "$TMP/frozen" ] && break; sleep 0.05; done
+bpid=$(holder_pid "$name")
+if kill -STOP "$bpid" 2>/dev/null; then
+	t0=$(now_ns)
+	wait "$fpid"
+	st=$?
+	ms=$((($(now_ns) - t0) / 1000000))
+	kill -CONT "$bpid"
+	[ "$st" -eq 75 ] || { cat "$TMP/f.err"; fail "frozen backend: exited $st, expected 75"; }
+	[ "$ms" -lt 10000 ] || fail "frozen backend: took $ms ms"
+	err=$(cat "$TMP/f.err")
+	case $err in *"did not answer a heartbeat within 500 ms"*) ;; *) fail "frozen backend: $err" ;; esac
+	wait_gone "$(cat "$TMP/frozen")" 5 || fail "the command survived the frozen backend"
+	wait_sessions "$name" all 0
+else
+	echo "cannot stop the backend (a remote server?): frozen-backend case skipped" >&2
+	kill -TERM "$fpid"
+	wait "$fpid"
+fi
 echo ok

@@ -600,6 +600,37 @@ static void lock__conn_check(void)
 	pgc_conn_close(k);
 }
 
+/* A backend that stops answering (SIGSTOP: the network-partition case, seen from the client):
+ * the heartbeat's deadline declares the lock lost, and the session is dropped so that the server
+ * frees the lock as soon as the backend runs again. */
+static void lock__heartbeat_timeout(void)
+{
+	pgc_conn *c = t_connect(NULL), *obs = t_connect(NULL);
+	pgc_key key = KEY(17);
+	pgc_lock *l;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lock_acquire(c, &key, 0, 1000, &l, &err), PGC_OK);
+	int pid = pgc_conn_backend_pid(c);
+	if (kill(pid, SIGSTOP) != 0) {
+		fprintf(stderr, "skipped: cannot signal the server's backend %d (a remote server?)\n", pid);
+		exit(T_SKIP);
+	}
+	int64_t t0 = pgc__now_ms();
+	int rc = pgc_conn_check(c, 500, &err);
+	int64_t el = pgc__now_ms() - t0;
+	kill(pid, SIGCONT);
+	T_ASSERT_INT_EQ(rc, PGC_ELOCKLOST);
+	T_ASSERT_CONTAINS(err.message, "did not answer a heartbeat within 500 ms");
+	T_ASSERT(el >= 450 && el < 10000);
+	T_ASSERT_INT_EQ(pgc_lock_release(l, &err), PGC_ELOCKLOST);
+	/* The backend, running again, finds its client gone and ends: the lock is free. */
+	pgc_lock *l2;
+	T_ASSERT_INT_EQ(pgc_lock_acquire(obs, &key, 0, 10000, &l2, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_release(l2, &err), PGC_OK);
+	pgc_conn_close(c);
+	pgc_conn_close(obs);
+}
+
 /* ---- registry ---------------------------------------------------------------------------- */
 
 static void lock__registry_and_collision(void)
@@ -813,6 +844,7 @@ int main(int argc, char **argv)
 		{ "lock__xact_many", lock__xact_many },
 		{ "lock__watch_terminated", lock__watch_terminated },
 		{ "lock__conn_check", lock__conn_check },
+		{ "lock__heartbeat_timeout", lock__heartbeat_timeout },
 		{ "lock__registry_and_collision", lock__registry_and_collision },
 		{ "lock__holders", lock__holders },
 		{ "lock__bad_arguments", lock__bad_arguments },
