@@ -4,7 +4,11 @@
  * spaces, as in the server), optionally derived from a name. Session locks are handles owned by
  * the pgc_conn that took them, so a release always goes to the session that holds the lock;
  * the server's answer to every unlock is checked. Waits have deadlines, and a wait that gives
- * up leaves nothing held and nothing queued. */
+ * up leaves nothing held and nothing queued.
+ *
+ * Thread-safety: the key functions are thread-safe. Everything that takes a pgc_conn or a
+ * pgc_lock follows pgc_conn's rule: one thread at a time per connection (its handles included);
+ * different connections may be used from different threads at once. */
 #ifndef PGCOORD_LOCK_H
 #define PGCOORD_LOCK_H
 
@@ -153,13 +157,14 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_lock_acquire(pgc_conn *conn, const pgc_key *key
                                               pgc_lock **out, pgc_error *err);
 
 /* Releases one acquisition through the session that took it and frees the handle, whatever the
- * result. The server's answer is checked: when it says this session did not hold the lock (it
+ * result (except PGC_EUSAGE: a NULL lock, or a connection busy with another command, which
+ * leaves the handle as it was). The server's answer is checked: when it says this session did not hold the lock (it
  * was released behind the library's back, e.g. by pg_advisory_unlock_all() on the raw
  * connection), the result is PGC_ENOTHELD. When the session is in a failed transaction, that
  * transaction is rolled back first (it can only end in a rollback), so the unlock cannot be lost
  * to "current transaction is aborted".
- * Errors: PGC_EUSAGE (NULL), PGC_ENOTHELD, PGC_ELOCKLOST (the session is gone: the server
- * released the lock when it ended), PGC_ESQL. NULL lock is PGC_EUSAGE. */
+ * Errors: PGC_EUSAGE, PGC_ENOTHELD, PGC_ELOCKLOST (the session is gone: the server released
+ * the lock when it ended), PGC_ESQL. Not thread-safe for one conn. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_lock_release(pgc_lock *lock, pgc_error *err);
 
 /* The key, the mode (true = shared) and the connection of a handle. The key pointer is owned by
