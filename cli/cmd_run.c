@@ -323,10 +323,12 @@ static int supervise(run_ctx *r)
 		}
 	}
 	/* The command is done. Had the lock been lost since the last check, the command ran
-	 * part of the time unprotected: that must not look like success. */
+	 * part of the time unprotected: that must not look like success. The release proves the
+	 * opposite: the server answers true only to the session that still holds the lock, and a
+	 * session that lost it cannot have it back. */
 	int code = cli_child_exit_code(&r->child);
 	cli_child_terminate(&r->child, 0); /* whatever it left behind in its group */
-	if (pgc_conn_check(r->conn, (int)r->heartbeat_ms, &err) != PGC_OK) {
+	if (pgc_conn_check(r->conn, 0, &err) != PGC_OK) {
 		cli_errorf("%s before the command finished (its exit status was %d)", err.message, code);
 		return EXIT_LOCKLOST;
 	}

@@ -26,6 +26,8 @@
 #define CLOSE_UNLOCK_MS 2000 /* pgc_conn_close: bound on the final unlock */
 #define VERIFIED_MAX 64      /* named keys verified against the registry, per connection */
 
+unsigned long pgc__lock_race_granted;
+
 struct pgc_lock {
 	pgc_conn *conn;
 	pgc_key key;
@@ -662,6 +664,7 @@ static int wait_lock(pgc_conn *conn, lock_table *t, const pgc_key *key, bool sha
 			return rc;
 		if (g) {
 			/* Granted in the same instant as the error: the lock is ours. */
+			pgc__lock_race_granted++;
 			*granted = true;
 			return PGC_OK;
 		}
