@@ -49,7 +49,7 @@ void pgc__copy_line(char *dst, size_t n, const char *src);
 int pgc__locks_close(pgc_conn *conn, pgc_held_lock **released, size_t *n, pgc_error *err);
 
 /* locks: how many waits ended in an error although the server had granted the lock (found by
- * the pg_locks check and reported as success). For tests; not synchronised. */
+ * the pg_locks check and reported as success). For tests; updated atomically. */
 extern unsigned long pgc__lock_race_granted;
 
 /* CLOCK_MONOTONIC in milliseconds. */

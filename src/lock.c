@@ -664,7 +664,7 @@ static int wait_lock(pgc_conn *conn, lock_table *t, const pgc_key *key, bool sha
 			return rc;
 		if (g) {
 			/* Granted in the same instant as the error: the lock is ours. */
-			pgc__lock_race_granted++;
+			__atomic_add_fetch(&pgc__lock_race_granted, 1, __ATOMIC_RELAXED);
 			*granted = true;
 			return PGC_OK;
 		}
