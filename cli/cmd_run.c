@@ -240,6 +240,25 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 	return 0;
 }
 
+static void say_waiting(run_ctx *r)
+{
+	pgc_lock_holder *h = NULL;
+	size_t n = 0;
+	pgc_error err;
+	char who[160] = "";
+	if (pgc_lock_holders(r->conn, &r->key, &h, &n, &err) == PGC_OK) {
+		for (size_t i = 0; i < n; i++)
+			if (h[i].granted) {
+				snprintf(who, sizeof who, " (held by pid %d, %s%s%s)", h[i].pid,
+				         h[i].application_name[0] ? h[i].application_name : "no application_name",
+				         h[i].client_addr[0] ? " from " : "", h[i].client_addr);
+				break;
+			}
+		pgc_free(h);
+	}
+	fprintf(stderr, "pgcoord: waiting for lock %s%s...\n", r->desc, who);
+}
+
 static int acquire(run_ctx *r)
 {
 	pgc_lock_options o = PGC_LOCK_OPTIONS_INIT;
@@ -251,7 +270,19 @@ static int acquire(run_ctx *r)
 	o.schema = r->schema;
 	pgc_error err;
 	int64_t t0 = now_ms();
-	int rc = pgc_lock_acquire_ex(r->conn, &r->key, &o, &r->lock, &err);
+	int rc;
+	if (!r->nonblock && !g_cli.quiet && isatty(STDERR_FILENO)) {
+		/* On a terminal, say who we are waiting for rather than hang silently. */
+		pgc_lock_options once = o;
+		once.flags |= PGC_LOCK_TRY;
+		once.timeout_ms = 0;
+		rc = pgc_lock_acquire_ex(r->conn, &r->key, &once, &r->lock, &err);
+		if (rc != PGC_EBUSY)
+			goto done;
+		say_waiting(r);
+	}
+	rc = pgc_lock_acquire_ex(r->conn, &r->key, &o, &r->lock, &err);
+done:
 	switch (rc) {
 	case PGC_OK:
 		if (r->verbose)
