@@ -24,6 +24,7 @@
 #define CANCEL_GRACE_MS 5000 /* after a cancel request, how long the answer may take */
 #define WAIT_BACKSTOP_MS 5000 /* client deadline beyond the server's lock_timeout */
 #define CLOSE_UNLOCK_MS 2000 /* pgc_conn_close: bound on the final unlock */
+#define STATEMENT_DEADLINE_MS 30000 /* bound on a lock statement that does not wait */
 #define VERIFIED_MAX 64      /* named keys verified against the registry, per connection */
 
 unsigned long pgc__lock_race_granted;
@@ -258,51 +259,6 @@ static bool conn_usable(pgc_conn *conn)
 	return conn->pg != NULL && PQstatus(conn->pg) == CONNECTION_OK;
 }
 
-/* Runs one of the prepared lock statements (prepared on first use). A session that lost its
- * prepared statements (DISCARD ALL, DEALLOCATE) gets them again. */
-static PGresult *exec_prepared(pgc_conn *conn, lock_table *t, unsigned idx, const char *sql,
-                               const key_params *p, int *rc, pgc_error *err)
-{
-	char name[32];
-	snprintf(name, sizeof name, "pgc_lock_%u", idx);
-	/* A statement used once (a short-lived process such as pgcoord run) costs one round trip
-	 * unprepared; it is prepared the second time, for sessions that lock often. */
-	if (!(t->used & (1u << idx))) {
-		t->used |= 1u << idx;
-		return pgc__exec(conn, sql, p->n, p->v, rc, err);
-	}
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!(t->prepared & (1u << idx))) {
-			PGresult *r = PQprepare(conn->pg, name, sql, p->n, NULL);
-			ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-			const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-			if (st != PGRES_COMMAND_OK && !(state && strcmp(state, "42P05") == 0)) {
-				*rc = pgc__err_result(err, conn->pg, r, NULL);
-				PQclear(r);
-				return NULL;
-			}
-			PQclear(r);
-			t->prepared |= 1u << idx;
-		}
-		PGresult *res = PQexecPrepared(conn->pg, name, p->n, p->v, NULL, NULL, 0);
-		if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
-			*rc = PGC_OK;
-			return res;
-		}
-		const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		if (attempt == 0 && state && strcmp(state, "26000") == 0 &&
-		    PQtransactionStatus(conn->pg) == PQTRANS_IDLE) {
-			PQclear(res);
-			t->prepared &= ~(1u << idx);
-			continue;
-		}
-		*rc = pgc__err_result(err, conn->pg, res, NULL);
-		PQclear(res);
-		return NULL;
-	}
-	return NULL;
-}
-
 typedef struct wait_ctl {
 	int64_t deadline;    /* absolute pgc__now_ms(), or -1 */
 	int cancel_fd;       /* -1 or a descriptor that abandons the wait */
@@ -333,14 +289,9 @@ static void send_cancel(pgc_conn *conn)
 /* Sends sql and collects its result under w's deadline and cancel descriptor. Returns the
  * result to look at (an error result when there was one), or NULL when the session failed;
  * *rc and err are set for NULL. The connection is idle again on return. */
-static PGresult *exec_wait(pgc_conn *conn, const char *sql, int n, const char *const *vals,
-                           wait_ctl *w, int *rc, pgc_error *err)
+static PGresult *collect(pgc_conn *conn, wait_ctl *w, int *rc, pgc_error *err)
 {
 	PGconn *pg = conn->pg;
-	if (!PQsendQueryParams(pg, sql, n, NULL, vals, NULL, NULL, 0)) {
-		*rc = pgc__err_result(err, pg, NULL, NULL);
-		return NULL;
-	}
 	PGresult *keep = NULL;
 	bool cancelled = false;
 	int64_t hard = -1;
@@ -403,6 +354,93 @@ static PGresult *exec_wait(pgc_conn *conn, const char *sql, int n, const char *c
 	if (keep == NULL)
 		*rc = pgc__err(err, PGC_EINTERNAL, "no result from the server");
 	return keep;
+}
+
+static PGresult *exec_wait(pgc_conn *conn, const char *sql, int n, const char *const *vals,
+                           wait_ctl *w, int *rc, pgc_error *err)
+{
+	if (!PQsendQueryParams(conn->pg, sql, n, NULL, vals, NULL, NULL, 0)) {
+		*rc = pgc__err_result(err, conn->pg, NULL, NULL);
+		return NULL;
+	}
+	return collect(conn, w, rc, err);
+}
+
+/* Turns collect()'s answer into exec_prepared()'s: a result that is not a success becomes an
+ * error (*rc, err) and NULL; a dropped session says so. */
+static PGresult *bounded_result(pgc_conn *conn, PGresult *r, int *rc, pgc_error *err)
+{
+	if (r == NULL) {
+		if (!conn_usable(conn) && err != NULL && err->message[0] == '\0')
+			pgc__err(err, PGC_ECONNLOST, "connection to the server lost");
+		return NULL;
+	}
+	if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK) {
+		*rc = PGC_OK;
+		return r;
+	}
+	*rc = pgc__err_result(err, conn->pg, r, NULL);
+	PQclear(r);
+	return NULL;
+}
+
+/* Runs one of the lock statements that never wait (try-lock, unlock), prepared the second time
+ * it is used on a session (a short-lived process such as pgcoord run pays one round trip; a
+ * session that locks often gets prepared statements). A session that lost its prepared
+ * statements (DISCARD ALL, DEALLOCATE) gets them again. Each round trip is bounded by
+ * STATEMENT_DEADLINE_MS: a server that does not answer by then is treated as gone, and the
+ * session is closed (which is also what releases its locks on the server). */
+static PGresult *exec_prepared(pgc_conn *conn, lock_table *t, unsigned idx, const char *sql,
+                               const key_params *p, int *rc, pgc_error *err)
+{
+	char name[32];
+	snprintf(name, sizeof name, "pgc_lock_%u", idx);
+	wait_ctl w = { pgc__now_ms() + STATEMENT_DEADLINE_MS, -1, false, false, false, false };
+	if (!(t->used & (1u << idx))) {
+		t->used |= 1u << idx;
+		return bounded_result(conn, exec_wait(conn, sql, p->n, p->v, &w, rc, err), rc, err);
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!(t->prepared & (1u << idx))) {
+			PGresult *r = NULL;
+			if (PQsendPrepare(conn->pg, name, sql, p->n, NULL))
+				r = collect(conn, &w, rc, err);
+			else
+				*rc = pgc__err_result(err, conn->pg, NULL, NULL);
+			if (r == NULL)
+				return bounded_result(conn, NULL, rc, err);
+			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK && !(state && strcmp(state, "42P05") == 0)) {
+				*rc = pgc__err_result(err, conn->pg, r, NULL);
+				PQclear(r);
+				return NULL;
+			}
+			PQclear(r);
+			t->prepared |= 1u << idx;
+		}
+		PGresult *res = NULL;
+		if (PQsendQueryPrepared(conn->pg, name, p->n, p->v, NULL, NULL, 0))
+			res = collect(conn, &w, rc, err);
+		else
+			*rc = pgc__err_result(err, conn->pg, NULL, NULL);
+		if (res == NULL)
+			return bounded_result(conn, NULL, rc, err);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			*rc = PGC_OK;
+			return res;
+		}
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (attempt == 0 && state && strcmp(state, "26000") == 0 &&
+		    PQtransactionStatus(conn->pg) == PQTRANS_IDLE) {
+			PQclear(res);
+			t->prepared &= ~(1u << idx);
+			continue;
+		}
+		*rc = pgc__err_result(err, conn->pg, res, NULL);
+		PQclear(res);
+		return NULL;
+	}
+	return NULL;
 }
 
 /* Runs a statement that needs no result (SAVEPOINT, ROLLBACK ...). */
