@@ -4,7 +4,9 @@
  * spaces, as in the server), optionally derived from a name. Session locks are handles owned by
  * the pgc_conn that took them, so a release always goes to the session that holds the lock;
  * the server's answer to every unlock is checked. Waits have deadlines, and a wait that gives
- * up leaves nothing held and nothing queued.
+ * up leaves nothing held and nothing queued. Lock statements that do not wait (try-lock,
+ * unlock) get 30 s for their answer; a server silent that long is treated as gone and the session
+ * is closed, which is also what makes the server release its locks.
  *
  * Thread-safety: the key functions are thread-safe. Everything that takes a pgc_conn or a
  * pgc_lock follows pgc_conn's rule: one thread at a time per connection (its handles included);
