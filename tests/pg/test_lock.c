@@ -434,6 +434,61 @@ static void *poke_later(void *arg)
 	return NULL;
 }
 
+typedef struct dl_arg {
+	pgc_conn *conn;
+	pgc_key want;
+	int rc;
+	pgc_error err;
+	pgc_lock *got;
+} dl_arg;
+
+static void *deadlock_side(void *arg)
+{
+	dl_arg *a = arg;
+	a->rc = pgc_lock_acquire(a->conn, &a->want, 0, 30000, &a->got, &a->err);
+	return NULL;
+}
+
+/* Two sessions each hold one key and wait for the other's: the server's deadlock detector
+ * aborts one wait with 40P01 (class retry-tx); that side holds nothing new, the other gets its
+ * lock once the victim lets go of its own. */
+static void lock__deadlock_detected(void)
+{
+	pgc_conn *a = t_connect(NULL), *b = t_connect(NULL), *obs = t_connect(NULL);
+	pgc_key k1 = KEY(18), k2 = KEY(19);
+	pgc_lock *la, *lb;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lock_acquire(a, &k1, 0, 1000, &la, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_acquire(b, &k2, 0, 1000, &lb, &err), PGC_OK);
+	dl_arg da = { a, k2, 0, PGC_ERROR_INIT, NULL }, db = { b, k1, 0, PGC_ERROR_INIT, NULL };
+	pthread_t ta, tb;
+	pthread_create(&ta, NULL, deadlock_side, &da);
+	pthread_create(&tb, NULL, deadlock_side, &db);
+	/* Whoever loses gives back its own key, so the winner can finish. */
+	for (;;) {
+		sleep_ms(20);
+		if (da.rc != 0 || da.got != NULL || db.rc != 0 || db.got != NULL)
+			break;
+	}
+	dl_arg *loser = da.rc != 0 ? &da : &db, *winner = loser == &da ? &db : &da;
+	pthread_join(loser == &da ? ta : tb, NULL);
+	T_ASSERT_INT_EQ(loser->rc, PGC_ESQL);
+	T_ASSERT_STR_EQ(loser->err.sqlstate, "40P01");
+	T_ASSERT_INT_EQ(loser->err.klass, PGC_CLASS_RETRY_TX);
+	T_ASSERT_CONTAINS(loser->err.message, "waiting for lock");
+	T_ASSERT(loser->got == NULL);
+	T_ASSERT_INT_EQ(lock_rows(obs, &loser->want, pgc_conn_backend_pid(loser->conn), 0), 0);
+	T_ASSERT_INT_EQ(pgc_conn_lock_count(loser->conn), 1);
+	T_ASSERT_INT_EQ(pgc_lock_release(loser == &da ? la : lb, &err), PGC_OK);
+	pthread_join(loser == &da ? tb : ta, NULL);
+	T_ASSERT_INT_EQ(winner->rc, PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_release(winner->got, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_release(winner == &da ? la : lb, &err), PGC_OK);
+	pgc_conn_close(a);
+	pgc_conn_close(b);
+	pgc_conn_close(obs);
+}
+
 /* A wait abandoned through cancel_fd: PGC_EINTR, nothing held or queued, session usable. */
 static void lock__cancel_fd(void)
 {
@@ -843,6 +898,7 @@ int main(int argc, char **argv)
 		{ "lock__timeout_keeps_transaction_and_settings", lock__timeout_keeps_transaction_and_settings },
 		{ "lock__waiter_gets_lock", lock__waiter_gets_lock },
 		{ "lock__cancel_fd", lock__cancel_fd },
+		{ "lock__deadlock_detected", lock__deadlock_detected },
 		{ "lock__release_in_failed_transaction", lock__release_in_failed_transaction },
 		{ "lock__xact_many", lock__xact_many },
 		{ "lock__watch_terminated", lock__watch_terminated },
