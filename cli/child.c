@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,7 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
 	/* Hand the terminal to the child's group when we own it, so that it can read from the
 	 * terminal and ^C reaches it directly. */
 	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		cli_errorf("cannot fork: %s", strerror(errno));
@@ -91,6 +93,11 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
 	}
 	if (pid == 0) {
 		setpgid(0, 0);
+		/* If pgcoord dies (even by SIGKILL) the session holding the lock or lease ends with
+		 * it: the command must not go on unprotected. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(EXIT_SOFTWARE);
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = SIG_DFL;

@@ -65,5 +65,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_elect(int argc, char **argv);
 int cmd_lease(int argc, char **argv);
 int cmd_tx(int argc, char **argv);
+int cmd_lock(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

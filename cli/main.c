@@ -12,6 +12,8 @@ static const cli_command commands[] = {
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
 	{ "lab", cmd_lab, "run experiments that check how the server's locks behave" },
 	{ "lease", cmd_lease, "show leases and fencing tokens; release a lease" },
+	{ "lock", cmd_lock, "show who holds an advisory lock, or a lock name's key" },
+	{ "run", cmd_run, "run a command while holding a cluster-wide lock" },
 	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
 	{ NULL, NULL, NULL },
 };

@@ -15,5 +15,6 @@
 #include "pgcoord/doctor.h"
 #include "pgcoord/lease.h"
 #include "pgcoord/tx.h"
+#include "pgcoord/lock.h"
 
 #endif

@@ -61,6 +61,7 @@ static int check_dsn(const char *dsn, pgc_error *err)
 static void notice_receiver(void *arg, const PGresult *res)
 {
 	pgc_conn *c = arg;
+	pgc__locks_notice(c, res);
 	if (c->opts.notice_fn == NULL)
 		return;
 	char line[PGC_ERROR_MESSAGE_MAX];
@@ -157,6 +158,7 @@ void pgc_conn_close(pgc_conn *conn)
 {
 	if (conn == NULL)
 		return;
+	(void)pgc__locks_close(conn, NULL, NULL, NULL);
 	if (conn->pg != NULL)
 		PQfinish(conn->pg);
 	free(conn->dsn);
@@ -238,7 +240,7 @@ int pgc__reconnect(pgc_conn *conn, pgc_error *err)
 {
 	if (conn->dsn == NULL)
 		return pgc__err(err, PGC_ECONNLOST, "session lost; not reconnecting: the connection was not opened from a DSN");
-	if (conn->session_state > 0)
+	if (conn->session_state > 0 || pgc_conn_lock_count(conn) > 0)
 		return pgc__err(err, PGC_ECONNLOST,
 		                "session lost while it held session-scoped state (advisory locks or LISTEN); not reconnecting, since a new session would not have it");
 	PQreset(conn->pg);

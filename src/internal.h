@@ -29,6 +29,9 @@ struct pgc_conn {
 	int savepoint_depth;
 	struct pgc__stmt *stmts;
 	int nstmts;
+	/* locks (src/lock.c): session locks held through this session, their open handles, the
+	 * name-registry state and prepared statements; NULL until the first lock call. */
+	struct pgc__lock_table *locks;
 };
 
 /* Fills err (may be NULL) with a client-side error and returns code. */
@@ -69,6 +72,16 @@ void pgc__tx_forget_statements(pgc_conn *conn);
 /* tx: a test hook, called by pgc_tx_run() right after COMMIT was sent and before its answer
  * is read (tests drop the connection there). NULL in normal use. */
 extern void (*pgc__tx_commit_sent_hook)(pgc_conn *conn);
+/* locks: releases what conn still holds (bounded wait), frees the handles and the table, and
+ * reports what was released (released and n may be NULL). Called by pgc_conn_close(). */
+int pgc__locks_close(pgc_conn *conn, pgc_held_lock **released, size_t *n, pgc_error *err);
+
+/* locks: keeps the last notice of a session that uses locks (called by conn.c's receiver). */
+void pgc__locks_notice(pgc_conn *conn, const PGresult *res);
+
+/* locks: how many waits ended in an error although the server had granted the lock (found by
+ * the pg_locks check and reported as success). For tests; updated atomically. */
+extern unsigned long pgc__lock_race_granted;
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t pgc__now_ms(void);

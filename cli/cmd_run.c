@@ -1,0 +1,419 @@
+/* cmd_run.c - pgcoord run: run a command only while holding a cluster-wide advisory lock
+ *
+ * flock(1) across hosts. The lock lives on one dedicated session for the command's whole life.
+ * One poll() loop watches the signal pipe (signals to forward, the child's exit) and the
+ * session's socket (a terminated session announces itself), and sends a heartbeat every check
+ * interval. When the lock is lost the command's process group gets SIGTERM at once and SIGKILL
+ * after --kill-after, and pgcoord exits 75.
+ *
+ * The run is a sequence of steps over one run_ctx: parse, connect, acquire, build the child's
+ * environment, supervise, finish. A step that hands the command more context (another
+ * environment variable, a token) adds to run_env in one place. */
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: pgcoord [-d DSN] run [OPTIONS] NAME -- COMMAND [ARGS...]\n"
+	      "       pgcoord [-d DSN] run [OPTIONS] --key N|A,B -- COMMAND [ARGS...]\n"
+	      "\n"
+	      "Runs COMMAND while holding the advisory lock NAME (or the numeric key), like\n"
+	      "flock(1) across hosts. The lock is held on one dedicated session; if it is lost,\n"
+	      "COMMAND's process group gets SIGTERM at once, SIGKILL after --kill-after, and\n"
+	      "pgcoord exits 75. Otherwise pgcoord exits with COMMAND's status.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -n, --nonblock, --nb         fail at once if the lock is held elsewhere\n"
+	      "  -w, --wait=DURATION          give up after DURATION (500ms, 10s, 5m; 0 = -n);\n"
+	      "                               default: wait as long as it takes; also\n"
+	      "                               spelled --timeout\n"
+	      "  -s, --shared                 take a shared lock (default: exclusive)\n"
+	      "  -E, --conflict-exit-code=N   exit status when the lock is held or the wait\n"
+	      "                               times out (0-255, default 1)\n"
+	      "  -k, --key=N|A,B              lock a bigint key, or a pair of int4 keys,\n"
+	      "                               instead of NAME\n"
+	      "      --check-interval=DURATION  heartbeat period on the lock's session\n"
+	      "                               (default 1s)\n"
+	      "      --heartbeat-timeout=DURATION  an unanswered heartbeat means the lock is\n"
+	      "                               lost after this long (default 5s)\n"
+	      "      --kill-after=DURATION    SIGKILL this long after SIGTERM when the lock is\n"
+	      "                               lost (default 5s)\n"
+	      "      --schema=NAME            schema of the name registry (default pgcoord)\n"
+	      "      --no-register            do not record NAME in the name registry\n"
+	      "  -v, --verbose                say when the lock is taken, busy or timed out\n"
+	      "  -h, --help                   show this help and exit\n"
+	      "\n"
+	      "COMMAND runs in its own process group with PGCOORD_LOCK_NAME, PGCOORD_LOCK_KEY\n"
+	      "and PGCOORD_LOCK_MODE in its environment; SIGINT, SIGTERM, SIGHUP and SIGQUIT\n"
+	      "are forwarded to the whole group.\n"
+	      "\n"
+	      "Exit status: COMMAND's status (128+N if killed by signal N); the -E code (1)\n"
+	      "if the lock is held or the wait timed out; 64 usage; 65 lock name collision;\n"
+	      "69 database unavailable; 75 lock lost; 126 COMMAND not executable;\n"
+	      "127 COMMAND not found.\n", f);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct run_env {
+	char *entries[8]; /* "NAME=value", malloc'd; NULL-terminated */
+	int n;
+} run_env;
+
+typedef struct run_ctx {
+	/* options */
+	const char *name;
+	const char *key_text;
+	bool nonblock, shared, verbose, no_register;
+	int64_t wait_ms;          /* PGC_WAIT_FOREVER when -w is not given */
+	int conflict_code;
+	int64_t check_ms, heartbeat_ms, kill_after_ms;
+	const char *schema;
+	char **argv;              /* the command */
+	/* state */
+	pgc_key key;
+	char desc[PGC_KEY_NAME_MAX + 64];
+	pgc_conn *conn;
+	pgc_lock *lock;
+	cli_child child;
+	run_env env;
+} run_ctx;
+
+static int env_add(run_env *e, const char *name, const char *value)
+{
+	if (e->n + 1 >= (int)(sizeof e->entries / sizeof e->entries[0]))
+		return -1;
+	size_t len = strlen(name) + strlen(value) + 2;
+	char *s = malloc(len);
+	if (s == NULL)
+		return -1;
+	snprintf(s, len, "%s=%s", name, value);
+	e->entries[e->n++] = s;
+	e->entries[e->n] = NULL;
+	return 0;
+}
+
+static void env_free(run_env *e)
+{
+	for (int i = 0; i < e->n; i++)
+		free(e->entries[i]);
+	e->n = 0;
+}
+
+static bool parse_duration_opt(const char *opt, const char *text, int64_t min_ms, int64_t *out)
+{
+	pgc_error err;
+	if (pgc_duration_parse(text, out, &err) != PGC_OK) {
+		cli_usage_error("run", "%s: %s", opt, err.message);
+		return false;
+	}
+	if (*out < min_ms) {
+		cli_usage_error("run", "%s must be at least %lldms", opt, (long long)min_ms);
+		return false;
+	}
+	return true;
+}
+
+/* Returns 0 to go on, or the exit code (also 0 for --help, with *done set). */
+static int parse(run_ctx *r, int argc, char **argv, bool *done)
+{
+	enum { OPT_CHECK = 256, OPT_HEARTBEAT, OPT_KILL, OPT_SCHEMA, OPT_NOREG };
+	static const struct option longopts[] = {
+		{ "nonblock", no_argument, NULL, 'n' },
+		{ "nb", no_argument, NULL, 'n' },
+		{ "wait", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 'w' },
+		{ "shared", no_argument, NULL, 's' },
+		{ "conflict-exit-code", required_argument, NULL, 'E' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "check-interval", required_argument, NULL, OPT_CHECK },
+		{ "heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT },
+		{ "kill-after", required_argument, NULL, OPT_KILL },
+		{ "schema", required_argument, NULL, OPT_SCHEMA },
+		{ "no-register", no_argument, NULL, OPT_NOREG },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	/* Everything after the first "--" is the command, untouched by option parsing. */
+	int dd = -1;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			dd = i;
+			break;
+		}
+	int nopt = dd < 0 ? argc : dd;
+	opterr = 0;
+	int ch;
+	long long v;
+	while ((ch = getopt_long(nopt, argv, ":nw:sE:k:vh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			r->nonblock = true;
+			break;
+		case 'w':
+			if (!parse_duration_opt("--wait", optarg, 0, &r->wait_ms))
+				return EXIT_USAGE;
+			break;
+		case 's':
+			r->shared = true;
+			break;
+		case 'E':
+			if (!cli_parse_int(optarg, 0, 255, &v))
+				return cli_usage_error("run", "--conflict-exit-code must be a number from 0 to 255, not \"%s\"", optarg);
+			r->conflict_code = (int)v;
+			break;
+		case 'k':
+			r->key_text = optarg;
+			break;
+		case OPT_CHECK:
+			if (!parse_duration_opt("--check-interval", optarg, 10, &r->check_ms))
+				return EXIT_USAGE;
+			break;
+		case OPT_HEARTBEAT:
+			if (!parse_duration_opt("--heartbeat-timeout", optarg, 10, &r->heartbeat_ms))
+				return EXIT_USAGE;
+			break;
+		case OPT_KILL:
+			if (!parse_duration_opt("--kill-after", optarg, 0, &r->kill_after_ms))
+				return EXIT_USAGE;
+			break;
+		case OPT_SCHEMA:
+			r->schema = optarg;
+			break;
+		case OPT_NOREG:
+			r->no_register = true;
+			break;
+		case 'v':
+			r->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			*done = true;
+			return 0;
+		case ':':
+			return cli_usage_error("run", "option %s needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("run", "unknown option %s", argv[optind - 1]);
+		}
+	}
+	if (optind < nopt) {
+		r->name = argv[optind++];
+		if (optind < nopt) {
+			if (dd < 0)
+				return cli_usage_error("run", "missing \"--\" before the command");
+			return cli_usage_error("run", "unexpected argument \"%s\" before \"--\"", argv[optind]);
+		}
+	}
+	if (r->name != NULL && r->key_text != NULL)
+		return cli_usage_error("run", "give a lock NAME or --key, not both");
+	if (r->name == NULL && r->key_text == NULL)
+		return cli_usage_error("run", "missing lock NAME (or --key N|A,B)");
+	if (dd < 0)
+		return cli_usage_error("run", "missing \"--\" before the command");
+	if (dd + 1 >= argc)
+		return cli_usage_error("run", "missing command after \"--\"");
+	r->argv = argv + dd + 1;
+	if (r->kill_after_ms > INT32_MAX || r->heartbeat_ms > INT32_MAX || r->check_ms > INT32_MAX)
+		return cli_usage_error("run", "durations must be shorter than 24 days");
+	if (r->schema != NULL && *r->schema == '\0')
+		return cli_usage_error("run", "--schema must not be empty");
+
+	pgc_error err;
+	int rc = r->name ? pgc_key_from_name(r->name, &r->key, &err) : pgc_key_parse(r->key_text, &r->key, &err);
+	if (rc != PGC_OK)
+		return cli_usage_error("run", "%s", err.message);
+	pgc_key_describe(&r->key, r->desc, sizeof r->desc);
+	return 0;
+}
+
+static void say_waiting(run_ctx *r)
+{
+	pgc_lock_holder *h = NULL;
+	size_t n = 0;
+	pgc_error err;
+	char who[160] = "";
+	if (pgc_lock_holders(r->conn, &r->key, &h, &n, &err) == PGC_OK) {
+		for (size_t i = 0; i < n; i++)
+			if (h[i].granted) {
+				snprintf(who, sizeof who, " (held by pid %d, %s%s%s)", h[i].pid,
+				         h[i].application_name[0] ? h[i].application_name : "no application_name",
+				         h[i].client_addr[0] ? " from " : "", h[i].client_addr);
+				break;
+			}
+		pgc_free(h);
+	}
+	fprintf(stderr, "pgcoord: waiting for lock %s%s...\n", r->desc, who);
+}
+
+static int acquire(run_ctx *r)
+{
+	pgc_lock_options o = PGC_LOCK_OPTIONS_INIT;
+	o.flags = (r->shared ? PGC_LOCK_SHARED : 0) | (r->no_register ? PGC_LOCK_NO_REGISTRY : 0);
+	o.timeout_ms = r->nonblock ? 0 : r->wait_ms;
+	if (r->nonblock)
+		o.flags |= PGC_LOCK_TRY;
+	o.cancel_fd = cli_signal_fd();
+	o.schema = r->schema;
+	pgc_error err;
+	int64_t t0 = now_ms();
+	int rc;
+	if (!r->nonblock && !g_cli.quiet && isatty(STDERR_FILENO)) {
+		/* On a terminal, say who we are waiting for rather than hang silently. */
+		pgc_lock_options once = o;
+		once.flags |= PGC_LOCK_TRY;
+		once.timeout_ms = 0;
+		rc = pgc_lock_acquire_ex(r->conn, &r->key, &once, &r->lock, &err);
+		if (rc != PGC_EBUSY)
+			goto done;
+		say_waiting(r);
+	}
+	rc = pgc_lock_acquire_ex(r->conn, &r->key, &o, &r->lock, &err);
+done:
+	switch (rc) {
+	case PGC_OK:
+		if (r->verbose)
+			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms\n", r->shared ? "shared" : "exclusive",
+			        r->desc, (long long)(now_ms() - t0));
+		return 0;
+	case PGC_EBUSY:
+	case PGC_ETIMEDOUT:
+		if (r->verbose)
+			cli_errorf("%s", err.message);
+		return r->conflict_code;
+	case PGC_EINTR: {
+		int sig = cli_signal_take();
+		return 128 + (sig ? sig : SIGTERM);
+	}
+	case PGC_ECOLLISION:
+		cli_errorf("%s", err.message);
+		return EXIT_DATAERR;
+	default:
+		return cli_report(&err);
+	}
+}
+
+static int build_env(run_ctx *r)
+{
+	char key[PGC_KEY_FORMAT_MAX];
+	pgc_key_format(&r->key, key, sizeof key);
+	if (env_add(&r->env, "PGCOORD_LOCK_NAME", r->key.name) != 0 ||
+	    env_add(&r->env, "PGCOORD_LOCK_KEY", key) != 0 ||
+	    env_add(&r->env, "PGCOORD_LOCK_MODE", r->shared ? "shared" : "exclusive") != 0) {
+		cli_errorf("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	return 0;
+}
+
+/* The lock is gone while the command runs: stop the command, say why, exit 75. */
+static int lost(run_ctx *r, const pgc_error *err)
+{
+	char after[32];
+	snprintf(after, sizeof after, "%lldms", (long long)r->kill_after_ms);
+	cli_errorf("%s; stopping the command: SIGTERM to process group %d, SIGKILL after %s",
+	           err->message, (int)r->child.pid, after);
+	cli_child_terminate(&r->child, (int)r->kill_after_ms);
+	return EXIT_LOCKLOST;
+}
+
+static int supervise(run_ctx *r)
+{
+	int sigfd = cli_signal_fd();
+	int64_t next_beat = now_ms() + r->check_ms;
+	pgc_error err;
+	for (;;) {
+		if (cli_child_poll(&r->child))
+			break;
+		int64_t now = now_ms();
+		if (now >= next_beat) {
+			if (pgc_conn_check(r->conn, (int)r->heartbeat_ms, &err) != PGC_OK)
+				return lost(r, &err);
+			next_beat = now_ms() + r->check_ms;
+			continue;
+		}
+		struct pollfd fds[2] = { { sigfd, POLLIN, 0 }, { pgc_conn_socket(r->conn), POLLIN, 0 } };
+		int n = poll(fds, 2, (int)(next_beat - now));
+		if (n > 0 && fds[1].revents != 0) {
+			/* The server spoke unasked: usually the FATAL of a terminated session. */
+			if (pgc_conn_check(r->conn, 0, &err) != PGC_OK)
+				return lost(r, &err);
+		}
+	}
+	/* The command is done. Had the lock been lost since the last check, the command ran
+	 * part of the time unprotected: that must not look like success. The release proves the
+	 * opposite: the server answers true only to the session that still holds the lock, and a
+	 * session that lost it cannot have it back. */
+	int code = cli_child_exit_code(&r->child);
+	cli_child_terminate(&r->child, 0); /* whatever it left behind in its group */
+	if (pgc_conn_check(r->conn, 0, &err) != PGC_OK) {
+		cli_errorf("%s before the command finished (its exit status was %d)", err.message, code);
+		return EXIT_LOCKLOST;
+	}
+	int rc = pgc_lock_release(r->lock, &err);
+	r->lock = NULL;
+	if (rc == PGC_ENOTHELD || rc == PGC_ELOCKLOST) {
+		cli_errorf("%s (the command's exit status was %d)", err.message, code);
+		return EXIT_LOCKLOST;
+	}
+	if (rc != PGC_OK) {
+		/* Closing the session releases it anyway. */
+		cli_errorf("releasing lock %s: %s", r->desc, err.message);
+	}
+	return code;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	run_ctx r;
+	memset(&r, 0, sizeof r);
+	r.wait_ms = PGC_WAIT_FOREVER;
+	r.conflict_code = EXIT_CONFLICT;
+	r.check_ms = 1000;
+	r.heartbeat_ms = 5000;
+	r.kill_after_ms = 5000;
+	bool done = false;
+	int rc = parse(&r, argc, argv, &done);
+	if (rc != 0 || done)
+		return rc;
+	if (r.wait_ms == 0)
+		r.nonblock = true; /* as flock(1): -w 0 is -n */
+	/* Signals are caught from here on: one that arrives while we wait for the lock abandons
+	 * the wait cleanly instead of leaving a request queued on the server. */
+	if (cli_signal_fd() < 0) {
+		cli_errorf("cannot set up signal handling");
+		return EXIT_SOFTWARE;
+	}
+	if ((rc = cli_connect("run", &r.conn)) != 0)
+		return rc;
+	if ((rc = acquire(&r)) != 0)
+		goto out;
+	if ((rc = build_env(&r)) != 0)
+		goto out;
+	rc = cli_child_spawn(&r.child, r.argv, r.env.entries, NULL);
+	if (rc != 0)
+		goto out; /* 127 / 126: reported by the spawner; the lock is released below */
+	rc = supervise(&r);
+out:
+	if (r.lock != NULL) {
+		pgc_error err;
+		if (pgc_lock_release(r.lock, &err) != PGC_OK && rc == 0)
+			rc = cli_report(&err);
+	}
+	pgc_conn_close(r.conn);
+	env_free(&r.env);
+	return rc;
+}

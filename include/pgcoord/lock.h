@@ -1,0 +1,285 @@
+/* pgcoord/lock.h - advisory lock keys, session and transaction advisory locks, lock loss
+ *
+ * A key is one signed 64-bit number or a pair of signed 32-bit numbers (two separate key
+ * spaces, as in the server), optionally derived from a name. Session locks are handles owned by
+ * the pgc_conn that took them, so a release always goes to the session that holds the lock;
+ * the server's answer to every unlock is checked. Waits have deadlines, and a wait that gives
+ * up leaves nothing held and nothing queued. Lock statements that do not wait (try-lock,
+ * unlock) get 30 s for their answer; a server silent that long is treated as gone and the session
+ * is closed, which is also what makes the server release its locks.
+ *
+ * Thread-safety: the key functions are thread-safe. Everything that takes a pgc_conn or a
+ * pgc_lock follows pgc_conn's rule: one thread at a time per connection (its handles included);
+ * different connections may be used from different threads at once. */
+#ifndef PGCOORD_LOCK_H
+#define PGCOORD_LOCK_H
+
+#include <stdbool.h>
+
+#include "common.h"
+#include "conn.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Keys ------------------------------------------------------------------------------- */
+
+typedef enum pgc_key_kind {
+	PGC_KEY_INT64 = 1, /* one bigint: pg_advisory_lock(bigint) */
+	PGC_KEY_PAIR = 2   /* two int4: pg_advisory_lock(int, int), a separate key space */
+} pgc_key_kind;
+
+/* Longest name pgc_key_from_name() accepts, in bytes. */
+#define PGC_KEY_NAME_MAX 255
+
+/* A key, by value. Build it with pgc_key_int64(), pgc_key_pair(), pgc_key_from_name() or
+ * pgc_key_parse(); read the fields freely. */
+typedef struct pgc_key {
+	pgc_key_kind kind;
+	int64_t id;                        /* PGC_KEY_INT64 */
+	int32_t key1, key2;                /* PGC_KEY_PAIR */
+	char name[PGC_KEY_NAME_MAX + 1];   /* the name id was hashed from, or "" */
+} pgc_key;
+
+/* Room for any pgc_key_format() output ("-9223372036854775808", "-2147483648,-2147483648"). */
+#define PGC_KEY_FORMAT_MAX 32
+
+/* Keys from numbers. Never fail. Thread-safe. */
+PGC_EXTERN pgc_key pgc_key_int64(int64_t id);
+PGC_EXTERN pgc_key pgc_key_pair(int32_t key1, int32_t key2);
+
+/* The name hash: XXH64 (xxHash, 64-bit variant, seed 0) of the name's bytes, as specified in
+ * xxHash's doc/xxhash_spec.md. The 64-bit result, read as two's complement, is the bigint key.
+ * The function and its seed never change: a name maps to the same key in every version, on
+ * every platform, and in any language with an XXH64 implementation. Thread-safe. */
+PGC_EXTERN uint64_t pgc_key_hash(const void *data, size_t len);
+
+/* A PGC_KEY_INT64 key from a name: id = (int64_t)pgc_key_hash(name, strlen(name)), and the name
+ * is kept in out->name (the registry and the messages use it). Names are compared byte for
+ * byte: "Report" and "report" are different locks.
+ * Errors: PGC_EUSAGE (NULL, empty name, or longer than PGC_KEY_NAME_MAX bytes). Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_from_name(const char *name, pgc_key *out, pgc_error *err);
+
+/* Parses what pgc_key_format() prints: a decimal bigint ("42", "-7") or two decimal int4
+ * separated by a comma ("20,7"; spaces around the numbers are allowed).
+ * Errors: PGC_EUSAGE naming the problem (empty, not a number, out of range, more than two
+ * parts). Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_parse(const char *text, pgc_key *out, pgc_error *err);
+
+/* Writes the key's numeric form into buf (size bytes, PGC_KEY_FORMAT_MAX is always enough):
+ * "42" for a bigint key, "20,7" for a pair. This is how every command shows a key, and what
+ * --key accepts. Returns the length pgc_key_format() needed (snprintf-style), or -1 when key or
+ * buf is NULL or the kind is unknown. Thread-safe. */
+PGC_EXTERN int pgc_key_format(const pgc_key *key, char *buf, size_t size);
+
+/* Like pgc_key_format, with the name when there is one: "nightly-report (key 42)", or just
+ * "42" / "20,7". Same return convention. Thread-safe. */
+PGC_EXTERN int pgc_key_describe(const pgc_key *key, char *buf, size_t size);
+
+/* True when a and b name the same server lock (kind and numbers; the name is ignored). */
+PGC_EXTERN bool pgc_key_equal(const pgc_key *a, const pgc_key *b);
+
+/* How pg_locks shows the key: classid, objid (oids, unsigned) and objsubid (1 for a bigint, 2
+ * for a pair). A bigint k is classid = high 32 bits, objid = low 32 bits; a pair (a, b) is
+ * classid = (uint32)a, objid = (uint32)b. Errors: PGC_EUSAGE (NULL or unknown kind). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_to_pg_locks(const pgc_key *key, uint32_t *classid,
+                                                 uint32_t *objid, int *objsubid);
+
+/* The inverse: the key of a pg_locks row with locktype 'advisory'. The name is left empty.
+ * Errors: PGC_EUSAGE (out is NULL, or objsubid is neither 1 nor 2). Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_from_pg_locks(uint32_t classid, uint32_t objid, int objsubid,
+                                                   pgc_key *out);
+
+/* Looks key up in the name registry (<schema>.lock_names; schema NULL means "pgcoord") and, when
+ * it is recorded there, copies its name into key->name; otherwise key->name becomes "". Without
+ * the registry table (schema not installed) this is not an error: the name stays "". Only bigint
+ * keys have names. Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key,
+                                                 pgc_error *err);
+
+/* ---- Session locks ---------------------------------------------------------------------- */
+
+/* One successful acquisition of a session lock. Owned by the connection that took it: freed by
+ * pgc_lock_release(), or by pgc_conn_close() with the connection. */
+typedef struct pgc_lock pgc_lock;
+
+/* Flags for pgc_lock_acquire() and pgc_xact_lock(). */
+#define PGC_LOCK_EXCLUSIVE 0u  /* the default */
+#define PGC_LOCK_SHARED 1u     /* shared mode: compatible with other shared holders */
+#define PGC_LOCK_TRY 2u        /* do not wait: PGC_EBUSY at once when someone else holds it */
+#define PGC_LOCK_NO_REGISTRY 4u /* do not record a named key in the name registry */
+
+/* Wait without a deadline. Only this exact value means "forever"; other negatives are errors. */
+#define PGC_WAIT_FOREVER (-1)
+
+typedef struct pgc_lock_options {
+	unsigned int flags;  /* PGC_LOCK_* */
+	int64_t timeout_ms;  /* how long to wait: 0 = try once, PGC_WAIT_FOREVER = no deadline */
+	/* A descriptor to watch while waiting, or -1. When it becomes readable the wait is
+	 * abandoned (the server request is cancelled and checked as for a timeout) and the call
+	 * returns PGC_EINTR. It is only polled, never read. */
+	int cancel_fd;
+	/* Schema of the name registry (NULL: "pgcoord"). */
+	const char *schema;
+} pgc_lock_options;
+
+#define PGC_LOCK_OPTIONS_INIT { PGC_LOCK_EXCLUSIVE, 0, -1, NULL }
+
+/* Takes the session advisory lock on key through conn.
+ *
+ * With PGC_LOCK_TRY, or timeout_ms 0, it asks once and returns PGC_EBUSY when another session
+ * holds a conflicting lock. Otherwise it waits up to timeout_ms (PGC_WAIT_FOREVER: no limit) and
+ * returns PGC_ETIMEDOUT at the deadline. The deadline is enforced by the server (lock_timeout,
+ * set for this one statement and restored), then checked: when the server grants the lock in the
+ * same instant as the timeout fires, pg_locks is consulted, so a call that returns
+ * PGC_ETIMEDOUT holds nothing and has no request left queued, and one that returns 0 holds the
+ * lock. Inside a transaction block the wait runs under a savepoint, so a timeout leaves the
+ * transaction usable and its settings untouched.
+ *
+ * Session locks stack: taking a key this connection already holds succeeds at once and needs
+ * its own release. Each success gives a new handle in *out.
+ *
+ * Named keys (pgc_key_from_name) are recorded in <schema>.lock_names when that table exists
+ * (checked once per connection) unless PGC_LOCK_NO_REGISTRY is set; if the key is already
+ * recorded under another name, nothing is locked and PGC_ECOLLISION names both.
+ *
+ * Errors: PGC_EUSAGE (NULL argument, unknown flags, timeout below -1, unknown key kind, the
+ * transaction is aborted), PGC_EBUSY, PGC_ETIMEDOUT, PGC_EINTR, PGC_ECOLLISION, PGC_ESQL (for
+ * example a deadlock, 40P01), PGC_ECONNLOST, PGC_ENOMEM. On any error *out is NULL and nothing
+ * is held. Not thread-safe for one conn. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key,
+                                                 const pgc_lock_options *opts, pgc_lock **out,
+                                                 pgc_error *err);
+
+/* pgc_lock_acquire_ex() with flags and timeout_ms and the other options at their defaults. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_acquire(pgc_conn *conn, const pgc_key *key,
+                                              unsigned int flags, int64_t timeout_ms,
+                                              pgc_lock **out, pgc_error *err);
+
+/* Releases one acquisition through the session that took it and frees the handle, whatever the
+ * result (except PGC_EUSAGE: a NULL lock, or a connection busy with another command, which
+ * leaves the handle as it was). The server's answer is checked: when it says this session did not hold the lock (it
+ * was released behind the library's back, e.g. by pg_advisory_unlock_all() on the raw
+ * connection), the result is PGC_ENOTHELD. When the session is in a failed transaction, that
+ * transaction is rolled back first (it can only end in a rollback), so the unlock cannot be lost
+ * to "current transaction is aborted".
+ * Errors: PGC_EUSAGE, PGC_ENOTHELD, PGC_ELOCKLOST (the session is gone: the server released
+ * the lock when it ended), PGC_ESQL. Not thread-safe for one conn. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_release(pgc_lock *lock, pgc_error *err);
+
+/* The key, the mode (true = shared) and the connection of a handle. The key pointer is owned by
+ * the handle. NULL lock gives NULL / false / NULL. */
+PGC_EXTERN const pgc_key *pgc_lock_key(const pgc_lock *lock);
+PGC_EXTERN bool pgc_lock_shared(const pgc_lock *lock);
+PGC_EXTERN pgc_conn *pgc_lock_conn(const pgc_lock *lock);
+
+/* One entry of what a connection holds: a key in one mode, taken count times. */
+typedef struct pgc_held_lock {
+	pgc_key key;
+	bool shared;
+	int count; /* how many acquisitions are not yet released (session locks stack) */
+} pgc_held_lock;
+
+/* The session locks conn holds, as the library tracked them, one entry per key and mode, in
+ * acquisition order. *out (free with pgc_free) is NULL when *n is 0.
+ * Errors: PGC_EUSAGE, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_conn_locks(const pgc_conn *conn, pgc_held_lock **out, size_t *n,
+                                            pgc_error *err);
+
+/* The number of acquisitions conn holds (the sum of the counts); 0 for NULL. */
+PGC_EXTERN size_t pgc_conn_lock_count(const pgc_conn *conn);
+
+/* Closes conn like pgc_conn_close(), first releasing the session locks it still holds
+ * (pg_advisory_unlock_all, bounded by a 2 s deadline; the server would release them when the
+ * session ends anyway) and reporting them: *released (may be NULL; free with pgc_free) gets the
+ * list, *n (may be NULL) its length. Handles still open are freed. Returns 0, or the error of the
+ * unlock (the connection is closed in every case, and the locks are gone with the session).
+ * pgc_conn_close() does the same without the report. */
+PGC_EXTERN int pgc_conn_close_locks(pgc_conn *conn, pgc_held_lock **released, size_t *n,
+                                    pgc_error *err);
+
+/* ---- Transaction locks ------------------------------------------------------------------ */
+
+/* Takes a transaction-scoped advisory lock (pg_advisory_xact_lock), released by the server at
+ * COMMIT or ROLLBACK; there is no handle and no release. Refuses to run outside a transaction
+ * block (in autocommit the server would release it at once) with PGC_EUSAGE. flags:
+ * PGC_LOCK_SHARED, PGC_LOCK_TRY, PGC_LOCK_NO_REGISTRY; timeout_ms as for pgc_lock_acquire().
+ * A timeout or busy result leaves the transaction usable and holding nothing new.
+ * Errors: PGC_EUSAGE, PGC_EBUSY, PGC_ETIMEDOUT, PGC_ECOLLISION, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_xact_lock(pgc_conn *conn, const pgc_key *key, unsigned int flags,
+                                           int64_t timeout_ms, pgc_error *err);
+
+/* Takes transaction locks on n keys, all or nothing, in one canonical order (bigint keys
+ * ascending, then pairs ascending), whatever the order of keys[]: two callers locking
+ * overlapping sets can never deadlock on each other. Duplicates are taken once. timeout_ms
+ * bounds the whole call. On any error none of the keys is held by this call.
+ * Errors: as pgc_xact_lock(), and PGC_EUSAGE for n == 0 or more than 10000 keys. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_xact_lock_many(pgc_conn *conn, const pgc_key *keys, size_t n,
+                                                unsigned int flags, int64_t timeout_ms,
+                                                pgc_error *err);
+
+/* ---- Lock loss -------------------------------------------------------------------------- */
+
+/* Checks that conn's session is alive, which is what keeps its session locks. First reads
+ * whatever the server sent unasked (a terminated backend announces itself: the socket becomes
+ * readable); then, when heartbeat_timeout_ms > 0, sends a cheap round trip ("SELECT 1") that
+ * must be answered within heartbeat_timeout_ms. With heartbeat_timeout_ms 0 only the first,
+ * non-blocking part runs.
+ * Returns 0 when the session is alive; PGC_ELOCKLOST when it is not and it held session locks
+ * (the message says why: the server's reason, or "no answer within N ms"); PGC_ECONNLOST when
+ * it is not and held nothing. After a loss the held-lock table is emptied (the handles stay
+ * valid; releasing them returns PGC_ELOCKLOST). Errors also: PGC_EUSAGE. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_conn_check(pgc_conn *conn, int heartbeat_timeout_ms,
+                                            pgc_error *err);
+
+/* The socket of conn's session, to poll(2) for readability together with other descriptors;
+ * call pgc_conn_check(conn, 0, ...) when it is readable. -1 when closed or NULL. */
+PGC_EXTERN int pgc_conn_socket(const pgc_conn *conn);
+
+typedef struct pgc_watch_options {
+	int interval_ms;          /* heartbeat every interval_ms; default 1000 */
+	int heartbeat_timeout_ms; /* an unanswered heartbeat means lost after this; default 5000 */
+	int wake_fd;              /* -1, or a descriptor whose readability ends the watch (0) */
+} pgc_watch_options;
+
+#define PGC_WATCH_OPTIONS_INIT { 1000, 5000, -1 }
+
+/* Watches lock's session for duration_ms (PGC_WAIT_FOREVER: until lost or woken): polls its
+ * socket (a session ended by the server is seen at once) and sends a heartbeat every
+ * interval_ms. Returns 0 when duration_ms passed or wake_fd became readable with the lock still
+ * held, PGC_ELOCKLOST as soon as the lock is known lost (detected within interval_ms +
+ * heartbeat_timeout_ms of a silent network failure). opts may be NULL.
+ * Errors: PGC_EUSAGE (NULL lock, intervals <= 0), PGC_ELOCKLOST, PGC_ENOTHELD (the handle's
+ * acquisition was already released). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms,
+                                            const pgc_watch_options *opts, pgc_error *err);
+
+/* ---- Who holds a key -------------------------------------------------------------------- */
+
+/* One session holding or waiting for a key, from pg_locks joined to pg_stat_activity. Strings
+ * are "" when unknown (timestamps are ISO 8601 with time zone, as the server prints them). */
+typedef struct pgc_lock_holder {
+	int pid;
+	char application_name[64];
+	char client_addr[64];     /* "" for a Unix-socket session */
+	bool shared;              /* ShareLock (true) or ExclusiveLock */
+	bool granted;             /* holds it (true) or waits for it */
+	char wait_start[40];      /* waiters: since when they wait (PostgreSQL 14+) */
+	char state[32];           /* pg_stat_activity.state: "idle", "active", ... */
+	char state_change[40];    /* since when the session is in that state */
+	char backend_start[40];   /* when the session started */
+	bool is_self;             /* the session of the conn that asked */
+} pgc_lock_holder;
+
+/* Who holds or waits for key in conn's database right now: holders first, then waiters in the
+ * order they started waiting. *out (free with pgc_free) is NULL when *n is 0.
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_holders(pgc_conn *conn, const pgc_key *key,
+                                              pgc_lock_holder **out, size_t *n, pgc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

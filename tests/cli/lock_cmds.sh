@@ -1,0 +1,52 @@
+# lock_cmds.sh - pgcoord lock key (stable keys, JSON) and pgcoord lock status (holders,
+# waiters, exit status, JSON)
+. "$(dirname "$0")/lib.sh"
+
+run 0 "$PG" lock key nightly-report
+[ "$(cat "$TMP/out")" = "-7492483901388791363" ] || fail "the key of nightly-report changed: $(cat "$TMP/out")"
+run 0 "$PG" --json lock key nightly-report
+python3 - "$TMP/out" <<'PY' || fail "lock key --json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d == {"name": "nightly-report", "key": "-7492483901388791363", "key_space": "bigint",
+             "classid": 2550487446, "objid": 2892194237, "objsubid": 1}, d
+PY
+run 0 "$PG" --json lock key --key=-20,7
+out_has '"key":"-20,7","key_space":"int4pair","classid":4294967276,"objid":7,"objsubid":2'
+run 0 "$PG" lock key --key -5
+out_has "^-5$"
+
+skip_without_pg
+. "$(dirname "$0")/run_lib.sh"
+name="status-$$"
+run 0 "$PG" -d "$DSN" lock status "$name"
+out_has "^lock $name (key [-0-9]*): free$"
+timeout 60 "$PG" -d "$DSN" run "$name" -- sleep 30 >/dev/null 2>&1 &
+hpid=$!
+wait_sessions "$name" granted 1
+timeout 60 "$PG" -d "$DSN" run -s -w 30 "$name" -- true >/dev/null 2>&1 &
+wpid=$!
+wait_sessions "$name" waiting 1
+run 1 "$PG" -d "$DSN" lock status "$name"
+out_has "^lock $name (key [-0-9]*): held$"
+out_has "exclusive holds   idle since 20"
+out_has "shared    waits   waiting since 20"
+out_has "pgcoord/run"
+run 1 "$PG" -d "$DSN" --json lock status "$name"
+python3 - "$TMP/out" <<'PY' || fail "lock status --json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["state"] == "held" and d["key_space"] == "bigint", d
+h, w = d["sessions"]
+assert h["granted"] and h["mode"] == "exclusive" and h["application_name"] == "pgcoord/run", h
+assert h["client_addr"] is not None and h["state"] == "idle" and h["wait_start"] is None, h
+assert not w["granted"] and w["mode"] == "shared" and w["wait_start"], w
+assert set(h) == {"pid", "mode", "granted", "application_name", "client_addr", "state",
+                  "state_change", "wait_start", "backend_start"}, h
+PY
+kill -TERM "$hpid"
+wait "$hpid"
+wait "$wpid" || fail "the waiter did not run"
+run 0 "$PG" -d "$DSN" --json lock status "$name"
+out_has '"state":"free","sessions":\[\]'
+echo ok
