@@ -48,11 +48,15 @@ static void usage(FILE *f)
 	      "                               lost (default 5s)\n"
 	      "      --schema=NAME            schema of the name registry (default pgcoord)\n"
 	      "      --no-register            do not record NAME in the name registry\n"
+	      "      --fence                  once the lock is held, take a fencing token for\n"
+	      "                               NAME (from the same counter as leases) and pass\n"
+	      "                               it in PGCOORD_FENCE_TOKEN; needs pgcoord init\n"
 	      "  -v, --verbose                say when the lock is taken, busy or timed out\n"
 	      "  -h, --help                   show this help and exit\n"
 	      "\n"
 	      "COMMAND runs in its own process group with PGCOORD_LOCK_NAME, PGCOORD_LOCK_KEY\n"
-	      "and PGCOORD_LOCK_MODE in its environment; SIGINT, SIGTERM, SIGHUP and SIGQUIT\n"
+	      "and PGCOORD_LOCK_MODE (and PGCOORD_FENCE_TOKEN with --fence) in its\n"
+	      "environment; SIGINT, SIGTERM, SIGHUP and SIGQUIT\n"
 	      "are forwarded to the whole group.\n"
 	      "\n"
 	      "Exit status: COMMAND's status (128+N if killed by signal N); the -E code (1)\n"
@@ -77,7 +81,7 @@ typedef struct run_ctx {
 	/* options */
 	const char *name;
 	const char *key_text;
-	bool nonblock, shared, verbose, no_register;
+	bool nonblock, shared, verbose, no_register, fence;
 	int64_t wait_ms;          /* PGC_WAIT_FOREVER when -w is not given */
 	int conflict_code;
 	int64_t check_ms, heartbeat_ms, kill_after_ms;
@@ -90,6 +94,7 @@ typedef struct run_ctx {
 	pgc_lock *lock;
 	cli_child child;
 	run_env env;
+	int64_t token;            /* --fence: the fencing token, 0 without */
 } run_ctx;
 
 static int env_add(run_env *e, const char *name, const char *value)
@@ -130,7 +135,7 @@ static bool parse_duration_opt(const char *opt, const char *text, int64_t min_ms
 /* Returns 0 to go on, or the exit code (also 0 for --help, with *done set). */
 static int parse(run_ctx *r, int argc, char **argv, bool *done)
 {
-	enum { OPT_CHECK = 256, OPT_HEARTBEAT, OPT_KILL, OPT_SCHEMA, OPT_NOREG };
+	enum { OPT_CHECK = 256, OPT_HEARTBEAT, OPT_KILL, OPT_SCHEMA, OPT_NOREG, OPT_FENCE };
 	static const struct option longopts[] = {
 		{ "nonblock", no_argument, NULL, 'n' },
 		{ "nb", no_argument, NULL, 'n' },
@@ -144,6 +149,7 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 		{ "kill-after", required_argument, NULL, OPT_KILL },
 		{ "schema", required_argument, NULL, OPT_SCHEMA },
 		{ "no-register", no_argument, NULL, OPT_NOREG },
+		{ "fence", no_argument, NULL, OPT_FENCE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -197,6 +203,9 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 		case OPT_NOREG:
 			r->no_register = true;
 			break;
+		case OPT_FENCE:
+			r->fence = true;
+			break;
 		case 'v':
 			r->verbose = true;
 			break;
@@ -231,6 +240,8 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 		return cli_usage_error("run", "durations must be shorter than 24 days");
 	if (r->schema != NULL && *r->schema == '\0')
 		return cli_usage_error("run", "--schema must not be empty");
+	if (r->fence && r->shared)
+		return cli_usage_error("run", "--fence needs an exclusive lock: shared holders would fence each other out");
 
 	pgc_error err;
 	int rc = r->name ? pgc_key_from_name(r->name, &r->key, &err) : pgc_key_parse(r->key_text, &r->key, &err);
@@ -306,6 +317,30 @@ done:
 	}
 }
 
+/* --fence: a token greater than every one granted before for this name, taken while the lock
+ * is held and before the command starts, so that a holder that lost the lock and a newer one
+ * can be told apart by whatever checks the token. The name is the lock's NAME, or its key as
+ * pgcoord prints it ("42", "20,7"). */
+static int take_token(run_ctx *r)
+{
+	char holder[300], host[256] = "";
+	gethostname(host, sizeof host - 1);
+	snprintf(holder, sizeof holder, "%s:%d", host, (int)getpid());
+	char key[PGC_KEY_FORMAT_MAX];
+	pgc_key_format(&r->key, key, sizeof key);
+	pgc_lease_options o = PGC_LEASE_OPTIONS_INIT;
+	o.schema = r->schema;
+	pgc_error err;
+	int rc = pgc_fence_next(r->conn, r->key.name[0] ? r->key.name : key, holder, &o, &r->token, &err);
+	if (rc == PGC_OK)
+		return 0;
+	if (rc == PGC_EBUSY) {
+		cli_errorf("%s: a lease of the same name is held, so no fencing token can be given to this lock", err.message);
+		return EXIT_DATAERR;
+	}
+	return cli_report(&err);
+}
+
 static int build_env(run_ctx *r)
 {
 	char key[PGC_KEY_FORMAT_MAX];
@@ -315,6 +350,14 @@ static int build_env(run_ctx *r)
 	    env_add(&r->env, "PGCOORD_LOCK_MODE", r->shared ? "shared" : "exclusive") != 0) {
 		cli_errorf("out of memory");
 		return EXIT_SOFTWARE;
+	}
+	if (r->fence) {
+		char tok[32];
+		snprintf(tok, sizeof tok, "%lld", (long long)r->token);
+		if (env_add(&r->env, "PGCOORD_FENCE_TOKEN", tok) != 0) {
+			cli_errorf("out of memory");
+			return EXIT_SOFTWARE;
+		}
 	}
 	return 0;
 }
@@ -400,6 +443,8 @@ int cmd_run(int argc, char **argv)
 	if ((rc = cli_connect("run", &r.conn)) != 0)
 		return rc;
 	if ((rc = acquire(&r)) != 0)
+		goto out;
+	if (r.fence && (rc = take_token(&r)) != 0)
 		goto out;
 	if ((rc = build_env(&r)) != 0)
 		goto out;
