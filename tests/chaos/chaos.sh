@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # chaos.sh [short|long] [PART...] - real faults against real processes on a server of its own.
 #
-# Parts: elect (leader election under SIGKILL, SIGSTOP/SIGCONT and terminated sessions; no two
-# leaders' fenced writes interleave). Each part injects faults at random for a bounded time,
+# Parts: locks (6 `pgcoord run -w --fence` contenders under terminated sessions and SIGKILL:
+# a holder that lost its lock has its command killed within the check interval plus a margin,
+# the fenced sink accepts no stale token, nothing is left held), elect (leader election under
+# SIGKILL, SIGSTOP/SIGCONT and terminated sessions; no two leaders' fenced writes interleave). Each part injects faults at random for a bounded time,
 # then checks its promises and prints one summary row; the run ends with a summary table and
 # exits non-zero on any violation. The server is its own (scripts/pg-tmp), so that restarting
 # it cannot disturb anything else.
@@ -12,10 +14,10 @@ PG=${PGCOORD_BIN:-$top/build/pgcoord}
 profile=${1:-short}
 shift || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(elect)
+[ ${#parts[@]} -gt 0 ] || parts=(locks elect)
 case "$profile" in
-short) ELECT_SECS=20 ;;
-long) ELECT_SECS=300 ;;
+short) ELECT_SECS=20 LOCK_SECS=20 ;;
+long) ELECT_SECS=300 LOCK_SECS=300 ;;
 *) echo "chaos: unknown profile $profile (short or long)" >&2; exit 64 ;;
 esac
 
@@ -99,8 +101,105 @@ W
 	row elect "faults: sigkill=$kills sigstop=$stops terminate=$terms; writes=$writes leaders=$leaders stale-writes-committed=$backwards violations=$v"
 }
 
+
+# --- locks -------------------------------------------------------------------------------
+# Six contenders run `pgcoord run -w --fence` on one name in a loop; each command logs its
+# start and end with its token and writes fenced rows. Faults: pg_terminate_backend of the
+# holder's session, SIGKILL of a contender's pgcoord. Promises: the command of a holder whose
+# session was terminated is killed within the check interval plus a margin (2 s here, on a
+# loaded 2-core machine); no write with a stale token commits; no advisory lock is left held.
+LOCK_CHECK_MS=200
+LOCK_MARGIN_MS=2000
+chaos_locks() {
+	psql_q "CREATE TABLE lock_writes (seq bigserial PRIMARY KEY, token bigint NOT NULL)" || return 1
+	local log="$work/locks.log" job="$work/lockjob.sh"
+	: >"$log"
+	cat >"$job" <<'J'
+#!/bin/bash
+# One holder's work: log start, write fenced rows for a while, log end (or being killed).
+ms() { date +%s%3N; }
+trap 'echo "killed $PGCOORD_FENCE_TOKEN $(ms)" >>"$CHAOS_LOG"; exit 143' TERM
+echo "start $PGCOORD_FENCE_TOKEN $(ms)" >>"$CHAOS_LOG"
+for i in 1 2 3 4 5 6; do
+	psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_DSN" >/dev/null 2>&1 <<SQL
+BEGIN;
+SELECT pgcoord.fence_check('chaos-lock', $PGCOORD_FENCE_TOKEN);
+INSERT INTO lock_writes (token) VALUES ($PGCOORD_FENCE_TOKEN);
+COMMIT;
+SQL
+	sleep 0.1 & wait $!
+done
+echo "end $PGCOORD_FENCE_TOKEN $(ms)" >>"$CHAOS_LOG"
+J
+	chmod +x "$job"
+	local end=$(( $(date +%s) + LOCK_SECS )) i
+	local slot=()
+	contender() {
+		while [ "$(date +%s)" -lt "$end" ]; do
+			CHAOS_LOG="$log" "$PG" run -w 30s --fence --check-interval "${LOCK_CHECK_MS}ms" \
+				--kill-after 1s chaos-lock -- "$job" >>"$work/run.log" 2>&1
+		done
+	}
+	for i in 0 1 2 3 4 5; do
+		contender 2>/dev/null &
+		slot[$i]=$!
+		pids_to_kill+=($!)
+	done
+	local terms=0 kills=0 detect_max=0 late=0 missed=0
+	while [ "$(date +%s)" -lt "$end" ]; do
+		sleep "0.$(( 3 + $(rand 6) ))"
+		if [ "$(rand 3)" -eq 0 ]; then
+			# SIGKILL a pgcoord that is running a command: its command must not outlive it.
+			local victim
+			victim=$(pgrep -f "pgcoord run -w 30s --fence" | shuf -n 1)
+			[ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null && kills=$((kills + 1))
+			continue
+		fi
+		# Terminate the holder's session, then wait for its command to be killed.
+		local tok t0 line
+		tok=$(awk '$1 == "start" {s[$2] = 1} $1 != "start" {delete s[$2]} END {for (t in s) print t}' "$log" | sort -n | tail -n 1)
+		[ -n "$tok" ] || continue
+		t0=$(now_ms)
+		local n
+		n=$(psql_q "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l
+		            JOIN pg_stat_activity a ON a.pid = l.pid
+		            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'pgcoord/run'")
+		[ "$n" -ge 1 ] || continue
+		terms=$((terms + 1))
+		line=""
+		for i in $(seq 1 50); do
+			line=$(awk -v t="$tok" '$2 == t && ($1 == "killed" || $1 == "end")' "$log" | head -n 1)
+			[ -n "$line" ] && break
+			sleep 0.1
+		done
+		case "$line" in
+		killed*)
+			local d=$(( ${line##* } - t0 ))
+			[ "$d" -gt "$detect_max" ] && detect_max=$d
+			[ "$d" -le $((LOCK_CHECK_MS + LOCK_MARGIN_MS)) ] || late=$((late + 1)) ;;
+		end*) ;; # it finished on its own just then
+		*) missed=$((missed + 1)); echo "chaos locks: token $tok still running 5 s after its session was terminated" >&2 ;;
+		esac
+	done
+	for i in 0 1 2 3 4 5; do timeout 60 tail --pid="${slot[$i]}" -f /dev/null; done
+	local held runs backwards
+	sleep 0.5
+	held=$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+	runs=$(grep -c '^start' "$log")
+	backwards=$(psql_q "SELECT count(*) FROM (SELECT token < max(token) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS back FROM lock_writes) s WHERE back")
+	local overlap
+	# Two commands with tokens a < b: b must not start before a ended or was killed.
+	overlap=$(awk '$1 == "start" {st[$2] = $3} $1 != "start" {en[$2] = $3}
+		END {n = 0; for (a in st) for (b in st) if (a + 0 < b + 0 && (a in en) && st[b] < en[a] - 0) n++; print n}' "$log")
+	local v=$((late + missed + backwards + held))
+	[ "$runs" -gt 6 ] || { v=$((v + 1)); echo "chaos locks: only $runs commands ran" >&2; }
+	violations=$((violations + v))
+	row locks "faults: terminate=$terms sigkill=$kills; commands=$runs max-loss-detection=${detect_max}ms late=$late missed=$missed stale-writes-committed=$backwards overlaps-while-fenced=$overlap held-at-end=$held violations=$v"
+}
+
 for part in "${parts[@]}"; do
 	case "$part" in
+	locks) chaos_locks ;;
 	elect) chaos_elect ;;
 	*) echo "chaos: unknown part $part" >&2; exit 64 ;;
 	esac
