@@ -60,5 +60,12 @@ bool cli_parse_int(const char *text, long long min, long long max, long long *ou
 /* Subcommands. */
 int cmd_init(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+/* diagnostics: cmd_blockers.c, cmd_locks.c, cmd_activity.c, cmd_cancel.c, cmd_probe.c */
+int cmd_blockers(int argc, char **argv);
+int cmd_locks(int argc, char **argv);
+int cmd_activity(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 
 #endif

@@ -6,8 +6,14 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+	{ "activity", cmd_activity, "list sessions by transaction age" },
+	{ "blockers", cmd_blockers, "show who waits for whom, root blockers first" },
+	{ "cancel", cmd_cancel, "cancel a session's query, after showing who it is" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "locks", cmd_locks, "list locks, decoded (relations, rows, advisory keys)" },
+	{ "probe", cmd_probe, "show which locks a statement takes, in a rolled-back transaction" },
+	{ "terminate", cmd_terminate, "end a session, after showing who it is" },
 	{ NULL, NULL, NULL },
 };
 
