@@ -80,7 +80,7 @@ int cmd_activity(int argc, char **argv)
 		json_str(stdout, snap->database);
 		printf(",\"all_databases\":%s,\"sessions\":[", snap->all_databases ? "true" : "false");
 	} else if (!g_cli.quiet) {
-		printf("%-8s %-10s %-18s %-21s %-8s %-8s %-8s %-16s %-6s %s\n", "PID", "USER",
+		printf("%-8s %-10s %-18s %-21s %-8s %-8s %-8s %-22s %-6s %s\n", "PID", "USER",
 		       "APPLICATION", "CLIENT", "STATE", "XACT", "FOR", "WAIT", "BLOCKS", "QUERY");
 	}
 	for (size_t i = 0; i < snap->nsessions; i++) {
@@ -108,8 +108,8 @@ int cmd_activity(int argc, char **argv)
 				state = "idle-tx";
 			else if (strcmp(state, "idle in transaction (aborted)") == 0)
 				state = "aborted";
-			diag_fmt_query(s->query, tty ? (size_t)(width > 130 ? width - 110 : 20) : 0, q, sizeof q);
-			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-16.16s %-6zu %s\n", s->pid,
+			diag_fmt_query(s->query, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
+			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-22.22s %-6zu %s\n", s->pid,
 			       diag_or_dash(s->user), diag_or_dash(s->application), diag_or_dash(s->client),
 			       state, xact, st, wait, s->blocks_total, *q ? q : "-");
 		}

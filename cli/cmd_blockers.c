@@ -141,8 +141,9 @@ static void print_node(render *r, const pgc_diag_session *s, const char *prefix,
 			fprintf(f, "  (%s:%s)", s->wait_event_type, diag_or_dash(s->wait_event));
 		fputc('\n', f);
 		if (s->queued_ddl)
-			fprintf(f, "%s%squeued DDL: %zu session%s queue behind this %s request\n", cont, kid,
-			        s->blocks_total, plural(s->blocks_total), diag_or_dash(s->wants->mode));
+			fprintf(f, "%s%squeued DDL: %zu session%s queue%s behind this %s request\n", cont,
+			        kid, s->blocks_total, plural(s->blocks_total), s->blocks_total == 1 ? "s" : "",
+			        diag_or_dash(s->wants->mode));
 	}
 	if (s->known) {
 		char q[8192];

@@ -252,8 +252,11 @@ int cmd_probe(int argc, char **argv)
 			printf("note: %s\n", sequence_note);
 	}
 	if (res->outcome == PGC_PROBE_FAILED) {
-		fputs("pgcoord: the statement failed, nothing was changed: ", stderr);
-		rc = cli_report(&res->error);
+		/* Say that nothing was changed in the same line as the server's reason. */
+		pgc_error e = res->error;
+		snprintf(e.message, sizeof e.message, "the statement failed (rolled back, nothing changed): %s",
+		         res->error.message);
+		rc = cli_report(&e);
 	} else {
 		rc = res->outcome == PGC_PROBE_RAN ? 0 : EXIT_CONFLICT;
 	}

@@ -140,7 +140,7 @@ static const char snapshot_sql[] =
 	"WITH l AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks),\n"
 	"a AS MATERIALIZED (\n"
 	"  SELECT * FROM pg_catalog.pg_stat_activity s\n"
-	"  WHERE s.pid IS NOT NULL AND (s.backend_type IN ('client backend', 'autovacuum worker')\n"
+	"  WHERE s.pid IS NOT NULL AND (s.backend_type IN ('client backend', 'autovacuum worker', 'walsender')\n"
 	"     OR s.pid IN (SELECT l.pid FROM l WHERE l.pid IS NOT NULL))),\n"
 	"b AS (SELECT w.pid, pg_catalog.pg_blocking_pids(w.pid) AS pids\n"
 	"  FROM (SELECT DISTINCT l.pid FROM l WHERE NOT l.granted AND l.pid IS NOT NULL) w),\n"
