@@ -822,7 +822,8 @@ int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_dia
 		if (rs[i].kept)
 			rs[nkeep++] = rs[i];
 	nrs = nkeep;
-	qsort(rs, nrs, sizeof *rs, cmp_session_age);
+	if (nrs > 1)
+		qsort(rs, nrs, sizeof *rs, cmp_session_age);
 	for (size_t i = 0; i < nrs; i++) {
 		map[i].pid = rs[i].s.pid;
 		map[i].idx = i;
@@ -1557,7 +1558,8 @@ finished:
 			}
 		}
 	}
-	qsort(res->locks, res->nlocks, sizeof *res->locks, cmp_lock_strength);
+	if (res->nlocks > 1)
+		qsort(res->locks, res->nlocks, sizeof *res->locks, cmp_lock_strength);
 	rc = pgc_exec(conn, "ROLLBACK", err);
 	if (rc != PGC_OK)
 		goto fail;
