@@ -452,9 +452,21 @@ int cmd_blockers(int argc, char **argv)
 	long long shown = 0;
 	for (;;) {
 		pgc_diag_snapshot *snap = NULL;
-		rc = diag_take(conn, &o, &snap);
-		if (rc != 0)
-			break;
+		if (conn == NULL) {
+			/* Watching through a restart or a failover: try again every interval. */
+			rc = cli_connect("blockers", &conn);
+			if (rc != 0)
+				conn = NULL;
+		}
+		if (conn != NULL)
+			rc = diag_take(conn, &o, &snap);
+		if (rc != 0) {
+			if (watch_ms == 0 || rc != EXIT_UNAVAILABLE)
+				break;
+			pgc_conn_close(conn);
+			conn = NULL;
+			goto next;
+		}
 		rc = snap->nwaiting > 0 ? EXIT_CONFLICT : 0;
 		if (!g_cli.quiet) {
 			if (watch_ms > 0 && tty && !json)
@@ -476,6 +488,7 @@ int cmd_blockers(int argc, char **argv)
 			}
 		}
 		pgc_diag_snapshot_free(snap);
+next:
 		fflush(stdout);
 		shown++;
 		if (watch_ms == 0 || (count > 0 && shown >= count) || stop_flag)

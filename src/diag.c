@@ -272,10 +272,10 @@ static int *parse_pids(arena *a, const char *text, int self, size_t *n)
 	return out;
 }
 
-int pgc_diag_key_format(const pgc_diag_lock *lock, char *buf, size_t size)
+/* An advisory key as diagnostics print it: "4242 (0,4242)" for a bigint key, "(20,7)" for an
+ * int4 pair. The one place that formats keys, so that it can follow the library's key format. */
+static int format_key(const pgc_diag_lock *lock, char *buf, size_t size)
 {
-	if (lock == NULL || (buf == NULL && size > 0))
-		return -1;
 	/* Advisory keys print as the bigint and as the (int4,int4) pair it is made of, so a key
 	 * can be matched whichever way the application took it. */
 	switch (lock->key_form) {
@@ -310,7 +310,7 @@ static char *lock_target(arena *a, const pgc_diag_lock *l)
 		return arena_printf(a, "virtual transaction %s", l->virtualxid ? l->virtualxid : "?");
 	if (strcmp(t, "advisory") == 0 && l->key_form != PGC_DIAG_KEY_NONE) {
 		char key[64];
-		pgc_diag_key_format(l, key, sizeof key);
+		format_key(l, key, sizeof key);
 		if (l->key_name != NULL)
 			return arena_printf(a, "advisory %s \"%s\"", key, l->key_name);
 		return arena_printf(a, "advisory %s", key);
@@ -341,6 +341,14 @@ static int cmp_lock_order(const void *a, const void *b)
 	if (x->l.table_mode != y->l.table_mode)
 		return (int)y->l.table_mode - (int)x->l.table_mode;
 	return strcmp(x->l.locktype ? x->l.locktype : "", y->l.locktype ? y->l.locktype : "");
+}
+
+static int cmp_lock_pid_order(const void *a, const void *b)
+{
+	const raw_lock *x = *(const raw_lock *const *)a, *y = *(const raw_lock *const *)b;
+	if (x->l.pid != y->l.pid)
+		return (x->l.pid > y->l.pid) - (x->l.pid < y->l.pid);
+	return cmp_lock_order(a, b);
 }
 
 /* Looks the bigint keys of advisory locks in the current database up in <schema>.lock_names.
@@ -851,6 +859,12 @@ int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_dia
 	snap->locks = arena_alloc(a, (nlk ? nlk : 1) * sizeof *snap->locks);
 	if (order == NULL || snap->sessions == NULL || snap->locks == NULL)
 		goto oom;
+	size_t nord = 0;
+	for (size_t k = 0; k < nrl; k++)
+		if (rl[k].kept)
+			order[nord++] = &rl[k];
+	if (nord > 1)
+		qsort(order, nord, sizeof *order, cmp_lock_pid_order);
 	snap->nsessions = nrs;
 	size_t out_l = 0;
 	for (size_t i = 0; i < nrs; i++) {
@@ -858,16 +872,23 @@ int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_dia
 		*s = rs[i].s;
 		s->blocked_by = rs[i].blockers;
 		s->nblocked_by = rs[i].nblockers;
+		/* order is sorted by pid: find this session's run. */
+		size_t lo = 0, hi = nlk;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (order[mid]->l.pid < s->pid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
 		size_t m = 0;
-		for (size_t k = 0; k < nrl; k++)
-			if (rl[k].kept && rl[k].l.pid == s->pid)
-				order[m++] = &rl[k];
-		qsort(order, m, sizeof *order, cmp_lock_order);
+		while (lo + m < nlk && order[lo + m]->l.pid == s->pid)
+			m++;
 		s->locks = &snap->locks[out_l];
 		s->nlocks = m;
 		for (size_t k = 0; k < m; k++) {
 			pgc_diag_lock *l = &snap->locks[out_l++];
-			*l = order[k]->l;
+			*l = order[lo + k]->l;
 			l->target = lock_target(a, l);
 			if (!l->granted && s->wants == NULL) {
 				s->wants = l;

@@ -144,11 +144,6 @@ PGC_EXTERN void pgc_diag_snapshot_free(pgc_diag_snapshot *snap);
 /* The session with this pid in snap, or NULL. Thread-safe on a snapshot nobody frees. */
 PGC_EXTERN const pgc_diag_session *pgc_diag_session_find(const pgc_diag_snapshot *snap, int pid);
 
-/* Writes an advisory key as diagnostics show it: "4242 (0,4242)" for a bigint key and
- * "(20,7)" for an int4 pair, into buf (always NUL-terminated). Returns the length the full text
- * needs, or -1 when lock is NULL or not advisory. Thread-safe. */
-PGC_EXTERN int pgc_diag_key_format(const pgc_diag_lock *lock, char *buf, size_t size);
-
 /* ---- cancel and terminate ---- */
 
 typedef enum pgc_diag_signal_kind {

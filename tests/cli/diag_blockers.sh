@@ -102,6 +102,19 @@ for i in $(seq 1 100); do
 done
 run 0 "$PG" -d "$DB_DSN" blockers
 
+# --watch survives the loss of its session: it reports it and reconnects.
+timeout 60 "$PG" -d "$DB_DSN" blockers --watch 300ms --count 12 >"$TMP/watch.out" 2>"$TMP/watch.err" &
+watcher=$!
+wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'pgcoord/blockers' AND datname = '$DB')"
+old_backend=$(dbq "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgcoord/blockers' AND datname = '$DB'")
+psql_q "SELECT pg_terminate_backend($old_backend, 5000)" >/dev/null
+wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'pgcoord/blockers' AND datname = '$DB' AND pid <> $old_backend)"
+wait "$watcher"
+st=$?
+[ "$st" -eq 0 ] || { cat "$TMP/watch.out" "$TMP/watch.err"; fail "--watch after a lost session exited $st"; }
+grep -q "terminat\|connection\|server closed" "$TMP/watch.err" || { cat "$TMP/watch.err"; fail "the lost session was not reported"; }
+[ "$(grep -c '^no session waits' "$TMP/watch.out")" -ge 2 ] || { cat "$TMP/watch.out"; fail "--watch did not go on after reconnecting"; }
+
 # The DDL queue: A2 reads in an open transaction, B2's ALTER TABLE waits, C2's SELECT waits
 # behind B2.
 open A2; A2=$(pid A2)
