@@ -94,7 +94,7 @@ int cmd_activity(int argc, char **argv)
 		if (json) {
 			if (shown)
 				fputc(',', stdout);
-			diag_json_session(stdout, s, false);
+			diag_json_session(stdout, snap, s, false);
 		} else if (!g_cli.quiet) {
 			char xact[32], st[32], wait[64], q[8192];
 			diag_fmt_dur(s->xact_age_s, xact, sizeof xact);

@@ -95,8 +95,8 @@ static void summary(FILE *f, const pgc_diag_snapshot *snap, char *line, size_t s
 	}
 }
 
-static void print_node(render *r, const pgc_diag_session *s, const char *prefix, bool last,
-                       int depth)
+static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_session *parent,
+                       const char *prefix, bool last, int depth)
 {
 	FILE *f = r->f;
 	long i = s - r->snap->sessions;
@@ -140,6 +140,14 @@ static void print_node(render *r, const pgc_diag_session *s, const char *prefix,
 		if (s->wait_event_type)
 			fprintf(f, "  (%s:%s)", s->wait_event_type, diag_or_dash(s->wait_event));
 		fputc('\n', f);
+		bool queued;
+		const pgc_diag_lock *why = pgc_diag_blocking_lock(s, parent, &queued);
+		if (why != NULL && queued)
+			fprintf(f, "%s%squeued behind pid %d's own %s request\n", cont, kid, parent->pid,
+			        diag_or_dash(why->mode));
+		else if (why != NULL)
+			fprintf(f, "%s%spid %d holds %s on it\n", cont, kid, parent->pid,
+			        diag_or_dash(why->mode));
 		if (s->queued_ddl)
 			fprintf(f, "%s%squeued DDL: %zu session%s queue%s behind this %s request\n", cont,
 			        kid, s->blocks_total, plural(s->blocks_total), s->blocks_total == 1 ? "s" : "",
@@ -171,7 +179,7 @@ static void print_node(render *r, const pgc_diag_session *s, const char *prefix,
 			kids[b - 1] = t;
 		}
 	for (size_t k = 0; k < m; k++)
-		print_node(r, kids[k], cont, k + 1 == m, depth + 1);
+		print_node(r, kids[k], s, cont, k + 1 == m, depth + 1);
 	free(kids);
 }
 
@@ -202,7 +210,7 @@ static void print_text(FILE *f, const pgc_diag_snapshot *snap)
 		return;
 	for (size_t i = 0; i < snap->nroots; i++) {
 		fputc('\n', f);
-		print_node(&r, pgc_diag_session_find(snap, snap->roots[i]), "", true, 0);
+		print_node(&r, pgc_diag_session_find(snap, snap->roots[i]), NULL, "", true, 0);
 	}
 	/* Cycles nobody outside holds up: start at the member holding up most. */
 	for (size_t c = 0; c < snap->ncycles; c++) {
@@ -218,7 +226,7 @@ static void print_text(FILE *f, const pgc_diag_snapshot *snap)
 		}
 		if (!seen && best != NULL) {
 			fputc('\n', f);
-			print_node(&r, best, "", true, 0);
+			print_node(&r, best, NULL, "", true, 0);
 		}
 	}
 	/* Waiters whose blocker the server no longer names (granted meanwhile, or not a lock). */
@@ -231,7 +239,7 @@ static void print_text(FILE *f, const pgc_diag_snapshot *snap)
 			fputs("\nwaiting, blocker not identified:\n", f);
 			header = true;
 		}
-		print_node(&r, s, "", true, 0);
+		print_node(&r, s, NULL, "", true, 0);
 	}
 	free(r.expanded);
 }
@@ -280,7 +288,7 @@ static void print_json(FILE *f, const pgc_diag_snapshot *snap)
 		if (!first)
 			fputc(',', f);
 		first = false;
-		diag_json_session(f, s, true);
+		diag_json_session(f, snap, s, true);
 	}
 	fputs("],\"edges\":[", f);
 	for (size_t e = 0; e < snap->nedges; e++)

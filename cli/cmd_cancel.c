@@ -153,7 +153,7 @@ static int signal_cmd(int argc, char **argv, bool terminate)
 		fputs(",\"warning\":", stdout);
 		json_str(stdout, res.warning[0] ? res.warning : NULL);
 		fputs(",\"session\":", stdout);
-		diag_json_session(stdout, s, false);
+		diag_json_session(stdout, snap, s, false);
 		fputs("}\n", stdout);
 	} else if (!res.done) {
 		cli_errorf("the server did not %s pid %lld%s%s", verb, pid, res.warning[0] ? ": " : "",

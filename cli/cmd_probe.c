@@ -61,6 +61,17 @@ static void print_locks(const pgc_probe_result *res)
 		if (pgc_table_lock_blocks_on(l->table_mode, what, words, sizeof words) < 0)
 			snprintf(words, sizeof words, "(unknown mode)");
 		printf("  %s on %s: %s\n", diag_or_dash(l->mode), what, words);
+		/* The modes it conflicts with, straight from the conflict matrix. */
+		if (l->table_mode != 0) {
+			printf("    conflicts with:");
+			const char *sep = " ";
+			for (int m = 1; m <= PGC_TABLE_LOCK_COUNT; m++)
+				if (pgc_table_lock_conflicts(l->table_mode, (pgc_table_lock)m)) {
+					printf("%s%s", sep, pgc_table_lock_sql((pgc_table_lock)m));
+					sep = ", ";
+				}
+			putchar('\n');
+		}
 	}
 	if (res->nlocks == 0)
 		printf("  no lock on a user relation\n");
@@ -86,7 +97,14 @@ static void json_locks(const pgc_probe_result *res)
 		json_str(stdout, l->mode);
 		fputs(",\"blocks\":", stdout);
 		json_str(stdout, words[0] ? words : NULL);
-		fputc('}', stdout);
+		fputs(",\"conflicts_with\":[", stdout);
+		const char *sep = "";
+		for (int m = 1; l->table_mode != 0 && m <= PGC_TABLE_LOCK_COUNT; m++)
+			if (pgc_table_lock_conflicts(l->table_mode, (pgc_table_lock)m)) {
+				printf("%s\"%s\"", sep, pgc_table_lock_name((pgc_table_lock)m));
+				sep = ",";
+			}
+		fputs("]}", stdout);
 	}
 	fputs("]", stdout);
 }
@@ -187,7 +205,7 @@ int cmd_probe(int argc, char **argv)
 			if (i)
 				fputc(',', stdout);
 			if (b)
-				diag_json_session(stdout, b, false);
+				diag_json_session(stdout, res->wait_snapshot, b, false);
 			else
 				printf("{\"pid\":%d}", waiter->blocked_by[i]);
 		}

@@ -157,7 +157,8 @@ static void json_pids(FILE *f, const int *p, size_t n)
 	fputc(']', f);
 }
 
-void diag_json_session(FILE *f, const pgc_diag_session *s, bool with_locks)
+void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
+                       bool with_locks)
 {
 	fprintf(f, "{\"pid\":%d,\"known\":%s,\"database\":", s->pid, s->known ? "true" : "false");
 	json_str(f, s->database);
@@ -194,6 +195,16 @@ void diag_json_session(FILE *f, const pgc_diag_session *s, bool with_locks)
 		fputs("null", f);
 	fputs(",\"blocked_by\":", f);
 	json_pids(f, s->blocked_by, s->nblocked_by);
+	fputs(",\"blocked_by_locks\":[", f);
+	for (size_t i = 0; snap != NULL && i < s->nblocked_by; i++) {
+		bool queued;
+		const pgc_diag_lock *why = pgc_diag_blocking_lock(s, pgc_diag_session_find(snap, s->blocked_by[i]),
+		                                                  &queued);
+		fprintf(f, "%s{\"pid\":%d,\"mode\":", i ? "," : "", s->blocked_by[i]);
+		json_str(f, why ? why->mode : NULL);
+		fprintf(f, ",\"queued\":%s}", why && queued ? "true" : "false");
+	}
+	fputc(']', f);
 	fputs(",\"blocks\":", f);
 	json_pids(f, s->blocks, s->nblocks);
 	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"cycle\":", s->blocks_total,

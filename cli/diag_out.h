@@ -26,10 +26,12 @@ typedef struct diag_glyphs {
 diag_glyphs diag_glyphs_get(void);
 
 /* JSON: a duration in seconds (3 decimals) or null; a lock object; a session object with its
- * wanted lock, blocked_by, blocks and (when with_locks) all its locks. */
+ * wanted lock, blocked_by, the lock each blocker holds or requested (from snap, may be NULL),
+ * blocks and (when with_locks) all its locks. */
 void diag_json_dur(FILE *f, double s);
 void diag_json_lock(FILE *f, const pgc_diag_lock *l);
-void diag_json_session(FILE *f, const pgc_diag_session *s, bool with_locks);
+void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
+                       bool with_locks);
 
 /* "alice", "-" for NULL or empty. */
 const char *diag_or_dash(const char *s);

@@ -960,6 +960,52 @@ const pgc_diag_session *pgc_diag_session_find(const pgc_diag_snapshot *snap, int
 	return NULL;
 }
 
+/* Two pg_locks rows name the same lockable object. */
+static bool same_object(const pgc_diag_lock *a, const pgc_diag_lock *b)
+{
+	if (a->locktype == NULL || b->locktype == NULL || strcmp(a->locktype, b->locktype) != 0)
+		return false;
+	const char *t = a->locktype;
+	if (strcmp(t, "relation") == 0 || strcmp(t, "extend") == 0)
+		return a->relation_oid == b->relation_oid;
+	if (strcmp(t, "page") == 0 || strcmp(t, "tuple") == 0)
+		return a->relation_oid == b->relation_oid && a->page == b->page && a->tuple == b->tuple;
+	if (strcmp(t, "transactionid") == 0)
+		return a->transactionid && b->transactionid && strcmp(a->transactionid, b->transactionid) == 0;
+	if (strcmp(t, "virtualxid") == 0)
+		return a->virtualxid && b->virtualxid && strcmp(a->virtualxid, b->virtualxid) == 0;
+	if (strcmp(t, "advisory") == 0)
+		return a->key_form == b->key_form && a->key1 == b->key1 && a->key2 == b->key2 &&
+		       ((a->database == NULL && b->database == NULL) ||
+		        (a->database && b->database && strcmp(a->database, b->database) == 0));
+	return false;
+}
+
+const pgc_diag_lock *pgc_diag_blocking_lock(const pgc_diag_session *waiter,
+                                           const pgc_diag_session *blocker, bool *queued)
+{
+	if (queued != NULL)
+		*queued = false;
+	if (waiter == NULL || blocker == NULL || waiter->wants == NULL)
+		return NULL;
+	const pgc_diag_lock *w = waiter->wants;
+	/* Every lock type of the default lock method uses the same eight modes, so the table-lock
+	 * conflict matrix decides for advisory, transaction and tuple locks too. */
+	pgc_table_lock wm = pgc_table_lock_parse(w->mode);
+	for (size_t i = 0; i < blocker->nlocks; i++) {
+		const pgc_diag_lock *l = &blocker->locks[i];
+		if (l->granted && same_object(l, w) &&
+		    pgc_table_lock_conflicts(pgc_table_lock_parse(l->mode), wm))
+			return l;
+	}
+	if (blocker->wants != NULL && same_object(blocker->wants, w)) {
+		if (queued != NULL)
+			*queued = true;
+		return blocker->wants;
+	}
+	return NULL;
+}
+
 /* ---- cancel and terminate ---- */
 
 typedef struct notice_capture {
@@ -1396,8 +1442,17 @@ static int read_own_locks(pgc_conn *conn, pgc_probe_result *res, arena *a, pgc_e
 	return a->failed ? pgc__err(err, PGC_ENOMEM, "out of memory") : PGC_OK;
 }
 
-/* Takes one snapshot of everything from the watching session and keeps it when it shows the
- * probe's backend. */
+/* A snapshot that shows the probe's backend waiting, with the sessions it waits for. */
+static bool shows_wait(const pgc_diag_snapshot *s, int probe_pid)
+{
+	const pgc_diag_session *me = pgc_diag_session_find(s, probe_pid);
+	return me != NULL && me->wants != NULL && me->nblocked_by > 0;
+}
+
+/* Takes one snapshot of everything from the watching session and keeps the most telling one:
+ * the latest that shows the probe waiting with its blockers named, else the latest that shows
+ * it at all. (pg_blocking_pids runs a moment after pg_locks is read, so the snapshot taken as
+ * the lock timeout fires can show the wait without its blockers.) */
 static void watch_once(pgc_conn *watcher, probe_internal *in, int probe_pid)
 {
 	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
@@ -1406,7 +1461,8 @@ static void watch_once(pgc_conn *watcher, probe_internal *in, int probe_pid)
 	pgc_error ignored;
 	if (pgc_diag_snapshot_take(watcher, &o, &s, &ignored) != PGC_OK)
 		return;
-	if (pgc_diag_session_find(s, probe_pid) == NULL) {
+	if (pgc_diag_session_find(s, probe_pid) == NULL ||
+	    (in->watch != NULL && shows_wait(in->watch, probe_pid) && !shows_wait(s, probe_pid))) {
 		pgc_diag_snapshot_free(s);
 		return;
 	}

@@ -144,6 +144,15 @@ PGC_EXTERN void pgc_diag_snapshot_free(pgc_diag_snapshot *snap);
 /* The session with this pid in snap, or NULL. Thread-safe on a snapshot nobody frees. */
 PGC_EXTERN const pgc_diag_session *pgc_diag_session_find(const pgc_diag_snapshot *snap, int pid);
 
+/* Why waiter waits for blocker: the lock blocker holds on the object waiter wants, in a mode that
+ * conflicts (a hard block, *queued false), or blocker's own earlier request for that object that
+ * waiter is queued behind (a soft block, *queued true). NULL when neither is in the snapshot
+ * (for example when blocker is a parallel query's leader and a worker holds the lock). queued may
+ * be NULL. Thread-safe on a snapshot nobody frees. */
+PGC_EXTERN const pgc_diag_lock *pgc_diag_blocking_lock(const pgc_diag_session *waiter,
+                                                      const pgc_diag_session *blocker,
+                                                      bool *queued);
+
 /* ---- cancel and terminate ---- */
 
 typedef enum pgc_diag_signal_kind {

@@ -40,6 +40,8 @@ out_has "waits .* for ShareLock on transaction [0-9]* (row (0,1) of public.t)"
 out_has "waits .* for ShareLock on relation public.t"
 out_has "waits .* for ExclusiveLock on advisory 4242 (0,4242) \"nightly-report\""
 out_has "query: UPDATE t SET x = 10 WHERE id = 1;"
+out_has "pid $A holds ExclusiveLock on it"
+out_has "pid $B holds RowExclusiveLock on it"
 
 run 1 "$PG" -d "$DB_DSN" blockers --json
 S='{s["pid"]: s for s in d["sessions"]}'
@@ -49,6 +51,7 @@ jcheck 'd["waiting"], d["roots"], d["worst_root"]' "(3, [$A], $A)" \
 	"$S[$B][\"blocked_by\"]" "[$A]" \
 	"[$S[$D][\"wants\"][k] for k in (\"key\", \"key1\", \"key2\", \"key_name\", \"key_form\")]" "[4242, 0, 4242, 'nightly-report', 'bigint']" \
 	"[$S[$A][k] for k in (\"root\", \"blocks_total\", \"state\")]" "[True, 3, 'idle in transaction']" \
+	"$S[$C][\"blocked_by_locks\"]" "[{'pid': $B, 'mode': 'RowExclusiveLock', 'queued': False}]" \
 	'sorted((e["waiter"], e["blocker"]) for e in d["edges"]) == sorted([('$B', '$A'), ('$C', '$B'), ('$D', '$A')])' True
 # The global --json means the same.
 run 1 "$PG" -d "$DB_DSN" --json blockers
@@ -130,6 +133,8 @@ run 1 "$PG" -d "$DB_DSN" blockers
 out_has "^queued DDL: pid $B2 waits for AccessExclusiveLock on relation public.t and blocks 1 session queued behind it$"
 out_has "pid $B2 .*\[QUEUED DDL, blocks 1\]"
 out_has "queued DDL: 1 session queues behind this AccessExclusiveLock request"
+out_has "pid $A2 holds AccessShareLock on it"
+out_has "queued behind pid $B2's own AccessExclusiveLock request"
 grep -q "pid $C2 " "$TMP/out" || fail "C2 missing"
 run 1 "$PG" -d "$DB_DSN" blockers --json
 jcheck 'd["queued_ddl"], d["roots"]' "([$B2], [$A2])"

@@ -217,8 +217,23 @@ static void diag__chain_tree_and_keys(void)
 	/* Waiting for SHARE with nobody queued behind it: not a queue-head DDL. */
 	T_ASSERT(!C->queued_ddl);
 
+	/* Why each waits: A holds the transaction lock B wants, B holds ROW EXCLUSIVE on t. */
+	bool queued = true;
+	const pgc_diag_lock *why = pgc_diag_blocking_lock(B, A, &queued);
+	T_ASSERT(why != NULL && !queued);
+	T_ASSERT_STR_EQ(why->locktype, "transactionid");
+	T_ASSERT_STR_EQ(why->mode, "ExclusiveLock");
+	why = pgc_diag_blocking_lock(C, B, &queued);
+	T_ASSERT(why != NULL && !queued);
+	T_ASSERT_STR_EQ(why->mode, "RowExclusiveLock");
+	T_ASSERT(pgc_diag_blocking_lock(C, A, NULL) == NULL); /* ROW SHARE does not block SHARE */
+	T_ASSERT(pgc_diag_blocking_lock(A, B, NULL) == NULL); /* A waits for nothing */
+	T_ASSERT(pgc_diag_blocking_lock(NULL, A, NULL) == NULL);
+
 	T_ASSERT_INT_EQ(D->nblocked_by, 1);
 	T_ASSERT_INT_EQ(D->blocked_by[0], pa);
+	why = pgc_diag_blocking_lock(D, A, &queued);
+	T_ASSERT(why != NULL && !queued && why->key == key);
 	const pgc_diag_lock *w = D->wants;
 	T_ASSERT_STR_EQ(w->locktype, "advisory");
 	T_ASSERT_INT_EQ(w->key_form, PGC_DIAG_KEY_BIGINT);
@@ -310,6 +325,13 @@ static void diag__queued_ddl(void)
 	T_ASSERT_INT_EQ(C->blocked_by[0], pb);
 	T_ASSERT_STR_EQ(C->wants->mode, "AccessShareLock");
 	T_ASSERT(!C->queued_ddl);
+	bool queued = false;
+	const pgc_diag_lock *why = pgc_diag_blocking_lock(C, B, &queued);
+	T_ASSERT(why != NULL && queued);
+	T_ASSERT_STR_EQ(why->mode, "AccessExclusiveLock");
+	why = pgc_diag_blocking_lock(B, A, &queued);
+	T_ASSERT(why != NULL && !queued);
+	T_ASSERT_STR_EQ(why->mode, "AccessShareLock");
 	T_ASSERT_INT_EQ(A->blocks_total, 2);
 	pgc_diag_snapshot_free(s);
 	/* End the migration before A, so that it never runs. */
