@@ -687,6 +687,15 @@ int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_dia
 	snap->all_databases = opts->all_databases;
 	snap->self_pid = pgc_conn_backend_pid(conn);
 
+	/* Inside a transaction block the server keeps the activity it first read for the rest of
+	 * the transaction; drop it so that this snapshot is current. */
+	if (pgc__in_transaction(conn)) {
+		r = pgc__exec(conn, "SELECT pg_catalog.pg_stat_clear_snapshot()", 0, NULL, &rc, err);
+		if (r == NULL)
+			goto fail;
+		PQclear(r);
+		r = NULL;
+	}
 	char sql[sizeof snapshot_sql + 32];
 	snprintf(sql, sizeof sql, snapshot_sql,
 	         pgc_conn_server_version(conn) >= 140000 ? "l.waitstart" : "NULL::timestamptz");

@@ -402,6 +402,17 @@ static void diag__snapshot_bad_args(void)
 	T_ASSERT_INT_EQ(pgc_diag_snapshot_take(c, &o, &s, &err), PGC_OK);
 	T_ASSERT(pgc_diag_session_find(s, pgc_conn_backend_pid(c)) != NULL);
 	pgc_diag_snapshot_free(s);
+	/* Inside a transaction block each snapshot is still current: a session that connects
+	 * between two snapshots shows up in the second. */
+	exec_ok(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_diag_snapshot_take(c, &o, &s, &err), PGC_OK);
+	pgc_diag_snapshot_free(s);
+	pgc_conn *late = t_connect("pgcoord/test-diag-late");
+	T_ASSERT_INT_EQ(pgc_diag_snapshot_take(c, &o, &s, &err), PGC_OK);
+	T_ASSERT(pgc_diag_session_find(s, pgc_conn_backend_pid(late)) != NULL);
+	pgc_diag_snapshot_free(s);
+	exec_ok(c, "ROLLBACK");
+	pgc_conn_close(late);
 	pgc_diag_snapshot_free(NULL);
 	T_ASSERT(pgc_diag_session_find(NULL, 1) == NULL);
 	/* A dead session reports the loss. */
