@@ -1533,6 +1533,9 @@ int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
 		rc = pgc__err_result(err, pg, NULL, NULL);
 		goto rollback;
 	}
+	/* Rows arrive one at a time and are dropped at once: probing a SELECT ... FOR UPDATE of a
+	 * big table must not hold its whole result in memory. */
+	PQsetSingleRowMode(pg);
 	/* Watch from a second session once the statement has run for a while, so that a lock wait
 	 * or a timeout can be explained; the server's own timeouts end the statement, and a client
 	 * deadline past them cancels it if the server does not answer. */
@@ -1566,6 +1569,8 @@ int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
 				have_error = true;
 				first_error = x;
 				continue;
+			} else if (xs == PGRES_SINGLE_TUPLE) {
+				; /* a row of the statement's result: not ours to keep */
 			} else if (xs == PGRES_COMMAND_OK || xs == PGRES_TUPLES_OK) {
 				pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(x));
 			}

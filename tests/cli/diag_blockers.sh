@@ -97,6 +97,13 @@ expect_eq "$n" 2 "--watch --count 2 snapshots"
 run 1 timeout 20 "$PG" -d "$DB_DSN" blockers --json --watch 100ms --count 3
 jcheck 'len(ds), [x["roots"] for x in ds]' "(3, [[$A], [$A], [$A]])"
 
+# On a terminal --watch redraws in place: clear the screen, draw, again.
+if command -v script >/dev/null 2>&1; then
+	timeout 30 script -qec "'$PG' -d '$DB_DSN' blockers --watch 200ms --count 2" /dev/null >"$TMP/tty" 2>&1
+	[ "$(grep -c $'\e\[H\e\[2J' "$TMP/tty")" -eq 2 ] || { cat -v "$TMP/tty"; fail "--watch on a terminal does not redraw"; }
+	grep -q "(Ctrl-C to stop)" "$TMP/tty" || fail "--watch on a terminal lacks the header"
+fi
+
 # Ending A lets the chain drain: nothing waits any more.
 psql_q "SELECT pg_terminate_backend($A, 5000)" >/dev/null
 for i in $(seq 1 100); do
