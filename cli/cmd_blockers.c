@@ -140,14 +140,20 @@ static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_sess
 		if (s->wait_event_type)
 			fprintf(f, "  (%s:%s)", s->wait_event_type, diag_or_dash(s->wait_event));
 		fputc('\n', f);
-		bool queued;
-		const pgc_diag_lock *why = pgc_diag_blocking_lock(s, parent, &queued);
-		if (why != NULL && queued)
-			fprintf(f, "%s%squeued behind pid %d's own %s request\n", cont, kid, parent->pid,
-			        diag_or_dash(why->mode));
-		else if (why != NULL)
-			fprintf(f, "%s%spid %d holds %s on it\n", cont, kid, parent->pid,
-			        diag_or_dash(why->mode));
+		/* Why it waits: for the session above it, or (at the top of a cycle or of the
+		 * unexplained waits) for each session the server names. */
+		for (size_t k = 0; k < (parent ? 1 : s->nblocked_by); k++) {
+			const pgc_diag_session *b = parent ? parent
+			                                   : pgc_diag_session_find(r->snap, s->blocked_by[k]);
+			bool queued;
+			const pgc_diag_lock *why = pgc_diag_blocking_lock(s, b, &queued);
+			if (why != NULL && queued)
+				fprintf(f, "%s%squeued behind pid %d's own %s request\n", cont, kid, b->pid,
+				        diag_or_dash(why->mode));
+			else if (why != NULL)
+				fprintf(f, "%s%spid %d holds %s on it\n", cont, kid, b->pid,
+				        diag_or_dash(why->mode));
+		}
 		if (s->queued_ddl)
 			fprintf(f, "%s%squeued DDL: %zu session%s queue%s behind this %s request\n", cont,
 			        kid, s->blocks_total, plural(s->blocks_total), s->blocks_total == 1 ? "s" : "",
