@@ -148,6 +148,26 @@ jcheck 'd["queued_ddl"], d["roots"]' "([$B2], [$A2])"
 # Terminate the migration first so it never runs.
 psql_q "SELECT pg_terminate_backend($B2, 5000)" >/dev/null
 
+# A wait cycle the server has not broken yet (deadlock_timeout raised for the test): reported,
+# and the tree ends instead of going round.
+open X; X=$(pid X)
+open Y; Y=$(pid Y)
+send X "SET deadlock_timeout = '20s'; SELECT pg_advisory_lock(5, 1);"
+send Y "SET deadlock_timeout = '20s'; SELECT pg_advisory_lock(5, 2);"
+wait_sql "SELECT count(*) = 2 FROM pg_locks WHERE locktype = 'advisory' AND classid = 5 AND granted"
+send X "SELECT pg_advisory_lock(5, 2);"
+send Y "SELECT pg_advisory_lock(5, 1);"
+waiting "$X" "$Y"
+run 1 timeout 20 "$PG" -d "$DB_DSN" blockers
+out_has "^2 sessions wait for locks; 0 root blockers; 1 wait cycle$"
+out_has "^wait cycle 1: pids .*$X"
+out_has "^wait cycle 1: pids .*$Y"
+out_has "(shown above: wait cycle)"
+out_has "holds ExclusiveLock on it"
+run 1 "$PG" -d "$DB_DSN" blockers --json
+jcheck 'sorted(d["cycles"][0]) == sorted(['$X', '$Y']), d["roots"]' "(True, [])"
+psql_q "SELECT pg_terminate_backend($X, 5000), pg_terminate_backend($Y, 5000)" >/dev/null
+
 # Usage errors.
 run 64 "$PG" blockers --json --dot
 err_has "cannot be combined"
