@@ -1,5 +1,6 @@
 /* cmd_locks.c - pgcoord locks: the lock list, decoded */
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diag_out.h"
@@ -26,8 +27,9 @@ static void usage(FILE *f)
 	      "  -h, --help           show this help and exit\n", f);
 }
 
-/* A granted lock a transaction holds on its own id, which nobody waits for: pure noise. */
-static bool own_id_lock(const pgc_diag_snapshot *snap, const pgc_diag_lock *l)
+/* A granted lock a transaction holds on its own id, which nobody waits for: pure noise. waits
+ * holds the ungranted transaction-id and virtual-id locks (few: one per waiting session). */
+static bool own_id_lock(const pgc_diag_lock *const *waits, size_t nwaits, const pgc_diag_lock *l)
 {
 	if (!l->granted || l->locktype == NULL)
 		return false;
@@ -35,9 +37,9 @@ static bool own_id_lock(const pgc_diag_snapshot *snap, const pgc_diag_lock *l)
 	bool xid = strcmp(l->locktype, "transactionid") == 0;
 	if (!vxid && !xid)
 		return false;
-	for (size_t i = 0; i < snap->nlocks; i++) {
-		const pgc_diag_lock *w = &snap->locks[i];
-		if (w->granted || w->locktype == NULL || strcmp(w->locktype, l->locktype) != 0)
+	for (size_t i = 0; i < nwaits; i++) {
+		const pgc_diag_lock *w = waits[i];
+		if (strcmp(w->locktype, l->locktype) != 0)
 			continue;
 		const char *a = xid ? w->transactionid : w->virtualxid;
 		const char *b = xid ? l->transactionid : l->virtualxid;
@@ -114,6 +116,19 @@ int cmd_locks(int argc, char **argv)
 		return EXIT_CONFLICT;
 	}
 
+	const pgc_diag_lock **waits = malloc((snap->nlocks ? snap->nlocks : 1) * sizeof *waits);
+	if (waits == NULL) {
+		cli_errorf("out of memory");
+		pgc_diag_snapshot_free(snap);
+		return EXIT_SOFTWARE;
+	}
+	size_t nwaits = 0;
+	for (size_t i = 0; i < snap->nlocks; i++) {
+		const pgc_diag_lock *l = &snap->locks[i];
+		if (!l->granted && l->locktype && (strcmp(l->locktype, "transactionid") == 0 ||
+		                                   strcmp(l->locktype, "virtualxid") == 0))
+			waits[nwaits++] = l;
+	}
 	size_t shown = 0, nwait = 0;
 	if (json) {
 		fputs("{\"taken_at\":", stdout);
@@ -134,7 +149,7 @@ int cmd_locks(int argc, char **argv)
 			continue;
 		if (waiting && l->granted)
 			continue;
-		if (!all && own_id_lock(snap, l))
+		if (!all && own_id_lock(waits, nwaits, l))
 			continue;
 		if (json) {
 			if (shown)
@@ -160,6 +175,7 @@ int cmd_locks(int argc, char **argv)
 		fputs("]}\n", stdout);
 	else if (!g_cli.quiet)
 		printf("%zu lock%s, %zu waiting\n", shown, shown == 1 ? "" : "s", nwait);
+	free(waits);
 	pgc_diag_snapshot_free(snap);
 	return 0;
 }
