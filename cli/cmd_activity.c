@@ -109,9 +109,12 @@ int cmd_activity(int argc, char **argv)
 			else if (strcmp(state, "idle in transaction (aborted)") == 0)
 				state = "aborted";
 			diag_fmt_query(s->query, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
-			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-22.22s %-6zu %s\n", s->pid,
+			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-22.22s %-6zu ", s->pid,
 			       diag_or_dash(s->user), diag_or_dash(s->application), diag_or_dash(s->client),
-			       state, xact, st, wait, s->blocks_total, *q ? q : "-");
+			       state, xact, st, wait, s->blocks_total);
+			if (snap->all_databases)
+				printf("[db %s] ", diag_or_dash(s->database));
+			printf("%s\n", *q ? q : "-");
 		}
 		shown++;
 	}
