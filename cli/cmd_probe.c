@@ -194,7 +194,8 @@ int cmd_probe(int argc, char **argv)
 		printf(",\"elapsed_s\":%.3f,\"rolled_back\":true,\"observed\":%s,\"locks\":", res->elapsed_s,
 		       res->observed ? "true" : "false");
 		json_locks(res);
-		printf(",\"catalog_locks\":%zu,\"waited_for\":", res->ncatalog_locks);
+		printf(",\"catalog_locks\":%zu,\"rows_locked\":%ld,\"waited_for\":", res->ncatalog_locks,
+		       res->rows_locked);
 		if (res->waited_for)
 			diag_json_lock(stdout, res->waited_for);
 		else
@@ -261,6 +262,12 @@ int cmd_probe(int argc, char **argv)
 		}
 		if (res->outcome == PGC_PROBE_RAN) {
 			print_locks(res);
+			if (res->rows_locked > 0)
+				printf("  and row locks on the %ld row%s it %s: other writers of %s wait until "
+				       "the transaction ends (row locks are kept in the rows, not in pg_locks)\n",
+				       res->rows_locked, res->rows_locked == 1 ? "" : "s",
+				       strncmp(res->command_tag, "SELECT", 6) == 0 ? "returned" : "changed",
+				       res->rows_locked == 1 ? "it" : "them");
 		} else if (res->observed) {
 			printf("locks it had taken by then:\n");
 			print_locks(res);

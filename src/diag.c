@@ -1156,6 +1156,7 @@ typedef struct stmt_words {
 	bool several;   /* a second statement follows a semicolon */
 	bool stdin_seen;
 	bool concurrently;
+	bool locking_clause; /* FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE, FOR KEY SHARE */
 } stmt_words;
 
 static bool is_word_char(char c)
@@ -1168,7 +1169,7 @@ static void scan_words(const char *sql, stmt_words *out)
 {
 	memset(out, 0, sizeof *out);
 	const char *p = sql;
-	bool after_semicolon = false, any = false;
+	bool after_semicolon = false, any = false, after_for = false;
 	while (*p) {
 		char c = *p;
 		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
@@ -1251,6 +1252,10 @@ static void scan_words(const char *sql, stmt_words *out)
 					out->stdin_seen = true;
 				if (strcmp(word, "CONCURRENTLY") == 0)
 					out->concurrently = true;
+				if (after_for && (strcmp(word, "UPDATE") == 0 || strcmp(word, "SHARE") == 0 ||
+				                  strcmp(word, "NO") == 0 || strcmp(word, "KEY") == 0))
+					out->locking_clause = true;
+				after_for = strcmp(word, "FOR") == 0;
 				if (out->n < PROBE_WORDS)
 					snprintf(out->w[out->n++], sizeof out->w[0], "%s", word);
 			} else {
@@ -1333,6 +1338,23 @@ const char *pgc_probe_refusal(const char *sql)
 		return "COPY ... FROM STDIN needs data from the client, so it cannot be probed; probe "
 		       "COPY from a server file or the INSERT it stands for";
 	return NULL;
+}
+
+/* Rows the statement locked, from its command tag: every row UPDATE, DELETE and MERGE change,
+ * every row a SELECT with a locking clause returns; 0 for anything else. */
+static long rows_locked(const char *sql, const char *tag)
+{
+	const char *sp = strrchr(tag, ' ');
+	long n = sp ? strtol(sp + 1, NULL, 10) : 0;
+	if (strncmp(tag, "UPDATE ", 7) == 0 || strncmp(tag, "DELETE ", 7) == 0 ||
+	    strncmp(tag, "MERGE ", 6) == 0)
+		return n;
+	if (strncmp(tag, "SELECT ", 7) == 0) {
+		stmt_words w;
+		scan_words(sql, &w);
+		return w.locking_clause ? n : 0;
+	}
+	return 0;
 }
 
 typedef struct probe_internal {
@@ -1614,6 +1636,7 @@ finished:
 	res->elapsed_s = (double)(pgc__now_ms() - t0) / 1000.0;
 	if (!have_error) {
 		res->outcome = PGC_PROBE_RAN;
+		res->rows_locked = rows_locked(sql, res->command_tag);
 		rc = read_own_locks(conn, res, a, err);
 		if (rc != PGC_OK)
 			goto rollback;

@@ -210,6 +210,10 @@ typedef struct pgc_probe_result {
 	                                           session is probe_pid */
 	int probe_pid;            /* the backend that ran the statement */
 	void *internal_;
+	long rows_locked;         /* PGC_PROBE_RAN: rows it locked (changed by UPDATE, DELETE,
+	                             MERGE, or returned by a SELECT with a locking clause); row locks
+	                             live in the rows, not in pg_locks, and block other writers of
+	                             those rows until the transaction ends */
 } pgc_probe_result;
 
 /* Why a statement cannot be probed, or NULL when it can: empty text, more than one statement,

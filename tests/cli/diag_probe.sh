@@ -16,13 +16,15 @@ out_has "^note: sequence values"
 run 0 "$PG" -d "$DB_DSN" probe -c "SELECT * FROM t FOR UPDATE"
 out_has "^  RowShareLock on public.t: blocks EXCLUSIVE and ACCESS EXCLUSIVE on public.t"
 grep -q "AccessExclusiveLock on public.t" "$TMP/out" && fail "FOR UPDATE reported as ACCESS EXCLUSIVE"
+out_has "^  and row locks on the 2 rows it returned: other writers of them wait"
 run 0 "$PG" -d "$DB_DSN" probe -c "CREATE INDEX ON t (x)"
 out_has "^  ShareLock on public.t: blocks every write (INSERT, UPDATE, DELETE) and schema change of public.t"
 out_has "^    conflicts with: ROW EXCLUSIVE, SHARE UPDATE EXCLUSIVE, SHARE ROW EXCLUSIVE, EXCLUSIVE, ACCESS EXCLUSIVE$"
 run 0 "$PG" -d "$DB_DSN" probe --json -c "INSERT INTO t (x) VALUES (3)"
 jcheck 'd["outcome"], d["rolled_back"], d["command_tag"]' "('ran', True, 'INSERT 0 1')" \
 	'[(l["relation"], l["mode"]) for l in d["locks"] if l["relation"] == "public.t"]' "[('public.t', 'RowExclusiveLock')]" \
-	'any("sequence" in n for n in d["notes"])' True
+	'any("sequence" in n for n in d["notes"])' True \
+	'd["rows_locked"]' 0
 
 # Statements that cannot run in a transaction block are refused with a clear message.
 run 64 "$PG" -d "$DB_DSN" probe -c "VACUUM t"

@@ -486,6 +486,7 @@ static void diag__probe_reports_locks_and_changes_nothing(void)
 	T_ASSERT_INT_EQ(pgc_probe(c, sql, NULL, &r, &err), PGC_OK);
 	T_ASSERT_INT_EQ(r->outcome, PGC_PROBE_RAN);
 	T_ASSERT_STR_EQ(r->command_tag, "ALTER TABLE");
+	T_ASSERT_INT_EQ(r->rows_locked, 0);
 	T_ASSERT(r->nlocks >= 1);
 	T_ASSERT_STR_EQ(r->locks[0].relation, qtable);
 	T_ASSERT_STR_EQ(r->locks[0].mode, "AccessExclusiveLock");
@@ -498,6 +499,7 @@ static void diag__probe_reports_locks_and_changes_nothing(void)
 	T_ASSERT_INT_EQ(pgc_probe(c, sql, NULL, &r, &err), PGC_OK);
 	T_ASSERT_INT_EQ(r->outcome, PGC_PROBE_RAN);
 	T_ASSERT_STR_EQ(r->command_tag, "SELECT 2");
+	T_ASSERT_INT_EQ(r->rows_locked, 2);
 	bool seen = false;
 	for (size_t i = 0; i < r->nlocks; i++)
 		if (strcmp(r->locks[i].relation, qtable) == 0) {
@@ -516,6 +518,20 @@ static void diag__probe_reports_locks_and_changes_nothing(void)
 			seen = true;
 		}
 	T_ASSERT(seen);
+	pgc_probe_result_free(r);
+
+	snprintf(sql, sizeof sql, "UPDATE %s SET x = x + 1 WHERE id = 2", qtable);
+	T_ASSERT_INT_EQ(pgc_probe(c, sql, NULL, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r->rows_locked, 1);
+	pgc_probe_result_free(r);
+	snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE note = 'for update'", qtable);
+	/* A locking clause only in a string is not one (and the column does not exist). */
+	T_ASSERT_INT_EQ(pgc_probe(c, sql, NULL, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r->outcome, PGC_PROBE_FAILED);
+	pgc_probe_result_free(r);
+	snprintf(sql, sizeof sql, "SELECT 'for update' FROM %s", qtable);
+	T_ASSERT_INT_EQ(pgc_probe(c, sql, NULL, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r->rows_locked, 0);
 	pgc_probe_result_free(r);
 
 	/* Refused before anything runs; the server's own refusal is caught too. */
