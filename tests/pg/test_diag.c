@@ -379,6 +379,67 @@ static void diag__cycle_found_not_followed(void)
 	pgc_conn_close(adm);
 }
 
+/* The DSN of the test server with another database name. */
+static void dsn_with_db(char *buf, size_t size, const char *db)
+{
+	const char *base = t_dsn();
+	if (strncmp(base, "postgres", 8) == 0)
+		snprintf(buf, size, "%s%sdbname=%s", base, strchr(base, '?') ? "&" : "?", db);
+	else
+		snprintf(buf, size, "%s dbname=%s", base, db);
+}
+
+static void diag__other_database_blocker_in_scope(void)
+{
+	/* A session of another database that blocks one of ours is part of our snapshot, and
+	 * sessions of other databases that are not involved are not. The block is on a shared
+	 * catalog nothing else needs, so that no other test is held up. */
+	pgc_conn *adm = t_connect(NULL);
+	exec_ok(adm, "SET client_min_messages = warning");
+	char db[64], sql[256], dsn[1024];
+	snprintf(db, sizeof db, "pgc_diag_other_%d", (int)getpid());
+	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", db);
+	exec_ok(adm, sql);
+	snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE template0", db);
+	exec_ok(adm, sql);
+	dsn_with_db(dsn, sizeof dsn, db);
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	pgc_conn *other = NULL, *bystander = NULL;
+	pgc_error err;
+	co.application_name = "pgcoord/test-diag-other";
+	T_ASSERT_INT_EQ(pgc_connect(dsn, &co, &other, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_connect(dsn, &co, &bystander, &err), PGC_OK);
+	exec_ok(other, "SET idle_in_transaction_session_timeout = '60s'");
+	exec_ok(other, "BEGIN");
+	exec_ok(other, "LOCK TABLE pg_catalog.pg_shdescription IN ACCESS EXCLUSIVE MODE");
+	pgc_conn *w = waiter("pgcoord/test-diag-here");
+	send_async(w, "SELECT count(*) FROM pg_catalog.pg_shdescription");
+	int pw = pgc_conn_backend_pid(w), po = pgc_conn_backend_pid(other);
+	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
+	pgc_diag_snapshot *s = wait_for_waiters(adm, &o, &pw, 1);
+	const pgc_diag_session *W = pgc_diag_session_find(s, pw), *O = pgc_diag_session_find(s, po);
+	T_ASSERT(O != NULL);
+	T_ASSERT_STR_EQ(O->database, db);
+	T_ASSERT(O->root);
+	T_ASSERT_INT_EQ(W->blocked_by[0], po);
+	T_ASSERT_STR_EQ(W->wants->relation, "pg_catalog.pg_shdescription");
+	T_ASSERT(W->wants->database == NULL); /* a shared catalog */
+	T_ASSERT(pgc_diag_session_find(s, pgc_conn_backend_pid(bystander)) == NULL);
+	T_ASSERT(!s->all_databases);
+	pgc_diag_snapshot_free(s);
+	/* With all databases, the bystander is there too. */
+	o.all_databases = true;
+	s = wait_for_waiters(adm, &o, &pw, 1);
+	T_ASSERT(pgc_diag_session_find(s, pgc_conn_backend_pid(bystander)) != NULL);
+	pgc_diag_snapshot_free(s);
+	end_session(adm, w);
+	end_session(adm, other);
+	end_session(adm, bystander);
+	snprintf(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", db);
+	exec_ok(adm, sql);
+	pgc_conn_close(adm);
+}
+
 static void diag__snapshot_bad_args(void)
 {
 	pgc_diag_snapshot *s = (pgc_diag_snapshot *)0x1;
@@ -654,6 +715,7 @@ int main(int argc, char **argv)
 		{ "diag__chain_tree_and_keys", diag__chain_tree_and_keys },
 		{ "diag__queued_ddl", diag__queued_ddl },
 		{ "diag__cycle_found_not_followed", diag__cycle_found_not_followed },
+		{ "diag__other_database_blocker_in_scope", diag__other_database_blocker_in_scope },
 		{ "diag__snapshot_bad_args", diag__snapshot_bad_args },
 		{ "diag__signal", diag__signal },
 		{ "diag__probe_reports_locks_and_changes_nothing", diag__probe_reports_locks_and_changes_nothing },
