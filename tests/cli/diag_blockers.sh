@@ -113,7 +113,7 @@ done
 run 0 "$PG" -d "$DB_DSN" blockers
 
 # --watch survives the loss of its session: it reports it and reconnects.
-timeout 60 "$PG" -d "$DB_DSN" blockers --watch 300ms --count 12 >"$TMP/watch.out" 2>"$TMP/watch.err" &
+timeout 60 "$PG" -d "$DB_DSN" blockers --watch 200ms --count 20 >"$TMP/watch.out" 2>"$TMP/watch.err" &
 watcher=$!
 wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'pgcoord/blockers' AND datname = '$DB')"
 old_backend=$(dbq "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgcoord/blockers' AND datname = '$DB'")

@@ -53,11 +53,11 @@ run 69 "$PG" -d "postgresql://127.0.0.1:1/x?connect_timeout=3" probe -c "SELECT 
 open H; H=$(pid H)
 send H "BEGIN; SELECT count(*) FROM t;"
 state "$H" "idle in transaction"
-run 1 timeout 30 "$PG" -d "$DB_DSN" probe --lock-timeout 700ms -c "ALTER TABLE t ADD COLUMN c int"
-out_has "could not get a lock within 700ms (lock_timeout)"
+run 1 timeout 30 "$PG" -d "$DB_DSN" probe --lock-timeout 2s -c "ALTER TABLE t ADD COLUMN c int"
+out_has "could not get a lock within 2.0s (lock_timeout)"
 out_has "it waited for AccessExclusiveLock on relation public.t, held up by:"
 out_has "^  pid $H .*$APP-H  idle in transaction"
-run 1 timeout 30 "$PG" -d "$DB_DSN" probe --json --lock-timeout 700ms -c "ALTER TABLE t ADD COLUMN c int"
+run 1 timeout 30 "$PG" -d "$DB_DSN" probe --json --lock-timeout 2s -c "ALTER TABLE t ADD COLUMN c int"
 jcheck 'd["outcome"], d["waited_for"]["mode"], [b["pid"] for b in d["blocked_by"]], d["error"]["sqlstate"]' \
 	"('lock_timeout', 'AccessExclusiveLock', [$H], '55P03')"
 psql_q "SELECT pg_terminate_backend($H, 5000)" >/dev/null

@@ -644,7 +644,7 @@ static void diag__probe_lock_timeout_names_blocker(void)
 	exec_ok(a, sql);
 	pgc_conn *c = t_connect("pgcoord/test-diag-probe");
 	pgc_probe_options po = PGC_PROBE_OPTIONS_INIT;
-	po.lock_timeout_ms = 800;
+	po.lock_timeout_ms = 2000;
 	pgc_probe_result *r = NULL;
 	pgc_error err;
 	snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN c int", qtable);
