@@ -135,10 +135,11 @@ enum {
 	C_COUNT
 };
 
-/* %s is the wait-start expression: l.waitstart from PostgreSQL 14, NULL before. */
+/* The first two %s are "MATERIALIZED " from PostgreSQL 12 (before, every CTE was), the third
+ * is the wait-start expression: l.waitstart from PostgreSQL 14, NULL before. */
 static const char snapshot_sql[] =
-	"WITH l AS MATERIALIZED (SELECT * FROM pg_catalog.pg_locks),\n"
-	"a AS MATERIALIZED (\n"
+	"WITH l AS %s(SELECT * FROM pg_catalog.pg_locks),\n"
+	"a AS %s(\n"
 	"  SELECT * FROM pg_catalog.pg_stat_activity s\n"
 	"  WHERE s.pid IS NOT NULL AND (s.backend_type IN ('client backend', 'autovacuum worker', 'walsender')\n"
 	"     OR s.pid IN (SELECT l.pid FROM l WHERE l.pid IS NOT NULL))),\n"
@@ -696,9 +697,11 @@ int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_dia
 		PQclear(r);
 		r = NULL;
 	}
-	char sql[sizeof snapshot_sql + 32];
-	snprintf(sql, sizeof sql, snapshot_sql,
-	         pgc_conn_server_version(conn) >= 140000 ? "l.waitstart" : "NULL::timestamptz");
+	char sql[sizeof snapshot_sql + 64];
+	int version = pgc_conn_server_version(conn);
+	const char *mat = version >= 120000 ? "MATERIALIZED " : "";
+	snprintf(sql, sizeof sql, snapshot_sql, mat, mat,
+	         version >= 140000 ? "l.waitstart" : "NULL::timestamptz");
 	r = pgc__exec(conn, sql, 0, NULL, &rc, err);
 	if (r == NULL)
 		goto fail;
