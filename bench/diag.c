@@ -2,7 +2,8 @@
  *
  * 150 idle sessions and 20 sessions waiting in 5 advisory-lock chains (each chain: one idle
  * holder and 4 waiters, each waiter holding the key the next one wants). Beside it, the
- * reference: the blocking-pairs query of the seed's incident section run by psql, also whole
+ * reference: the usual blocking-pairs query (pg_stat_activity joined through pg_blocking_pids)
+ * run by psql, also whole
  * process. Both are timed the same way (spawn, wait, wall clock) and their medians compared. */
 #include <fcntl.h>
 #include <libgen.h>
@@ -21,7 +22,7 @@ extern char **environ;
 #define CHAINS 5
 #define CHAIN_WAITERS 4
 
-static const char seed_query[] =
+static const char pairs_query[] =
 	"SELECT blocked.pid AS blocked_pid, blocked.usename AS blocked_user,"
 	" blocked.application_name AS blocked_application, blocked.wait_event_type, blocked.wait_event,"
 	" clock_timestamp() - blocked.query_start AS blocked_for, blocked.query AS blocked_query,"
@@ -165,7 +166,7 @@ int main(int argc, char **argv)
 	char *ours_argv[] = { bin, "-d", (char *)bench_dsn(), "blockers", "--json", NULL };
 	char psql[] = "psql";
 	char *ref_argv[] = { psql, "-X", "-q", "-A", "-d", (char *)bench_dsn(), "-c",
-	                     (char *)seed_query, NULL };
+	                     (char *)pairs_query, NULL };
 	int n_ours, n_ref;
 	double ours = median_of(ours_argv, seconds, 1, &n_ours);
 	double ref = median_of(ref_argv, seconds, 0, &n_ref);
@@ -194,14 +195,14 @@ int main(int argc, char **argv)
 	printf("%-46s %10s %6s\n", "blockers, 150 idle + 20 waiting (median)", "ms", "runs");
 	printf("%-46s %10.1f %6d\n", "pgcoord blockers --json (whole process)", ours * 1000, n_ours);
 	if (ref > 0)
-		printf("%-46s %10.1f %6d\n", "psql -c <seed blocking query> (whole process)", ref * 1000, n_ref);
+		printf("%-46s %10.1f %6d\n", "psql -c <blocking-pairs query> (whole process)", ref * 1000, n_ref);
 	printf("%-46s %10.1f %6d\n", "pgc_diag_snapshot_take (in process)", lib_med * 1000, n_lib);
 	if (ref > 0)
 		printf("%-46s %10.2f\n", "ratio pgcoord / psql", ours / ref);
 	FILE *j = fopen(getenv("BENCH_JSON") ? getenv("BENCH_JSON") : "/dev/null", "a");
 	if (j != NULL) {
 		fprintf(j, "{\"bench\":\"diag_blockers\",\"idle\":%d,\"waiting\":%d,\"pgcoord_ms\":%.2f,"
-		           "\"psql_seed_query_ms\":%.2f,\"snapshot_ms\":%.2f,\"ratio\":%.3f,\"runs\":%d}\n",
+		           "\"psql_pairs_query_ms\":%.2f,\"snapshot_ms\":%.2f,\"ratio\":%.3f,\"runs\":%d}\n",
 		        IDLE, CHAINS * CHAIN_WAITERS, ours * 1000, ref > 0 ? ref * 1000 : -1, lib_med * 1000,
 		        ref > 0 ? ours / ref : 0, n_ours);
 		fclose(j);
