@@ -3,8 +3,8 @@
  * 150 idle sessions and 20 sessions waiting in 5 advisory-lock chains (each chain: one idle
  * holder and 4 waiters, each waiter holding the key the next one wants). Beside it, the
  * reference: the usual blocking-pairs query (pg_stat_activity joined through pg_blocking_pids)
- * run by psql, also whole
- * process. Both are timed the same way (spawn, wait, wall clock) and their medians compared. */
+ * run by psql, also whole process. Both are timed the same way (spawn, wait, wall clock) and
+ * their medians compared. */
 #include <fcntl.h>
 #include <libgen.h>
 #include <libpq-fe.h>
