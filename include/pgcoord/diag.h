@@ -132,8 +132,10 @@ typedef struct pgc_diag_options {
  * edges come from pg_blocking_pids(), which knows the lock-mode conflicts and the wait queues;
  * cycles are found once and never followed round. Names come from <schema>.lock_names when that
  * table exists and can be read; otherwise key_name stays NULL and names_available false.
- * Must be called outside a failed transaction. On success *out owns a snapshot the caller frees
- * with pgc_diag_snapshot_free(). Not thread-safe for one conn.
+ * May be called inside a transaction block (the server's cached activity is dropped first, so
+ * each snapshot is current), not in a failed one. The session reading the snapshot is left out
+ * unless include_self. On success *out owns a snapshot the caller frees with
+ * pgc_diag_snapshot_free(). Not thread-safe for one conn.
  * Errors: PGC_EUSAGE (NULL conn or out, empty schema), PGC_ENOMEM, PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_diag_snapshot_take(pgc_conn *conn, const pgc_diag_options *opts,
                                                     pgc_diag_snapshot **out, pgc_error *err);
@@ -168,7 +170,9 @@ typedef struct pgc_diag_signal_result {
 } pgc_diag_signal_result;
 
 /* Cancels the query of, or terminates, the session pid, then watches it for up to wait_ms
- * (terminate: until it is gone; cancel: until its query stops) and fills out. The server's
+ * (terminate: until it is gone; cancel: until its query stops) and fills out. The signal goes
+ * through a short-lived second session with conn's settings, so that the server's warning is
+ * captured without touching conn's notice receiver. The server's
  * functions may return false without an error (not a backend, no permission in old versions,
  * terminate timed out): then done is false and warning says why.
  * Errors: PGC_EUSAGE (pid <= 0, pid is conn's own backend, bad kind, negative wait_ms, NULL
