@@ -508,6 +508,19 @@ static void diag__signal(void)
 	T_ASSERT_INT_EQ(pgc_diag_signal(c, 2147483000, PGC_DIAG_TERMINATE, 0, &r, &err), PGC_ENOTFOUND);
 	T_ASSERT_CONTAINS(err.message, "no session with pid 2147483000");
 
+	/* The server's functions answer false, with a warning, for a process that is not a
+	 * backend: reported, not hidden. */
+	PGresult *cp = PQexec(pgc_conn_pg(c), "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
+	T_ASSERT_INT_EQ(PQresultStatus(cp), PGRES_TUPLES_OK);
+	if (PQntuples(cp) == 1) {
+		int ckpt = atoi(PQgetvalue(cp, 0, 0));
+		T_ASSERT_INT_EQ(pgc_diag_signal(c, ckpt, PGC_DIAG_CANCEL, 0, &r, &err), PGC_OK);
+		T_ASSERT(!r.done);
+		T_ASSERT(!r.gone);
+		T_ASSERT_CONTAINS(r.warning, "not a PostgreSQL");
+	}
+	PQclear(cp);
+
 	/* Cancel stops a running query and leaves the session. */
 	pgc_conn *v = waiter("pgcoord/test-diag-victim");
 	send_async(v, "SELECT pg_sleep(30)");
