@@ -136,12 +136,15 @@ enum {
 };
 
 /* The first two %s are "MATERIALIZED " from PostgreSQL 12 (before, every CTE was), the third
- * is the wait-start expression: l.waitstart from PostgreSQL 14, NULL before. */
+ * is the wait-start expression: l.waitstart from PostgreSQL 14, NULL before. Sessions of other
+ * users show a NULL backend_type to an unprivileged reader; their user is still shown, which
+ * tells them from the server's own processes. */
 static const char snapshot_sql[] =
 	"WITH l AS %s(SELECT * FROM pg_catalog.pg_locks),\n"
 	"a AS %s(\n"
 	"  SELECT * FROM pg_catalog.pg_stat_activity s\n"
 	"  WHERE s.pid IS NOT NULL AND (s.backend_type IN ('client backend', 'autovacuum worker', 'walsender')\n"
+	"     OR (s.backend_type IS NULL AND s.usesysid IS NOT NULL)\n"
 	"     OR s.pid IN (SELECT l.pid FROM l WHERE l.pid IS NOT NULL))),\n"
 	"b AS (SELECT w.pid, pg_catalog.pg_blocking_pids(w.pid) AS pids\n"
 	"  FROM (SELECT DISTINCT l.pid FROM l WHERE NOT l.granted AND l.pid IS NOT NULL) w),\n"

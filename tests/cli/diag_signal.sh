@@ -51,6 +51,19 @@ open J; J=$(pid J)
 run 0 "$PG" -d "$DB_DSN" --json terminate --yes "$J"
 jcheck 'd["action"], d["pid"], d["done"], d["gone"], d["session"]["application"]' "('terminate', $J, True, True, '$APP-J')"
 
+# No privilege: the server refuses, pgcoord says so and exits 1; the session stays.
+ROLE=pgc_diag_role_$$
+psql_q "CREATE ROLE $ROLE LOGIN" >/dev/null
+trap 'psql -X -q "$PGCOORD_TEST_DSN" -c "DROP ROLE IF EXISTS $ROLE" >/dev/null 2>&1; diag_cleanup' EXIT
+case "$DB_DSN" in
+*://*) ROLE_DSN="$DB_DSN&user=$ROLE" ;;
+*) ROLE_DSN="$DB_DSN user=$ROLE" ;;
+esac
+open P; P=$(pid P)
+run 1 "$PG" -d "$ROLE_DSN" terminate --yes "$P"
+err_has "must be a superuser to terminate superuser process (SQLSTATE 42501)"
+alive "$P" || fail "the session went away although the server refused"
+
 # Bad input.
 run 64 "$PG" -d "$DB_DSN" terminate abc
 err_has 'invalid pid "abc": expected a positive number'
