@@ -167,7 +167,7 @@ static int signal_cmd(int argc, char **argv, bool terminate)
 	} else {
 		if (res.gone)
 			printf("canceled pid %lld; the session has ended since\n", pid);
-		else if (ok && (s->state == NULL || strcmp(s->state, "active") != 0))
+		else if (ok && s->state != NULL && strcmp(s->state, "active") != 0)
 			printf("pid %lld was %s, not running a query: the cancel had nothing to stop\n",
 			       pid, diag_or_dash(s->state));
 		else if (ok)
