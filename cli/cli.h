@@ -67,5 +67,12 @@ int cmd_lease(int argc, char **argv);
 int cmd_tx(int argc, char **argv);
 int cmd_lock(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* diagnostics: cmd_blockers.c, cmd_locks.c, cmd_activity.c, cmd_cancel.c, cmd_probe.c */
+int cmd_blockers(int argc, char **argv);
+int cmd_locks(int argc, char **argv);
+int cmd_activity(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_terminate(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 
 #endif

@@ -6,6 +6,9 @@
 #include "cli.h"
 
 static const cli_command commands[] = {
+	{ "activity", cmd_activity, "list sessions by transaction age" },
+	{ "blockers", cmd_blockers, "show who waits for whom, root blockers first" },
+	{ "cancel", cmd_cancel, "cancel a session's query, after showing who it is" },
 	{ "doctor", cmd_doctor, "check the path to the server and its settings for hazards" },
 	{ "elect", cmd_elect, "campaign for a lease and run a command while leading" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
@@ -13,7 +16,10 @@ static const cli_command commands[] = {
 	{ "lab", cmd_lab, "run experiments that check how the server's locks behave" },
 	{ "lease", cmd_lease, "show leases and fencing tokens; release a lease" },
 	{ "lock", cmd_lock, "show who holds an advisory lock, or a lock name's key" },
+	{ "locks", cmd_locks, "list locks, decoded (relations, rows, advisory keys)" },
+	{ "probe", cmd_probe, "show which locks a statement takes, in a rolled-back transaction" },
 	{ "run", cmd_run, "run a command while holding a cluster-wide lock" },
+	{ "terminate", cmd_terminate, "end a session, after showing who it is" },
 	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
 	{ NULL, NULL, NULL },
 };

@@ -16,5 +16,6 @@
 #include "pgcoord/lease.h"
 #include "pgcoord/tx.h"
 #include "pgcoord/lock.h"
+#include "pgcoord/diag.h"
 
 #endif

@@ -2,6 +2,7 @@
  *
  * Bit i of table_conflicts[m] is set when mode m conflicts with mode i, as in the server's own
  * LockConflicts table (lock.c) and the "Conflicting Lock Modes" table of the documentation. */
+#include <stdio.h>
 #include <strings.h>
 
 #include "internal.h"
@@ -129,4 +130,30 @@ pgc_table_lock pgc_table_lock_parse(const char *name)
 		if (strcasecmp(name, table_modes[m].name) == 0 || strcasecmp(name, table_modes[m].sql) == 0)
 			return (pgc_table_lock)m;
 	return 0;
+}
+
+/* The same facts as table_modes[].blocks, phrased about one named relation. */
+static const char *const blocks_on[PGC_TABLE_LOCK_COUNT + 1] = {
+	[PGC_ACCESS_SHARE] = "blocks only ACCESS EXCLUSIVE on %s (DROP, TRUNCATE, most ALTER TABLE, "
+	                     "VACUUM FULL); reads and writes go on",
+	[PGC_ROW_SHARE] = "blocks EXCLUSIVE and ACCESS EXCLUSIVE on %s (most ALTER TABLE, DROP, "
+	                  "TRUNCATE); reads and writes go on",
+	[PGC_ROW_EXCLUSIVE] = "blocks SHARE and stronger on %s (CREATE INDEX, most ALTER TABLE, "
+	                      "DROP, TRUNCATE); reads and other writes go on",
+	[PGC_SHARE_UPDATE_EXCLUSIVE] = "blocks schema changes, CREATE INDEX and VACUUM/ANALYZE of %s; "
+	                               "reads and writes go on",
+	[PGC_SHARE] = "blocks every write (INSERT, UPDATE, DELETE) and schema change of %s until the "
+	              "transaction ends; reads go on",
+	[PGC_SHARE_ROW_EXCLUSIVE] = "blocks every write and schema change of %s, and other SHARE ROW "
+	                            "EXCLUSIVE locks on it; reads go on",
+	[PGC_EXCLUSIVE] = "blocks every write and locking read (SELECT ... FOR UPDATE/SHARE) of %s; "
+	                  "only plain SELECT goes on",
+	[PGC_ACCESS_EXCLUSIVE] = "blocks every read and write of %s until the transaction ends",
+};
+
+int pgc_table_lock_blocks_on(pgc_table_lock mode, const char *what, char *buf, size_t size)
+{
+	if (!table_ok((int)mode) || what == NULL || (buf == NULL && size > 0))
+		return -1;
+	return snprintf(buf, size, blocks_on[mode], what);
 }

@@ -58,6 +58,13 @@ PGC_EXTERN pgc_table_lock pgc_table_lock_parse(const char *name);
 PGC_EXTERN const char *pgc_table_lock_blocks(pgc_table_lock mode);
 PGC_EXTERN const char *pgc_table_lock_takers(pgc_table_lock mode);
 
+/* What holding mode on the relation named what means for everyone else, as one sentence
+ * ("blocks every read and write of public.orders until the transaction ends"), written into
+ * buf (always NUL-terminated). Returns the length the whole text needs (as snprintf), or -1 for
+ * an out-of-range mode or NULL arguments. Thread-safe. */
+PGC_EXTERN int pgc_table_lock_blocks_on(pgc_table_lock mode, const char *what, char *buf,
+                                        size_t size);
+
 #ifdef __cplusplus
 }
 #endif

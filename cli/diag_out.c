@@ -1,0 +1,273 @@
+/* diag_out.c - rendering shared by blockers, locks, activity, cancel, terminate and probe */
+#include <langinfo.h>
+#include <locale.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "diag_out.h"
+
+void diag_fmt_dur(double s, char *buf, size_t size)
+{
+	if (s < 0) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	long long ms = (long long)(s * 1000.0 + 0.5);
+	if (ms < 1000)
+		snprintf(buf, size, "%lldms", ms);
+	else if (ms < 60000)
+		snprintf(buf, size, "%.1fs", ms / 1000.0);
+	else if (ms < 3600000)
+		snprintf(buf, size, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
+	else if (ms < 86400000)
+		snprintf(buf, size, "%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
+	else
+		snprintf(buf, size, "%lldd%02lldh", ms / 86400000, ms / 3600000 % 24);
+}
+
+void diag_fmt_query(const char *q, size_t width, char *buf, size_t size)
+{
+	size_t o = 0;
+	bool space = false;
+	if (size == 0)
+		return;
+	for (const char *p = q ? q : ""; *p && o + 1 < size; p++) {
+		if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+			space = o > 0;
+			continue;
+		}
+		if (space && o + 1 < size)
+			buf[o++] = ' ';
+		space = false;
+		if (o + 1 < size)
+			buf[o++] = *p;
+	}
+	buf[o] = '\0';
+	if (width > 3 && o > width) {
+		/* Cut on a character boundary (UTF-8 continuation bytes start with 10). */
+		size_t cut = width - 3;
+		while (cut > 0 && ((unsigned char)buf[cut] & 0xC0) == 0x80)
+			cut--;
+		snprintf(buf + cut, size - cut, "...");
+	}
+}
+
+bool diag_stdout_tty(void)
+{
+	return isatty(STDOUT_FILENO) == 1;
+}
+
+int diag_term_width(void)
+{
+	struct winsize ws;
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+		return ws.ws_col;
+	return 80;
+}
+
+diag_glyphs diag_glyphs_get(void)
+{
+	static const diag_glyphs utf8 = { "\u251c\u2500 ", "\u2514\u2500 ", "\u2502  ", "   " };
+	static const diag_glyphs ascii = { "|- ", "`- ", "|  ", "   " };
+	if (!diag_stdout_tty())
+		return ascii;
+	setlocale(LC_CTYPE, "");
+	const char *cs = nl_langinfo(CODESET);
+	return cs && strcmp(cs, "UTF-8") == 0 ? utf8 : ascii;
+}
+
+const char *diag_or_dash(const char *s)
+{
+	return s && *s ? s : "-";
+}
+
+void diag_json_dur(FILE *f, double s)
+{
+	if (s < 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%.3f", s);
+}
+
+static const char *key_form_name(pgc_diag_key_form k)
+{
+	switch (k) {
+	case PGC_DIAG_KEY_BIGINT: return "bigint";
+	case PGC_DIAG_KEY_INT4_PAIR: return "int4pair";
+	default: return NULL;
+	}
+}
+
+void diag_json_lock(FILE *f, const pgc_diag_lock *l)
+{
+	fprintf(f, "{\"pid\":%d,\"locktype\":", l->pid);
+	json_str(f, l->locktype);
+	fputs(",\"mode\":", f);
+	json_str(f, l->mode);
+	fprintf(f, ",\"granted\":%s,\"fastpath\":%s,\"waited_s\":", l->granted ? "true" : "false",
+	        l->fastpath ? "true" : "false");
+	diag_json_dur(f, l->waited_s);
+	fputs(",\"database\":", f);
+	json_str(f, l->database);
+	fputs(",\"relation\":", f);
+	json_str(f, l->relation);
+	fputs(",\"relkind\":", f);
+	json_str(f, l->relkind);
+	if (l->page >= 0)
+		fprintf(f, ",\"page\":%ld", l->page);
+	else
+		fputs(",\"page\":null", f);
+	if (l->tuple >= 0)
+		fprintf(f, ",\"tuple\":%ld", l->tuple);
+	else
+		fputs(",\"tuple\":null", f);
+	fputs(",\"transactionid\":", f);
+	json_str(f, l->transactionid);
+	fputs(",\"virtualxid\":", f);
+	json_str(f, l->virtualxid);
+	fputs(",\"key_form\":", f);
+	json_str(f, key_form_name(l->key_form));
+	if (l->key_form == PGC_DIAG_KEY_BIGINT)
+		fprintf(f, ",\"key\":%lld", (long long)l->key);
+	else
+		fputs(",\"key\":null", f);
+	if (l->key_form != PGC_DIAG_KEY_NONE)
+		fprintf(f, ",\"key1\":%d,\"key2\":%d", (int)l->key1, (int)l->key2);
+	else
+		fputs(",\"key1\":null,\"key2\":null", f);
+	fputs(",\"key_name\":", f);
+	json_str(f, l->key_name);
+	fputs(",\"target\":", f);
+	json_str(f, l->target);
+	if (l->table_mode != 0) {
+		fputs(",\"blocks\":", f);
+		json_str(f, pgc_table_lock_blocks(l->table_mode));
+	} else {
+		fputs(",\"blocks\":null", f);
+	}
+	fputc('}', f);
+}
+
+static void json_pids(FILE *f, const int *p, size_t n)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s%d", i ? "," : "", p[i]);
+	fputc(']', f);
+}
+
+void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
+                       bool with_locks)
+{
+	fprintf(f, "{\"pid\":%d,\"known\":%s,\"database\":", s->pid, s->known ? "true" : "false");
+	json_str(f, s->database);
+	fputs(",\"user\":", f);
+	json_str(f, s->user);
+	fputs(",\"application\":", f);
+	json_str(f, s->application);
+	fputs(",\"client\":", f);
+	json_str(f, s->client);
+	fputs(",\"backend_type\":", f);
+	json_str(f, s->backend_type);
+	fputs(",\"state\":", f);
+	json_str(f, s->state);
+	fputs(",\"wait_event_type\":", f);
+	json_str(f, s->wait_event_type);
+	fputs(",\"wait_event\":", f);
+	json_str(f, s->wait_event);
+	fputs(",\"backend_age_s\":", f);
+	diag_json_dur(f, s->backend_age_s);
+	fputs(",\"xact_age_s\":", f);
+	diag_json_dur(f, s->xact_age_s);
+	fputs(",\"query_age_s\":", f);
+	diag_json_dur(f, s->query_age_s);
+	fputs(",\"state_age_s\":", f);
+	diag_json_dur(f, s->state_age_s);
+	fputs(",\"waited_s\":", f);
+	diag_json_dur(f, s->waited_s);
+	fputs(",\"query\":", f);
+	json_str(f, s->query);
+	fputs(",\"wants\":", f);
+	if (s->wants != NULL)
+		diag_json_lock(f, s->wants);
+	else
+		fputs("null", f);
+	fputs(",\"blocked_by\":", f);
+	json_pids(f, s->blocked_by, s->nblocked_by);
+	fputs(",\"blocked_by_locks\":[", f);
+	for (size_t i = 0; snap != NULL && i < s->nblocked_by; i++) {
+		bool queued;
+		const pgc_diag_lock *why = pgc_diag_blocking_lock(s, pgc_diag_session_find(snap, s->blocked_by[i]),
+		                                                  &queued);
+		fprintf(f, "%s{\"pid\":%d,\"mode\":", i ? "," : "", s->blocked_by[i]);
+		json_str(f, why ? why->mode : NULL);
+		fprintf(f, ",\"queued\":%s}", why && queued ? "true" : "false");
+	}
+	fputc(']', f);
+	fputs(",\"blocks\":", f);
+	json_pids(f, s->blocks, s->nblocks);
+	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"cycle\":", s->blocks_total,
+	        s->root ? "true" : "false", s->queued_ddl ? "true" : "false");
+	if (s->cycle > 0)
+		fprintf(f, "%d", s->cycle);
+	else
+		fputs("null", f);
+	if (with_locks) {
+		fputs(",\"locks\":[", f);
+		for (size_t i = 0; i < s->nlocks; i++) {
+			if (i)
+				fputc(',', f);
+			diag_json_lock(f, &s->locks[i]);
+		}
+		fputc(']', f);
+	}
+	fputc('}', f);
+}
+
+int diag_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_diag_snapshot **out)
+{
+	pgc_error err = PGC_ERROR_INIT;
+	if (pgc_diag_snapshot_take(conn, opts, out, &err) != PGC_OK)
+		return cli_report(&err);
+	return 0;
+}
+
+void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s)
+{
+	char xact[32], st[32], q[4096];
+	diag_fmt_dur(s->xact_age_s, xact, sizeof xact);
+	diag_fmt_dur(s->state_age_s, st, sizeof st);
+	fprintf(f, "pid %d  %s  database %s  user %s  application %s  client %s\n", s->pid,
+	        diag_or_dash(s->backend_type), diag_or_dash(s->database), diag_or_dash(s->user),
+	        diag_or_dash(s->application), diag_or_dash(s->client));
+	fprintf(f, "  state: %s for %s", diag_or_dash(s->state), st);
+	if (s->xact_age_s >= 0)
+		fprintf(f, ", transaction open for %s", xact);
+	else
+		fputs(", no open transaction", f);
+	fputc('\n', f);
+	if (s->wants != NULL) {
+		char w[32];
+		diag_fmt_dur(s->waited_s, w, sizeof w);
+		fprintf(f, "  waits %s for %s on %s\n", w, diag_or_dash(s->wants->mode),
+		        diag_or_dash(s->wants->target));
+	}
+	diag_fmt_query(s->query, diag_stdout_tty() ? (size_t)diag_term_width() - 9 : 0, q, sizeof q);
+	fprintf(f, "  query: %s\n", *q ? q : "-");
+	if (s->nblocks == 0) {
+		fputs("  blocks no one\n", f);
+		return;
+	}
+	fprintf(f, "  blocks %zu session%s (%zu directly):", s->blocks_total,
+	        s->blocks_total == 1 ? "" : "s", s->nblocks);
+	for (size_t i = 0; i < s->nblocks && i < 20; i++) {
+		const pgc_diag_session *w = pgc_diag_session_find(snap, s->blocks[i]);
+		fprintf(f, " %d%s%s%s", s->blocks[i], w && w->application && *w->application ? " (" : "",
+		        w && w->application && *w->application ? w->application : "",
+		        w && w->application && *w->application ? ")" : "");
+	}
+	if (s->nblocks > 20)
+		fputs(" ...", f);
+	fputc('\n', f);
+}

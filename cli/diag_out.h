@@ -1,0 +1,46 @@
+/* diag_out.h - what the diagnostics commands share: durations, query text, JSON of sessions
+ * and locks, the snapshot options every one of them takes */
+#ifndef PGCOORD_DIAG_OUT_H
+#define PGCOORD_DIAG_OUT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* "450ms", "3.2s", "18m02s", "2h05m", "3d04h"; "-" for a negative (unknown) duration. */
+void diag_fmt_dur(double s, char *buf, size_t size);
+
+/* The query on one line: runs of white space become one space; when width > 0 it is cut to
+ * width characters ending in "...". */
+void diag_fmt_query(const char *q, size_t width, char *buf, size_t size);
+
+/* True when standard output is a terminal; its width (80 when unknown). */
+bool diag_stdout_tty(void);
+int diag_term_width(void);
+
+/* Box-drawing pieces: UTF-8 on a terminal with a UTF-8 locale, ASCII otherwise. */
+typedef struct diag_glyphs {
+	const char *tee, *last, *pipe, *blank;
+} diag_glyphs;
+diag_glyphs diag_glyphs_get(void);
+
+/* JSON: a duration in seconds (3 decimals) or null; a lock object; a session object with its
+ * wanted lock, blocked_by, the lock each blocker holds or requested (from snap, may be NULL),
+ * blocks and (when with_locks) all its locks. */
+void diag_json_dur(FILE *f, double s);
+void diag_json_lock(FILE *f, const pgc_diag_lock *l);
+void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
+                       bool with_locks);
+
+/* "alice", "-" for NULL or empty. */
+const char *diag_or_dash(const char *s);
+
+/* Takes a snapshot, printing any error; returns 0 or the exit code. */
+int diag_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_diag_snapshot **out);
+
+/* Prints who a session is, for cancel and terminate: user, application, client, state,
+ * transaction age, the query and what it blocks. */
+void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s);
+
+#endif

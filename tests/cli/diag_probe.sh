@@ -1,0 +1,72 @@
+# diag_probe.sh - probe: the locks of ALTER TABLE, SELECT FOR UPDATE and CREATE INDEX, refusals,
+# a lock wait explained, and the table unchanged afterwards
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/diag_lib.sh"
+
+dbq "CREATE TABLE t (id serial PRIMARY KEY, x int); INSERT INTO t (x) VALUES (1), (2);"
+shape() { dbq "SELECT (SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 't'::regclass AND attnum > 0 AND NOT attisdropped), (SELECT count(*) FROM pg_index WHERE indrelid = 't'::regclass), (SELECT string_agg(id || ':' || x, ',' ORDER BY id) FROM t)"; }
+before=$(shape)
+
+run 0 "$PG" -d "$DB_DSN" probe -c "ALTER TABLE t ADD COLUMN c int"
+out_has "^probe: ALTER TABLE t ADD COLUMN c int$"
+out_has "rolled back"
+out_has "^  AccessExclusiveLock on public.t: blocks every read and write of public.t until the transaction ends$"
+out_has "^    conflicts with: ACCESS SHARE, ROW SHARE, ROW EXCLUSIVE, SHARE UPDATE EXCLUSIVE, SHARE, SHARE ROW EXCLUSIVE, EXCLUSIVE, ACCESS EXCLUSIVE$"
+out_has "^note: sequence values"
+run 0 "$PG" -d "$DB_DSN" probe -c "SELECT * FROM t FOR UPDATE"
+out_has "^  RowShareLock on public.t: blocks EXCLUSIVE and ACCESS EXCLUSIVE on public.t"
+grep -q "AccessExclusiveLock on public.t" "$TMP/out" && fail "FOR UPDATE reported as ACCESS EXCLUSIVE"
+out_has "^  and row locks on the 2 rows it returned: other writers of them wait"
+run 0 "$PG" -d "$DB_DSN" probe -c "CREATE INDEX ON t (x)"
+out_has "^  ShareLock on public.t: blocks every write (INSERT, UPDATE, DELETE) and schema change of public.t"
+out_has "^    conflicts with: ROW EXCLUSIVE, SHARE UPDATE EXCLUSIVE, SHARE ROW EXCLUSIVE, EXCLUSIVE, ACCESS EXCLUSIVE$"
+run 0 "$PG" -d "$DB_DSN" probe --json -c "INSERT INTO t (x) VALUES (3)"
+jcheck 'd["outcome"], d["rolled_back"], d["command_tag"]' "('ran', True, 'INSERT 0 1')" \
+	'[(l["relation"], l["mode"]) for l in d["locks"] if l["relation"] == "public.t"]' "[('public.t', 'RowExclusiveLock')]" \
+	'any("sequence" in n for n in d["notes"])' True \
+	'd["rows_locked"]' 0
+
+# Statements that cannot run in a transaction block are refused with a clear message.
+run 64 "$PG" -d "$DB_DSN" probe -c "VACUUM t"
+err_has "cannot probe: VACUUM cannot run inside a transaction block"
+err_lines 2
+run 64 "$PG" -d "$DB_DSN" probe -c "create index concurrently on t (x)"
+err_has "CREATE INDEX CONCURRENTLY cannot run inside a transaction block"
+run 64 "$PG" -d "$DB_DSN" probe -c "DISCARD ALL"
+err_has "DISCARD ALL cannot run inside a transaction block"
+run 64 "$PG" -d "$DB_DSN" probe -c "COMMIT"
+err_has "transaction control cannot be probed"
+run 64 "$PG" -d "$DB_DSN" probe -c "SELECT 1; DROP TABLE t"
+err_has "one statement at a time"
+run 65 "$PG" -d "$DB_DSN" probe -c "SELECT * FROM no_such_table"
+err_has "the statement failed (rolled back, nothing changed): relation \"no_such_table\" does not exist"
+run 64 "$PG" probe
+err_has "no statement given"
+run 64 "$PG" probe -c "SELECT 1" --lock-timeout 0
+err_has "between 1ms and 24h"
+run 64 "$PG" probe -c "SELECT 1" extra
+run 0 "$PG" probe --help
+out_has "lock-timeout"
+run 69 "$PG" -d "postgresql://127.0.0.1:1/x?connect_timeout=3" probe -c "SELECT 1"
+
+# A lock wait: the probe gives up after its lock timeout and names who holds it up.
+open H; H=$(pid H)
+send H "BEGIN; SELECT count(*) FROM t;"
+state "$H" "idle in transaction"
+run 1 timeout 30 "$PG" -d "$DB_DSN" probe --lock-timeout 2s -c "ALTER TABLE t ADD COLUMN c int"
+out_has "could not get a lock within 2.0s (lock_timeout)"
+out_has "it waited for AccessExclusiveLock on relation public.t, held up by:"
+out_has "^  pid $H .*$APP-H  idle in transaction"
+run 1 timeout 30 "$PG" -d "$DB_DSN" probe --json --lock-timeout 2s -c "ALTER TABLE t ADD COLUMN c int"
+jcheck 'd["outcome"], d["waited_for"]["mode"], [b["pid"] for b in d["blocked_by"]], d["error"]["sqlstate"]' \
+	"('lock_timeout', 'AccessExclusiveLock', [$H], '55P03')"
+psql_q "SELECT pg_terminate_backend($H, 5000)" >/dev/null
+
+# A statement that runs too long is stopped.
+run 1 timeout 30 "$PG" -d "$DB_DSN" probe --statement-timeout 300ms -c "SELECT pg_sleep(5) FROM t"
+out_has "still running after 300ms (statement_timeout); stopped and rolled back"
+
+# Nothing changed: same columns, same indexes, same rows.
+after=$(shape)
+expect_eq "$after" "$before" "table shape after the probes"
+exit 0
