@@ -23,3 +23,8 @@ bench:
 
 clean:
 	rm -rf build build-asan build.ninja.log build-asan.ninja.log
+
+# pgcoord's queue beside graphile-worker and pg-boss (needs Node.js 20+ and npm).
+.PHONY: bench-peers
+bench-peers: build
+	@bench/peers/run

@@ -13,8 +13,8 @@
 //   rss      the peak RSS (VmHWM) of the worker processes, summed, over all phases
 // The total concurrency (--concurrency) is split over --procs worker processes.
 import { spawn, fork } from 'node:child_process';
-import { mkdirSync, writeFileSync, appendFileSync, existsSync } from 'node:fs';
-import { cpus, totalmem, release, hostname } from 'node:os';
+import { mkdirSync, writeFileSync, appendFileSync, rmSync } from 'node:fs';
+import { cpus, totalmem, release, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -294,7 +294,8 @@ async function runPeer(system, setting, machine) {
     system, setting, version: sys.version, settings: sys.settings(per[0])[setting].describe,
     jobs: opt.jobs, concurrency: opt.concurrency, procs: per.length,
     enqueue_per_s: null, drain_per_s: null, e2e_per_s: null, p50_ms: null, p99_ms: null,
-    rss_kb: null, latency_jobs: opt.rate * opt.latencySeconds, notes: [], refused: null, ...machine,
+    rss_kb: null, latency_jobs: opt.rate * opt.latencySeconds, latency_rate: opt.rate, notes: [], refused: null,
+    ...machine,
   };
   const db = `peers_${system.replace(/-/g, '_')}_${setting}`;
   const dsn = await recreate(db);
@@ -374,7 +375,7 @@ async function runPeer(system, setting, machine) {
 // Runs pgbench with a script; returns the seconds it took, without its connection setup.
 function pgbench(dsn, script, clients, txPerClient) {
   return new Promise((resolveP, reject) => {
-    const file = join(process.env.TMPDIR || '/tmp', `pgc-peers-${process.pid}-${Math.random().toString(36).slice(2)}.sql`);
+    const file = join(tmpdir(), `pgc-peers-${process.pid}-${Math.random().toString(36).slice(2)}.sql`);
     writeFileSync(file, script);
     const args = ['-n', '-M', 'prepared', '-f', file, '-c', String(clients), '-j', String(Math.min(clients, 2)),
       '-t', String(txPerClient), dsn];
@@ -386,8 +387,7 @@ function pgbench(dsn, script, clients, txPerClient) {
     p.on('error', (e) => reject(new Refused(`pgbench: ${e.message}`)));
     p.on('exit', (code) => {
       const t1 = nowMs();
-      try { writeFileSync(file, ''); } catch { /* gone */ }
-      import('node:fs').then((fs) => fs.rmSync(file, { force: true }));
+      rmSync(file, { force: true });
       if (code !== 0) { reject(new Refused(`pgbench failed: ${out.trim().split('\n').at(-1)}`)); return; }
       const m = /initial connection time = ([0-9.]+) ms/.exec(out);
       resolveP((t1 - t0 - (m ? Number(m[1]) : 0)) / 1000);
@@ -398,7 +398,7 @@ function pgbench(dsn, script, clients, txPerClient) {
 // The lightest possible queue: INSERT 1,000 rows, DELETE 1,000 with SKIP LOCKED ... RETURNING.
 // No claim token, no lease, no acknowledgement: the ceiling for any SKIP LOCKED queue.
 async function runCeiling(machine) {
-  const per = 1000;
+  const per = Math.min(1000, opt.jobs);
   const tx = Math.ceil(opt.jobs / per);
   const N = tx * per;
   const K = opt.concurrency;
@@ -407,7 +407,8 @@ async function runCeiling(machine) {
     settings: `INSERT ${per} rows per transaction (1 client); DELETE ... WHERE id IN (SELECT id ... ` +
       `ORDER BY id LIMIT ${per} FOR UPDATE SKIP LOCKED) RETURNING id (${K} clients)`,
     jobs: N, concurrency: K, procs: K, enqueue_per_s: null, drain_per_s: null, e2e_per_s: null,
-    p50_ms: null, p99_ms: null, rss_kb: null, latency_jobs: 0, notes: [], refused: null, ...machine,
+    p50_ms: null, p99_ms: null, rss_kb: null, latency_jobs: 0, latency_rate: opt.rate, notes: [], refused: null,
+    ...machine,
   };
   const db = 'peers_ceiling';
   const dsn = await recreate(db);
@@ -438,6 +439,7 @@ async function runCeiling(machine) {
     const rest = (await client.query('DELETE FROM q')).rowCount;
     const t2 = nowMs();
     row.e2e_per_s = NE / (t1 + (t2 - t0) / 1000);
+    row.e2e_jobs = NE;
     if (rest) row.notes.push(`e2e: ${rest} rows left behind by short DELETEs, deleted within the timing`);
     row.jobs = N;
   } catch (err) {
@@ -548,7 +550,7 @@ if (opt.json) {
 
 if (opt.chart) {
   const { chart } = await import('./chart.mjs');
-  const msg = await chart(rows, opt, machine, opt.chart);
+  const msg = await chart(rows, opt.chart);
   log(msg);
 }
 log(`results: ${out}`);

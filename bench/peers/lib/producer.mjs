@@ -2,7 +2,7 @@
 //
 //   node producer.mjs SYSTEM MODE FROM TO BATCH [RATE]     (the DSN is in $PEERS_DSN)
 //
-// MODE bulk: enqueue jobs FROM..TO-1 of phase "drain" (drained later) in batches of BATCH, one call per batch.
+// MODE bulk: enqueue jobs FROM..TO-1 of phase "drain" in batches of BATCH, one call per batch.
 // MODE e2e: the same for phase "e2e" (workers are running meanwhile).
 // MODE lat: enqueue jobs FROM..TO-1 of phase "lat" one at a time at RATE jobs/s on a fixed
 // schedule (a slow call does not delay the next one), and record each job's commit time: the

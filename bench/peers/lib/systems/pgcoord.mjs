@@ -62,7 +62,8 @@ export async function run(ctx) {
     settings: `bench_queue, ${opt.concurrency} handler threads, no-op C handlers`,
     jobs: opt.jobs, concurrency: opt.concurrency, procs: 1,
     enqueue_per_s: null, drain_per_s: null, e2e_per_s: null, p50_ms: null, p99_ms: null,
-    rss_kb: null, latency_jobs: opt.rate * opt.latencySeconds, notes: [], refused: null, ...machine,
+    rss_kb: null, latency_jobs: opt.rate * opt.latencySeconds, latency_rate: opt.rate, notes: [], refused: null,
+    ...machine,
   };
   const v = await exec(cli, ['--version'], process.env, 10);
   if (v.code === 0) row.version = v.out.trim().split(/\s+/).pop();
