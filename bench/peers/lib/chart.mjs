@@ -43,19 +43,24 @@ set boxwidth 0.9
 set bmargin 4
 set logscale y
 set grid ytics mytics
-set key top right
+set key below horizontal
 set xtics nomirror font ",9"
 set format y "%.0s%c"
 set ylabel "jobs per second (log scale)"
 set title "throughput (higher is better)"
+kfmt(v) = v >= 10000 ? sprintf("%.0fk", v / 1000) : v >= 1000 ? sprintf("%.1fk", v / 1000) : sprintf("%.0f", v)
 plot ${q(file)} using 3:xtic(tic(0)) title "enqueue" lc rgb "#4c72b0", \\
      '' using 4 title "drain" lc rgb "#55a868", \\
-     '' using 5 title "end to end" lc rgb "#c44e52"
+     '' using 5 title "end to end" lc rgb "#c44e52", \\
+     '' using ($0 - 0.25):3:(kfmt($3)) with labels offset 0,0.7 font ",8" notitle, \\
+     '' using ($0):4:(kfmt($4)) with labels offset 0,0.7 font ",8" notitle, \\
+     '' using ($0 + 0.25):5:(kfmt($5)) with labels offset 0,0.7 font ",8" notitle
 set title "wake-up latency p99, enqueue commit to handler start, ${opt.rate} jobs/s (lower is better)"
 set ylabel "milliseconds (log scale)"
 set format y "%g"
 set key off
-plot ${q(file2)} using 3:xtic(tic(0)) title "p99" lc rgb "#8172b2"
+plot ${q(file2)} using 3:xtic(tic(0)) title "p99" lc rgb "#8172b2", \\
+     '' using ($0):3:(sprintf("%.1f ms", $3)) with labels offset 0,0.7 font ",8" notitle
 unset multiplot
 `;
   mkdirSync(dirname(png), { recursive: true });

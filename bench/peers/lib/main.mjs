@@ -28,27 +28,32 @@ const PEERS = ['graphile-worker', 'pg-boss'];
 const ALL = ['pgcoord', ...PEERS, 'ceiling'];
 
 const usage = `Usage: bench/peers/run [OPTION]...
-Run pgcoord's queue, graphile-worker, pg-boss and the pgbench ceiling side by side on one
-PostgreSQL server and print a table (or JSON) with ratios to pgcoord.
+Run pgcoord's queue, graphile-worker, pg-boss and the pgbench ceiling side by
+side on one PostgreSQL server; print a table (or JSON) with ratios to pgcoord.
 
-  --jobs N              jobs per phase (default 100000)
-  --concurrency K       total handler concurrency of every system (default 16)
-  --procs P             worker processes (and end-to-end producers) per system (default 2)
-  --batch B             jobs per enqueue call in the bulk and end-to-end phases (default 1000)
-  --rate R              jobs/s in the latency phase (default 200)
-  --latency-seconds S   length of the latency phase (default 10)
-  --deadline D          seconds a phase may take before the system is refused (default 300)
-  --systems LIST        comma-separated, from ${ALL.join(',')} (default all)
-  --settings LIST       peer settings: defaults,tuned (default both)
-  --json                print the results as a JSON list instead of the table
-  --out FILE            where to save the JSON (default bench/results/peers-DATE.json)
-  --chart FILE          where to draw the PNG chart (default docs/img/peers.png)
-  --no-chart            do not draw the chart
-  -h, --help            show this help
+  --jobs N             jobs per phase (default 100000)
+  --concurrency K      total handler concurrency of every system (default 16)
+  --procs P            worker processes, and end-to-end producers (default 2)
+  --batch B            jobs per enqueue call, bulk and end to end (default 1000)
+  --rate R             jobs/s in the latency phase (default 200)
+  --latency-seconds S  length of the latency phase (default 10)
+  --deadline D         seconds a phase may take before the system is refused
+                       (default 300)
+  --systems LIST       comma-separated, from pgcoord, graphile-worker, pg-boss,
+                       ceiling (default all)
+  --settings LIST      peer settings: defaults,tuned (default both)
+  --json               print the results as a JSON list instead of the table
+  --out FILE           save the JSON there
+                       (default bench/results/peers-DATE.json)
+  --chart FILE         draw the PNG chart there (default docs/img/peers.png)
+  --no-chart           do not draw the chart
+  -h, --help           show this help
 
-The server is the one in $PGCOORD_TEST_DSN (bench/peers/run starts a throwaway one when unset).
-A system that does not finish all N jobs of a phase within the deadline is not reported: its
-row says why. Exit status: 0 done, 64 bad usage, 69 server unavailable, 70 internal error.`;
+The server is $PGCOORD_TEST_DSN's (bench/peers/run starts a throwaway one when
+it is unset). A system that does not finish all N jobs of a phase within the
+deadline is not reported: its row says why.
+Exit status: 0 done, 64 bad usage, 69 server or tools unavailable, 70 internal
+error.`;
 
 function die(code, msg) {
   process.stderr.write(`bench/peers: ${msg}\n`);
@@ -139,6 +144,13 @@ function killChildren() {
   for (const c of children) c.kill('SIGKILL');
 }
 process.on('SIGINT', () => { killChildren(); process.exit(130); });
+for (const ev of ['uncaughtException', 'unhandledRejection']) {
+  process.on(ev, (e) => {
+    killChildren();
+    process.stderr.write(`bench/peers: ${e?.message ?? e}\n`);
+    process.exit(70);
+  });
+}
 process.on('SIGTERM', () => { killChildren(); process.exit(143); });
 
 class Refused extends Error {}
