@@ -5,8 +5,9 @@
 // MODE bulk: enqueue jobs FROM..TO-1 of phase "drain" in batches of BATCH, one call per batch.
 // MODE e2e: the same for phase "e2e" (workers are running meanwhile).
 // MODE lat: enqueue jobs FROM..TO-1 of phase "lat" one at a time at RATE jobs/s on a fixed
-// schedule (a slow call does not delay the next one), and record each job's commit time: the
-// moment the enqueue call returned, on the clock the workers use for their handler starts.
+// schedule (a slow call does not delay the next one), and record each job's commit time (the
+// moment the enqueue call returned) and send time (the moment it was called), on the clock the
+// workers use for their handler starts.
 // The process connects, says {ev:'ready'}, waits for {cmd:'go'}, works, and sends {ev:'done'}.
 import { nowMs, payload, sleep, f64ToB64 } from './common.mjs';
 
@@ -30,15 +31,18 @@ await new Promise((resolve) => process.once('message', resolve));
 try {
   const t0 = nowMs();
   let commits = null;
+  let sends = null;
   let behind = 0;
   if (mode === 'lat') {
     commits = new Float64Array(to - from).fill(NaN);
+    sends = new Float64Array(to - from).fill(NaN);
     const pending = [];
     for (let s = from; s < to; s++) {
       const due = t0 + ((s - from) * 1000) / rate;
       const wait = due - nowMs();
       if (wait > 1) await sleep(wait);
       else if (wait < -50) behind++;
+      sends[s - from] = nowMs();
       pending.push(p.addOne(payload('lat', s)).then(() => { commits[s - from] = nowMs(); }));
     }
     await Promise.all(pending);
@@ -52,7 +56,8 @@ try {
   }
   const t1 = nowMs();
   await p.close();
-  process.send({ ev: 'done', t0, t1, behind, commits: commits ? f64ToB64(commits) : null },
+  process.send({ ev: 'done', t0, t1, behind, commits: commits ? f64ToB64(commits) : null,
+    sends: sends ? f64ToB64(sends) : null },
     () => process.exit(0));
 } catch (e) {
   fail(`${system} producer (${mode}): ${e.message}`);
