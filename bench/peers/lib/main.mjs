@@ -158,7 +158,8 @@ class Refused extends Error {}
 // A forked child with a message queue: next(ev) waits for the next message of that kind.
 function child(script, args, dsn) {
   const c = track(fork(join(here, script), args, {
-    env: { ...process.env, PEERS_DSN: dsn }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // Anything a child prints goes to stderr, so that --json output stays clean.
+    env: { ...process.env, PEERS_DSN: dsn }, stdio: ['ignore', 2, 2, 'ipc'],
   }));
   const box = { c, progress: 0, errors: [], exited: null, waiters: [] };
   c.on('message', (m) => {
@@ -177,12 +178,16 @@ function child(script, args, dsn) {
   });
   box.next = (ev, ms = 120000) => new Promise((resolve, reject) => {
     if (box.exited) { reject(new Refused(`${script} ${box.exited}${box.errors.length ? ': ' + box.errors.at(-1) : ''}`)); return; }
-    const t = setTimeout(() => reject(new Refused(`${script}: no '${ev}' within ${ms / 1000} s`)), ms);
-    box.waiters.push({ ev, resolve: (m) => {
+    const waiter = { ev };
+    const t = setTimeout(() => {
+      box.waiters.splice(box.waiters.indexOf(waiter), 1);
+      reject(new Refused(`${script}: no '${ev}' within ${ms / 1000} s`));
+    }, ms);
+    box.waiters.push(Object.assign(waiter, { resolve: (m) => {
       clearTimeout(t);
       if (m.ev === 'exit') reject(new Refused(`${script} ${box.exited}${box.errors.length ? ': ' + box.errors.at(-1) : ''}`));
       else resolve(m);
-    } });
+    } }));
   });
   return box;
 }
