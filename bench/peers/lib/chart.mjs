@@ -25,6 +25,16 @@ export async function chart(rows, png) {
   const file2 = join(tmpdir(), `pgc-peers-chart-${process.pid}-lat.dat`);
   writeFileSync(file, tput.join('\n') + '\n');
   writeFileSync(file2, (lat.length ? lat.join('\n') : '"none" "" NaN') + '\n');
+  // Log-scale ranges from a power of ten below the smallest bar to well above the tallest, so
+  // that the value labels fit.
+  const range = (vals) => {
+    const v = vals.filter((x) => typeof x === 'number' && x > 0);
+    if (v.length === 0) return '[*:*]';
+    const lo = 10 ** Math.floor(Math.log10(Math.min(...v)));
+    return `[${lo}:${Math.max(...v) * 2.5}]`;
+  };
+  const yT = range(shown.flatMap((r) => [r.enqueue_per_s, r.drain_per_s, r.e2e_per_s]));
+  const yL = range(shown.map((r) => (typeof r.p99_ms === 'number' ? Math.max(r.p99_ms, 0.01) : null)));
   const title = `${opt.jobs.toLocaleString('en-US')} no-op jobs, concurrency ${opt.concurrency}, ` +
     `PostgreSQL ${machine.postgres.split(' ')[0]} on the same host, ${machine.machine.split(',')[0]}`;
   const missing = [];
@@ -48,6 +58,7 @@ set xtics nomirror font ",9"
 set format y "%.0s%c"
 set ylabel "jobs per second (log scale)"
 set title "throughput (higher is better)"
+set yrange ${yT}
 kfmt(v) = v >= 10000 ? sprintf("%.0fk", v / 1000) : v >= 1000 ? sprintf("%.1fk", v / 1000) : sprintf("%.0f", v)
 plot ${q(file)} using 3:xtic(tic(0)) title "enqueue" lc rgb "#4c72b0", \\
      '' using 4 title "drain" lc rgb "#55a868", \\
@@ -57,6 +68,7 @@ plot ${q(file)} using 3:xtic(tic(0)) title "enqueue" lc rgb "#4c72b0", \\
      '' using ($0 + 0.25):5:(kfmt($5)) with labels offset 0,0.7 font ",8" notitle
 set title "wake-up latency p99, enqueue commit to handler start, ${opt.rate} jobs/s (lower is better)"
 set ylabel "milliseconds (log scale)"
+set yrange ${yL}
 set format y "%g"
 set key off
 plot ${q(file2)} using 3:xtic(tic(0)) title "p99" lc rgb "#8172b2", \\

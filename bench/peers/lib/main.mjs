@@ -8,7 +8,7 @@
 //            start to the moment the database shows every job completed
 //   latency  the idle workers get --rate jobs/s, one job per enqueue call, for --latency-seconds;
 //            latency = handler start - enqueue commit, both on CLOCK_MONOTONIC
-//   e2e      --procs producers enqueue N jobs in batches of --batch while the workers run them:
+//   e2e      --producers producers enqueue N jobs in batches of --batch while the workers run them:
 //            from the producers' start to the moment the database shows every job completed
 //   rss      the peak RSS (VmHWM) of the worker processes, summed, over all phases
 // The total concurrency (--concurrency) is split over --procs worker processes.
@@ -33,7 +33,8 @@ side on one PostgreSQL server; print a table (or JSON) with ratios to pgcoord.
 
   --jobs N             jobs per phase (default 100000)
   --concurrency K      total handler concurrency of every system (default 16)
-  --procs P            worker processes, and end-to-end producers (default 2)
+  --procs P            worker processes per system (default 2)
+  --producers Q        producer processes in the end-to-end phase (default 1)
   --batch B            jobs per enqueue call, bulk and end to end (default 1000)
   --rate R             jobs/s in the latency phase (default 200)
   --latency-seconds S  length of the latency phase (default 10)
@@ -62,11 +63,11 @@ function die(code, msg) {
 
 function parseArgs(argv) {
   const o = {
-    jobs: 100000, concurrency: 16, procs: 2, batch: 1000, rate: 200, latencySeconds: 10,
+    jobs: 100000, concurrency: 16, procs: 2, producers: 1, batch: 1000, rate: 200, latencySeconds: 10,
     deadline: 300, systems: ALL, settings: ['defaults', 'tuned'], json: false, out: null,
     chart: join(top, 'docs/img/peers.png'),
   };
-  const ints = { '--jobs': 'jobs', '--concurrency': 'concurrency', '--procs': 'procs', '--batch': 'batch',
+  const ints = { '--jobs': 'jobs', '--concurrency': 'concurrency', '--procs': 'procs', '--producers': 'producers', '--batch': 'batch',
     '--rate': 'rate', '--latency-seconds': 'latencySeconds', '--deadline': 'deadline' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
@@ -386,9 +387,9 @@ async function runPeer(system, setting, machine) {
     if (lr.behind > L / 100) row.notes.push(`latency: the producer fell behind the ${opt.rate}/s schedule for ${lr.behind} jobs`);
 
     // (c) end to end: producers and workers together
-    log(`   end to end: ${per.length} producers, batches of ${opt.batch}`);
+    log(`   end to end: ${opt.producers} producer(s), batches of ${opt.batch}`);
     await setPhase(workers, 'e2e', N);
-    const ep = await producers(system, dsn, 'e2e', split(N, per.length), opt.batch);
+    const ep = await producers(system, dsn, 'e2e', split(N, opt.producers), opt.batch);
     const tE = nowMs();
     const prodDone = ep.go();
     prodDone.catch(() => {});
@@ -571,7 +572,7 @@ if (opt.json) {
   const lines = [];
   lines.push(`peers: ${opt.jobs.toLocaleString('en-US')} jobs, concurrency ${opt.concurrency} ` +
     `(${spread(opt.concurrency, opt.procs).length} worker processes), batches of ${opt.batch}, ` +
-    `latency at ${opt.rate} jobs/s`);
+    `${opt.producers} producer(s) end to end, latency at ${opt.rate} jobs/s`);
   lines.push(`machine: ${machine.machine}; PostgreSQL ${machine.postgres}; Node ${machine.node}`);
   lines.push(line(head));
   for (const r of rows) {
