@@ -4,8 +4,8 @@
 // Started by bench/peers/run, which installs the peers and provides the server in
 // $PGCOORD_TEST_DSN. Every system runs in its own database and goes through the same phases:
 //   enqueue  one producer enqueues N jobs in batches of --batch (its bulk API), timed
-//   drain    worker processes start on the full queue and run the N jobs: from the first handler
-//            start to the moment the database shows every job completed
+//   drain    worker processes start on the full queue and run the N jobs: from the start of the
+//            workers' start-up to the moment the database shows every job completed
 //   latency  the idle workers get --rate jobs/s, one job per enqueue call, for --latency-seconds;
 //            latency = handler start - enqueue commit, both on CLOCK_MONOTONIC
 //   e2e      --producers producers enqueue N jobs in batches of --batch while the workers run them:
@@ -337,10 +337,10 @@ async function runPeer(system, setting, machine) {
     const since = nowMs();
     workers = per.map((k) => child('worker.mjs', [system, setting, k, 'drain', N], dsn));
     for (const w of workers) w.phase = 'drain';
-    await Promise.all(workers.map((w) => w.next('ready')));
+    const ready = await Promise.all(workers.map((w) => w.next('ready')));
     const d = await waitDone(system, workers, 'drain', N, sys, client, since, 'drain');
     const dr = await collect(workers, 'drain', N, false);
-    row.drain_per_s = N / ((d.t1 - dr.first) / 1000);
+    row.drain_per_s = N / ((d.t1 - Math.min(...ready.map((m) => m.t0))) / 1000);
     if (d.failed || dr.dups) row.notes.push(`drain: ${d.failed} failed, ${dr.dups} run twice`);
 
     // (d) wake-up latency at a steady rate

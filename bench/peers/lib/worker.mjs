@@ -65,8 +65,11 @@ process.on('disconnect', () => process.exit(1));
 
 let running;
 try {
+  // The drain is timed from here: the worker's own start-up (connections, schema checks) counts,
+  // as it does for pgcoord's bench_queue.
+  const t0 = nowMs();
   running = await sys.worker(process.env.PEERS_DSN, setting, concurrency, onJob);
-  process.send({ ev: 'ready' });
+  process.send({ ev: 'ready', t0 });
 } catch (e) {
   process.send({ ev: 'error', message: `${system} worker did not start: ${e.message}` }, () => process.exit(1));
 }

@@ -9,7 +9,9 @@
 //   drain           workers, k, jobs, jobs_per_s     -> drain_per_s (the P x K/P line)
 //   end_to_end      jobs, jobs_per_s                 -> e2e_per_s
 //   wakeup_latency  jobs, p50_ms, p99_ms             -> p50_ms, p99_ms
-//   worker_rss      rss_kb                           -> rss_kb
+//   worker_rss      rss_kb                           -> rss_idle_worker_kb
+// rss_kb is the peak RSS (VmHWM) of the bench_queue process, sampled while it runs: it runs the
+// workers (and its producers), as the peers' worker processes do.
 // A case that is missing, or that finished fewer jobs than asked, makes the row refused with
 // the reason. The measurements follow the peers' definitions: the same N, the same total
 // concurrency (P workers of K/P handlers), no-op handlers, and latency from the enqueue commit
@@ -18,16 +20,23 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { peakRssKb } from '../common.mjs';
 
+// Runs a command; also samples its peak RSS (VmHWM) every 50 ms while it runs.
 function exec(cmd, args, env, seconds) {
   return new Promise((resolve) => {
     const p = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
+    let out = '', err = '', hwm = null;
     const t = setTimeout(() => p.kill('SIGKILL'), seconds * 1000);
+    const sample = setInterval(() => {
+      const kb = peakRssKb(p.pid);
+      if (kb !== null) hwm = Math.max(hwm ?? 0, kb);
+    }, 50);
+    const end = (r) => { clearTimeout(t); clearInterval(sample); resolve({ ...r, out, err, hwm }); };
     p.stdout.on('data', (b) => { out += b; });
     p.stderr.on('data', (b) => { err += b; });
-    p.on('error', (e) => { clearTimeout(t); resolve({ code: 127, out, err: e.message }); });
-    p.on('exit', (code, sig) => { clearTimeout(t); resolve({ code: sig ? `killed by ${sig}` : code, out, err }); });
+    p.on('error', (e) => { err = e.message; end({ code: 127 }); });
+    p.on('exit', (code, sig) => end({ code: sig ? `killed by ${sig}` : code }));
   });
 }
 
@@ -101,16 +110,19 @@ export async function run(ctx) {
     row.p50_ms = lat.p50_ms;
     row.p99_ms = lat.p99_ms;
     row.max_ms = lat.max_ms ?? null;
-    if (rss && rss.rss_kb > 0) row.rss_kb = rss.rss_kb;
-    else row.notes.push('no worker RSS (bench_queue measures it on build/pgcoord worker)');
+    // The peers' figure is the peak RSS of the processes that run their workers; here that is
+    // bench_queue itself (its producer threads included, so an upper bound).
+    row.rss_kb = r.hwm;
+    if (rss && rss.rss_kb > 0) row.rss_idle_worker_kb = rss.rss_kb;
     const bits = [];
     if (enq.chunk) bits.push(`enqueue ${enq.chunk} per call`);
     if (drain.prefetch !== undefined) bits.push(`prefetch ${drain.prefetch}`);
     if (e2e.producers) bits.push(`${e2e.producers} producer${e2e.producers > 1 ? 's' : ''} end to end`);
     if (lat.listening !== undefined) bits.push(lat.listening ? 'LISTEN/NOTIFY' : 'polling');
-    if (rss) bits.push(`RSS of an idle pgcoord worker -c ${rss.k ?? '?'} after its jobs`);
+    bits.push('RSS: peak of the bench_queue process' +
+      (rss ? `; an idle \`pgcoord worker -c ${rss.k ?? '?'}\` after its jobs: ${(rss.rss_kb / 1024).toFixed(1)} MB` : ''));
     if (bits.length) row.settings += `; ${bits.join(', ')}`;
-    for (const x of ['enqueue_per_s', 'drain_per_s', 'e2e_per_s', 'p50_ms', 'p99_ms']) {
+    for (const x of ['enqueue_per_s', 'drain_per_s', 'e2e_per_s', 'p50_ms', 'p99_ms', 'rss_kb']) {
       if (!(typeof row[x] === 'number' && row[x] >= 0)) throw new Error(`bench_queue gave no usable ${x}`);
     }
   } catch (e) {
