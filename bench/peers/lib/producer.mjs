@@ -15,15 +15,17 @@ const [system, mode, fromArg, toArg, batchArg, rateArg] = process.argv.slice(2);
 const from = Number(fromArg), to = Number(toArg), batch = Number(batchArg), rate = Number(rateArg || 0);
 const sys = await import(`./systems/${system}.mjs`);
 
+// Reports the error and exits once the message is out; nothing after it runs.
 function fail(message) {
   process.send({ ev: 'error', message }, () => process.exit(1));
+  return new Promise(() => {});
 }
 
 let p;
 try {
   p = await sys.producer(process.env.PEERS_DSN);
 } catch (e) {
-  fail(`${system} producer did not connect: ${e.message}`);
+  await fail(`${system} producer did not connect: ${e.message}`);
 }
 process.send({ ev: 'ready' });
 await new Promise((resolve) => process.once('message', resolve));
@@ -60,5 +62,5 @@ try {
     sends: sends ? f64ToB64(sends) : null },
     () => process.exit(0));
 } catch (e) {
-  fail(`${system} producer (${mode}): ${e.message}`);
+  await fail(`${system} producer (${mode}): ${e.message}`);
 }
