@@ -33,3 +33,8 @@ clean:
 chaos:
 	@scripts/deps && ([ -f build/build.ninja ] || meson setup build) && ninja -C build >/dev/null
 	@tests/chaos/chaos.sh long
+
+# pgcoord's queue beside graphile-worker and pg-boss (needs Node.js 20+ and npm).
+.PHONY: bench-peers
+bench-peers: build
+	@bench/peers/run
