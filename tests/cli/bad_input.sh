@@ -1,0 +1,71 @@
+# bad_input.sh - every command, fed hostile arguments: never a crash, one clear message, a
+# documented exit status. Runs under ASan/UBSan with make asan and under memcheck with make
+# valgrind. The database is unreachable on purpose: arguments that parse exit 69 before
+# touching anything.
+. "$(dirname "$0")/lib.sh"
+export PGCOORD_DSN="host=127.0.0.1 port=1 connect_timeout=2"
+unset DATABASE_URL
+
+big=$(head -c 120000 /dev/zero | tr '\0' 'x')          # near the kernel's 128 KiB per argument
+badutf=$(printf '\xff\xfe\xc3\x28\xe2\x82')
+junk=$(head -c 400 /dev/urandom | tr -d '\0' | tr -d '\n')
+values=("" " " "$big" "$badutf" "$junk" "'; DROP TABLE x; --" '"quoted"' "a;b" "--" "-1" "-9223372036854775809"
+	"99999999999999999999999" "0" "1e9" "0x10" "1,2,3" "NaN" "%s%n%s" "\\" "名前")
+# Option values: the shapes that break parsers.
+optvalues=("" "$big" "$badutf" "-1" "99999999999999999999999" "'; DROP TABLE x; --")
+allowed=" 0 1 2 64 65 69 75 "
+# Under memcheck each run costs a second or more: take every 6th case.
+stride=1
+[ -n "${PGCOORD_VALGRIND:-}" ] && stride=6
+seen=0
+
+check() {
+	# check LABEL ARGS...: runs pgcoord with ARGS and judges the outcome.
+	local label=$1
+	shift
+	seen=$((seen + 1))
+	[ $((seen % stride)) -eq 0 ] || return 0
+	timeout 60 "$PG" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
+	local rc=$?
+	if [ "$rc" -eq 124 ]; then fail "$label: hung (killed after 60 s)"; fi
+	case "$allowed" in
+	*" $rc "*) ;;
+	*) head -c 2000 "$TMP/err"; fail "$label: exit status $rc" ;;
+	esac
+	if grep -q -E 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation' "$TMP/err"; then
+		head -c 3000 "$TMP/err"; fail "$label: sanitizer report"
+	fi
+	if [ "$rc" -eq 64 ] || [ "$rc" -eq 65 ]; then
+		# One clear message first, on stderr, from pgcoord.
+		head -n 1 "$TMP/err" | grep -q '^pgcoord' || { head -c 2000 "$TMP/err"; fail "$label: usage error without a \"pgcoord:\" message"; }
+	fi
+	count=$((count + 1))
+}
+
+count=0
+commands=$("$PGCOORD_BIN" --help | awk '/^Commands:/ {on=1; next} /^$/ {on=0} on {print $1}')
+for cmd in $commands; do
+	opts=$("$PGCOORD_BIN" "$cmd" --help | grep -oE -- '--[a-z][a-z-]*=[A-Z]+' | sed 's/=.*//' | sort -u)
+	flags=$("$PGCOORD_BIN" "$cmd" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u | grep -v -x -e --help -e --yes -e --watch -e --follow)
+	for v in "${values[@]}"; do
+		check "$cmd <value>" "$cmd" "$v"
+		check "$cmd <value> -- true" "$cmd" "$v" -- true
+	done
+	for o in $opts; do
+		for v in "${optvalues[@]}"; do
+			check "$cmd $o=<value>" "$cmd" "$o=$v" name -- true
+		done
+	done
+	# Every flag alone and with a stray argument, and unknown options.
+	for f in $flags; do
+		check "$cmd $f" "$cmd" "$f"
+	done
+	check "$cmd --no-such-option" "$cmd" --no-such-option
+	check "$cmd -Z" "$cmd" -Z
+done
+# Global options.
+for v in "${values[@]}"; do
+	check "-d <value> info" -d "$v" info
+	check "<value> as command" "$v"
+done
+echo "ok: $count runs, none crashed"
