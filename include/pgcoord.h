@@ -11,5 +11,6 @@
 #include "pgcoord/conn.h"
 #include "pgcoord/schema.h"
 #include "pgcoord/lockmode.h"
+#include "pgcoord/queue.h"
 
 #endif

@@ -30,7 +30,8 @@ typedef enum pgc_code {
 	PGC_ESCHEMA_VERSION = -16,   /* the schema is newer than this library knows */
 	PGC_ENOTFOUND = -17,         /* the named object does not exist */
 	PGC_EINTERNAL = -18,         /* a bug or an unexpected answer from the server */
-	PGC_EINTR = -19              /* interrupted at the caller's request */
+	PGC_EINTR = -19,             /* interrupted at the caller's request */
+	PGC_EDUPLICATE = -30         /* queue: the unique key is taken by a pending or running job */
 } pgc_code;
 
 /* What a caller should do about an error. */
