@@ -60,5 +60,7 @@ bool cli_parse_int(const char *text, long long min, long long max, long long *ou
 /* Subcommands. */
 int cmd_init(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_queue(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
 
 #endif

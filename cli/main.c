@@ -8,6 +8,8 @@
 static const cli_command commands[] = {
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },
 	{ "init", cmd_init, "create or upgrade the pgcoord schema" },
+	{ "queue", cmd_queue, "enqueue and inspect jobs of the job queue" },
+	{ "worker", cmd_worker, "run a command once per job of a queue" },
 	{ NULL, NULL, NULL },
 };
 

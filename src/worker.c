@@ -227,15 +227,6 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 
 /* ---- the dispatcher ----------------------------------------------------------------------- */
 
-typedef struct dstate {
-	bool *more;          /* per queue: worth claiming */
-	size_t rr;           /* next queue to claim from */
-	int64_t next_claim;  /* monotonic ms when the timer says claim */
-	int64_t next_hb, next_reap;
-	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
-	bool stopping;
-	int64_t stop_deadline;
-} dstate;
 
 static wjob *job_from_row(PGresult *res, int r, const char *queue)
 {
@@ -312,8 +303,18 @@ static void job_free(pgc_worker *w, wjob *j)
 	free(j);
 }
 
+typedef struct dstate {
+	bool *more;          /* per queue: worth claiming */
+	size_t rr;           /* next queue to claim from */
+	int64_t next_claim;  /* monotonic ms when the timer says claim */
+	int64_t next_hb, next_reap;
+	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
+	bool stopping;
+	int64_t stop_started, stop_deadline;
+} dstate;
+
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
-static int settle_others(pgc_worker *w, wjob **done, pgc_error *err)
+static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 {
 	wjob **pp = done;
 	while (*pp) {
@@ -349,6 +350,10 @@ static int settle_others(pgc_worker *w, wjob **done, pgc_error *err)
 		}
 		if (rc != PGC_OK)
 			return rc; /* keep it (and the rest) for the next round */
+		/* The job may be due again soon: a claim (empty or not) recomputes the run_at timer. */
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			if (strcmp(w->o.queues[i], j->job.queue) == 0)
+				d->more[i] = true;
 		*pp = j->next;
 		job_free(w, j);
 	}
@@ -729,8 +734,12 @@ static void *dispatcher_main(void *arg)
 
 	for (;;) {
 		now = pgc__now_ms();
+		if (d.stopping && d.stop_deadline != INT64_MAX &&
+		    d.stop_started + atomic_load(&w->grace_ms) < d.stop_deadline)
+			d.stop_deadline = d.stop_started + atomic_load(&w->grace_ms); /* stop sooner */
 		if (!d.stopping && atomic_load(&w->stop_requested)) {
 			d.stopping = true;
+			d.stop_started = now;
 			d.stop_deadline = now + atomic_load(&w->grace_ms);
 			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
 			     (long long)atomic_load(&w->grace_ms));
@@ -769,7 +778,7 @@ static void *dispatcher_main(void *arg)
 		}
 		read_notifications(w, &d, false);
 		pgc_error e;
-		int rc = settle_others(w, &pending_done, &e);
+		int rc = settle_others(w, &d, &pending_done, &e);
 		if (rc == PGC_OK) {
 			if (now >= d.next_claim)
 				for (size_t i = 0; i < w->o.n_queues; i++)
