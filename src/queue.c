@@ -860,6 +860,10 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 	int rc = pgc_exec(q->conn, "BEGIN", err);
 	if (rc != PGC_OK)
 		return rc;
+	/* Small tables with no statistics yet make the planner guess large; JIT compiling these
+	 * millisecond statements would take longer than running them. */
+	if ((rc = pgc_exec(q->conn, "SET LOCAL jit = off", err)) != PGC_OK)
+		goto fail;
 	char key[32];
 	snprintf(key, sizeof key, "%lld", (long long)PGC_QUEUE_REAPER_LOCK_KEY);
 	const char *kp[1] = { key };

@@ -191,6 +191,10 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 	if (rc != PGC_OK)
 		return rc;
 	w->listening = false;
+	/* The queue's statements are short; JIT compilation (triggered by estimates on small,
+	 * freshly created tables) would cost more than it saves. */
+	if ((rc = pgc_exec(w->conn, "SET jit = off", err)) != PGC_OK)
+		return rc;
 	if (w->o.listen) {
 		int first = 0;
 		bool pooled = false;
