@@ -49,6 +49,7 @@ struct pgc_worker {
 	pgc_conn *conn;
 	pgc_queue *q;
 	bool listening;
+	bool pooled, pooler_logged;
 	bool started;
 	pthread_t dispatcher;
 	pthread_t *threads;
@@ -180,7 +181,44 @@ static int prepare_all(pgc_worker *w, pgc_error *err)
 	return PGC_OK;
 }
 
-/* Detects a transaction-mode pooler (each transaction may get another backend), then LISTENs. */
+/* The library never prints: server notices (and libpq's report of a terminated session) go to
+ * the worker's log. */
+static void on_notice(void *arg, const char *message)
+{
+	pgc_worker *w = arg;
+	char line[512];
+	pgc__copy_line(line, sizeof line, message);
+	wlog(w, PGC_LOG_DEBUG, "server: %s", line);
+}
+
+/* Waits up to timeout_ms for a notification on channel; true when one came. */
+static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
+{
+	PGconn *pg = w->conn->pg;
+	int64_t end = pgc__now_ms() + timeout_ms;
+	for (;;) {
+		PQconsumeInput(pg);
+		PGnotify *n;
+		bool got = false;
+		while ((n = PQnotifies(pg)) != NULL) {
+			if (strcmp(n->relname, channel) == 0)
+				got = true;
+			PQfreemem(n);
+		}
+		if (got)
+			return true;
+		int64_t left = end - pgc__now_ms();
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
+		poll(&pfd, 1, (int)left);
+	}
+}
+
+/* Detects a transaction-mode pooler, then LISTENs. Behind a pooler the session changes between
+ * transactions: the backend pid moves, or a notification to ourselves never arrives. Then
+ * LISTEN cannot work and session-level prepared statements cannot either, so the worker polls
+ * and sends its statements unprepared. */
 static int setup_session(pgc_worker *w, pgc_error *err)
 {
 	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
@@ -191,40 +229,76 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 	if (rc != PGC_OK)
 		return rc;
 	w->listening = false;
+	int first = 0;
+	bool pooled = false;
+	for (int i = 0; i < 4 && !pooled; i++) {
+		PGresult *res = pgc__exec(w->conn, "SELECT pg_backend_pid()", 0, NULL, &rc, err);
+		if (res == NULL)
+			return rc;
+		int pid = atoi(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		if (i == 0)
+			first = pid;
+		else if (pid != first)
+			pooled = true;
+	}
+	if (!pooled) {
+		char probe[64];
+		snprintf(probe, sizeof probe, "pgcoord_probe_%d_%d", (int)getpid(), first);
+		char sql[128];
+		snprintf(sql, sizeof sql, "LISTEN %s", probe);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+		/* Notify from a second session: through a transaction pooler it either lands on our
+		 * own server connection (same backend pid: the pool shares it) or on another one,
+		 * and either way the notification never reaches us. Directly, it arrives at once. */
+		pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+		co.application_name = w->app;
+		pgc_conn *other = NULL;
+		if ((rc = pgc_connect(w->dsn, &co, &other, err)) != PGC_OK)
+			return rc;
+		PQsetNoticeProcessor(other->pg, on_notice, w);
+		const char *v[1] = { probe };
+		PGresult *res = pgc__exec(other, "SELECT pg_backend_pid(), pg_notify($1, '')", 1, v, &rc, err);
+		if (res == NULL) {
+			pgc_conn_close(other);
+			return rc;
+		}
+		if (atoi(PQgetvalue(res, 0, 0)) == first)
+			pooled = true;
+		PQclear(res);
+		pgc_conn_close(other);
+		if (!pooled)
+			pooled = !probe_notify(w, probe, 2000);
+		snprintf(sql, sizeof sql, "UNLISTEN %s", probe);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+	}
+	w->pooled = pooled;
+	if (pooled) {
+		w->q->prepare = false;
+		if (!w->pooler_logged)
+			wlog(w, PGC_LOG_WARN,
+			     "the server session changes between transactions (a transaction-mode pooler?): "
+			     "LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle), "
+			     "statements unprepared", (long long)w->o.poll_ms);
+		w->pooler_logged = true;
+		return PGC_OK;
+	}
 	/* The queue's statements are short; JIT compilation (triggered by estimates on small,
 	 * freshly created tables) would cost more than it saves. */
 	if ((rc = pgc_exec(w->conn, "SET jit = off", err)) != PGC_OK)
 		return rc;
 	if (w->o.listen) {
-		int first = 0;
-		bool pooled = false;
-		for (int i = 0; i < 4 && !pooled; i++) {
-			PGresult *res = pgc__exec(w->conn, "SELECT pg_backend_pid()", 0, NULL, &rc, err);
-			if (res == NULL)
-				return rc;
-			int pid = atoi(PQgetvalue(res, 0, 0));
-			PQclear(res);
-			if (i == 0)
-				first = pid;
-			else if (pid != first)
-				pooled = true;
-		}
-		if (pooled) {
-			wlog(w, PGC_LOG_WARN,
-			     "the server session changes between transactions (a transaction-mode pooler?): "
-			     "LISTEN cannot work, polling instead (at most every %lld ms when idle)",
-			     (long long)w->o.poll_ms);
-		} else {
-			char *ch = pgc__quote_ident(w->conn, w->q->channel, err);
-			if (ch == NULL)
-				return PGC_EUSAGE;
-			char sql[160];
-			snprintf(sql, sizeof sql, "LISTEN %s", ch);
-			PQfreemem(ch);
-			if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
-				return rc;
-			w->listening = true;
-		}
+		char *ch = pgc__quote_ident(w->conn, w->q->channel, err);
+		if (ch == NULL)
+			return PGC_EUSAGE;
+		char sql[160];
+		snprintf(sql, sizeof sql, "LISTEN %s", ch);
+		PQfreemem(ch);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+		w->listening = true;
 	}
 	return prepare_all(w, err);
 }
@@ -432,6 +506,13 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 	free(alive);
 }
 
+static int send_stmt(pgc_worker *w, int stmt, int n, const char *const *v)
+{
+	if (w->q->prepare)
+		return PQsendQueryPrepared(w->conn->pg, w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
+	return PQsendQueryParams(w->conn->pg, w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
+}
+
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
  * and claims for the queues worth claiming, as one pipeline. */
 static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
@@ -492,16 +573,16 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	bool ok = true;
 	if (n_done > 0) {
 		const char *v[2] = { cia.buf, cta.buf };
-		ok = ok && PQsendQueryPrepared(pg, w->q->stmt_name[QS_COMPLETE], 2, v, NULL, NULL, 0);
+		ok = ok && send_stmt(w, QS_COMPLETE, 2, v);
 	}
 	if (do_hb) {
 		const char *v[3] = { hia.buf, hta.buf, lease };
-		ok = ok && PQsendQueryPrepared(pg, w->q->stmt_name[QS_HEARTBEAT], 3, v, NULL, NULL, 0);
+		ok = ok && send_stmt(w, QS_HEARTBEAT, 3, v);
 	}
 	for (size_t c = 0; c < n_claims; c++) {
 		snprintf(maxs[c], sizeof maxs[c], "%d", claim_n[c]);
 		const char *v[4] = { w->o.queues[claim_q[c]], maxs[c], lease, w->worker_id };
-		ok = ok && PQsendQueryPrepared(pg, w->q->stmt_name[QS_CLAIM], 4, v, NULL, NULL, 0);
+		ok = ok && send_stmt(w, QS_CLAIM, 4, v);
 	}
 	ok = ok && PQpipelineSync(pg);
 	if (!ok) {
@@ -978,8 +1059,10 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
 	co.application_name = w->app;
 	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
-	if (rc == PGC_OK)
+	if (rc == PGC_OK) {
+		PQsetNoticeProcessor(w->conn->pg, on_notice, w);
 		rc = setup_session(w, err);
+	}
 	if (rc != PGC_OK) {
 		pgc_worker_free(w);
 		return rc;

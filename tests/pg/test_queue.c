@@ -778,6 +778,67 @@ static void queue__wakeup_notify_and_timer(void)
 	teardown(c, q);
 }
 
+/* ---- the worker's session is killed: it reconnects and goes on -------------------------- */
+
+static atomic_int reconnected;
+
+static void watch_log(pgc_log_level level, const char *msg, void *arg)
+{
+	(void)level;
+	(void)arg;
+	if (strcmp(msg, "reconnected") == 0)
+		atomic_store(&reconnected, 1);
+}
+
+static void queue__worker_reconnects(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *queues[] = { "rc" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.concurrency = 2;
+	o.poll_ms = 200;
+	char app[64];
+	snprintf(app, sizeof app, "pgcoord/test-rc-%d", (int)getpid());
+	o.application_name = app;
+	o.log = watch_log;
+	atomic_store(&woke_at, 0);
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, stamp_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "rc", "{}", NULL, NULL, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while (atomic_load(&woke_at) == 0 && pgc__now_ms() < deadline)
+		sleep_ms(5);
+	T_ASSERT(atomic_load(&woke_at) != 0);
+	/* Kill the worker's session. */
+	char sql[256];
+	snprintf(sql, sizeof sql,
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '%s'", app);
+	T_ASSERT(count_sql(c, sql) >= 1);
+	atomic_store(&woke_at, 0);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "rc", "{}", NULL, NULL, &err), PGC_OK);
+	deadline = pgc__now_ms() + 15000;
+	while (atomic_load(&woke_at) == 0 && pgc__now_ms() < deadline)
+		sleep_ms(5);
+	T_ASSERT(atomic_load(&woke_at) != 0);
+	deadline = pgc__now_ms() + 10000;
+	while (count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'") < 2 &&
+	       pgc__now_ms() < deadline)
+		sleep_ms(20);
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'"), 2);
+	T_ASSERT(atomic_load(&reconnected));
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -791,6 +852,7 @@ int main(int argc, char **argv)
 		{ "queue__bad_input", queue__bad_input },
 		{ "queue__worker_graceful_stop", queue__worker_graceful_stop },
 		{ "queue__wakeup_notify_and_timer", queue__wakeup_notify_and_timer },
+		{ "queue__worker_reconnects", queue__worker_reconnects },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
