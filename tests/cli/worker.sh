@@ -81,8 +81,10 @@ the real reason" ] || fail "stderr tail is not the error: $(psql_q "SELECT last_
 [ "$(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")" = \
   "timed out after 1000 ms (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
 sleeper=$(cat "$OUT.sleeper")
-sleep 0.2
-! kill -0 "$sleeper" 2>/dev/null || fail "the timed-out command's child $sleeper survived"
+alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+end=$((SECONDS + 5))
+while alive "$sleeper" && [ $SECONDS -lt $end ]; do sleep 0.1; done
+! alive "$sleeper" || fail "the timed-out command's child $sleeper survived"
 
 # SIGKILL a worker mid-job: the job comes back after its lease and runs again elsewhere.
 cat >"$TMP/slow.sh" <<'SH'
