@@ -127,13 +127,13 @@ static const char *const templates[QS_COUNT] = {
 	"  token = nextval((SELECT token_seq FROM @S@.queue_settings)),"
 	"  lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond',"
 	"  worker = $4, started_at = clock_timestamp()"
-	" FROM picked WHERE j.id = picked.id"
+	" WHERE j.id = ANY (ARRAY(SELECT id FROM picked))"
 	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload",
 
 	[QS_COMPLETE] =
 	"WITH done AS ("
-	" DELETE FROM @S@.jobs j USING unnest($1::bigint[], $2::bigint[]) AS d(id, token)"
-	" WHERE j.id = d.id AND j.token = d.token AND j.status = 'running'"
+	" DELETE FROM @S@.jobs j"
+	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.*),"
 	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
@@ -145,9 +145,9 @@ static const char *const templates[QS_COUNT] = {
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
 	" SELECT id, attempts, max_attempts FROM @S@.jobs"
-	" WHERE id = $1 AND token = $2 AND status = 'running' FOR UPDATE),"
-	" dead AS (DELETE FROM @S@.jobs d USING j"
-	"  WHERE d.id = j.id AND j.attempts >= j.max_attempts RETURNING d.*),"
+	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
+	" dead AS (DELETE FROM @S@.jobs d"
+	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
@@ -157,7 +157,7 @@ static const char *const templates[QS_COUNT] = {
 	"  eff_priority = u.priority,"
 	"  run_at = clock_timestamp() + least($4::float8 * power(2, u.attempts - 1), $5::float8)"
 	"          * (0.5 + random() * 0.5) * interval '1 millisecond'"
-	"  FROM j WHERE u.id = j.id AND j.attempts < j.max_attempts RETURNING u.id)"
+	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_SNOOZE] =
@@ -168,15 +168,15 @@ static const char *const templates[QS_COUNT] = {
 
 	[QS_HEARTBEAT] =
 	"UPDATE @S@.jobs j SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	" FROM unnest($1::bigint[], $2::bigint[]) AS d(id, token)"
-	" WHERE j.id = d.id AND j.token = d.token AND j.status = 'running' RETURNING j.id",
+	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
+	" RETURNING j.id",
 
 	[QS_RELEASE] =
 	"WITH r AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
 	"  attempts = greatest(j.attempts - $3::int, 0), eff_priority = j.priority,"
 	"  run_at = clock_timestamp()"
-	" FROM unnest($1::bigint[], $2::bigint[]) AS d(id, token)"
-	" WHERE j.id = d.id AND j.token = d.token AND j.status = 'running' RETURNING j.queue)"
+	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
+	" RETURNING j.queue)"
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 
@@ -807,8 +807,9 @@ static const char reap_leases_sql[] =
 	" SELECT id, token FROM @S@.jobs"
 	" WHERE status = 'running' AND lease_until < clock_timestamp()"
 	" ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED),"
-	" dead AS (DELETE FROM @S@.jobs j USING expired e"
-	"  WHERE j.id = e.id AND j.token = e.token AND j.status = 'running'"
+	" dead AS (DELETE FROM @S@.jobs j"
+	"  WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
+	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
 	"  AND j.attempts >= j.max_attempts RETURNING j.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
@@ -821,7 +822,8 @@ static const char reap_leases_sql[] =
 	"  errors = @S@.push_error(j.errors, j.attempts,"
 	"                          'lease expired (worker ' || coalesce(j.worker, '?') || ')'),"
 	"  eff_priority = j.priority, run_at = clock_timestamp()"
-	" FROM expired e WHERE j.id = e.id AND j.token = e.token AND j.status = 'running'"
+	" WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
+	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
 	"  AND j.attempts < j.max_attempts RETURNING j.queue)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM back),"
 	"  (SELECT count(pg_notify(s.channel, b.queue))"
@@ -834,8 +836,8 @@ static const char reap_aging_sql[] =
 	"  WHERE queue = q.name AND status = 'pending' AND eff_priority < 32768"
 	"  AND run_at < clock_timestamp() - s.aging ORDER BY run_at LIMIT 1000"
 	"  FOR UPDATE SKIP LOCKED) x)"
-	" UPDATE @S@.jobs j SET eff_priority = 32768 FROM old"
-	" WHERE j.id = old.id AND j.status = 'pending'";
+	" UPDATE @S@.jobs j SET eff_priority = 32768"
+	" WHERE j.id = ANY (ARRAY(SELECT id FROM old)) AND j.status = 'pending'";
 
 static const char reap_history_sql[] =
 	"DELETE FROM @S@.job_history h WHERE h.id IN ("
@@ -937,8 +939,8 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	char sql[1024];
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
-	         " d AS (DELETE FROM @S@.jobs x USING j WHERE x.id = j.id AND j.status = 'pending'"
-	         "  RETURNING x.*),"
+	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint"
+	         "  AND (SELECT status = 'pending' FROM j) RETURNING x.*),"
 	         " h AS (INSERT INTO @S@.job_history (%s)"
 	         "  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
 	         "   last_error, errors, unique_key, created_at, started_at, payload FROM d)"
@@ -975,7 +977,7 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	        "   last_error, errors, unique_key, created_at, payload FROM h"
 	        "  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	        "  RETURNING id, queue),"
-	        " del AS (DELETE FROM @S@.job_history x USING ins WHERE x.id = ins.id)"
+	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
 	        " SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM ins),"
 	        "  (SELECT count(pg_notify(s.channel, ins.queue)) FROM ins, @S@.queue_settings s)",
 	        1, v, &rc, err);
