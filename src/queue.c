@@ -902,6 +902,50 @@ fail:
 	return rc;
 }
 
+int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (vacuumed != NULL)
+		*vacuumed = false;
+	if (q == NULL || min_dead < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum: q must not be NULL and min_dead not negative");
+	if (pgc__in_transaction(q->conn))
+		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum must run outside a transaction");
+	int rc;
+	const char *v[1] = { q->schema };
+	PGresult *res = pgc__exec(q->conn,
+	        "SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables"
+	        " WHERE schemaname = $1 AND relname = 'jobs'", 1, v, &rc, err);
+	if (res == NULL)
+		return rc;
+	long dead = PQntuples(res) == 1 ? atol(PQgetvalue(res, 0, 0)) : 0;
+	PQclear(res);
+	if (dead < min_dead)
+		return PGC_OK;
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)PGC_QUEUE_VACUUM_LOCK_KEY);
+	const char *kp[1] = { key };
+	res = pgc__exec(q->conn, "SELECT pg_try_advisory_lock($1::bigint)", 1, kp, &rc, err);
+	if (res == NULL)
+		return rc;
+	bool got = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!got)
+		return pgc__err(err, PGC_EBUSY, "another session is vacuuming the jobs table");
+	char *sql = pgc__queue_sql(q, "VACUUM (SKIP_LOCKED) @S@.jobs");
+	if (sql == NULL)
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	else
+		rc = pgc_exec(q->conn, sql, err);
+	free(sql);
+	pgc_error e2;
+	res = pgc__exec(q->conn, "SELECT pg_advisory_unlock($1::bigint)", 1, kp, NULL, &e2);
+	PQclear(res);
+	if (rc == PGC_OK && vacuumed != NULL)
+		*vacuumed = true;
+	return rc;
+}
+
 /* ---- admin ------------------------------------------------------------------------------ */
 
 int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err)

@@ -52,6 +52,8 @@ struct pgc_worker {
 	bool pooled, pooler_logged;
 	bool started;
 	pthread_t dispatcher;
+	pthread_t vacuumer;
+	bool have_vacuumer;
 	pthread_t *threads;
 	int n_threads;
 
@@ -66,6 +68,7 @@ struct pgc_worker {
 	bool exit_threads;
 
 	int wake[2];              /* the dispatcher's wake-up pipe */
+	int vac_wake[2];          /* the maintenance thread's */
 	atomic_bool wake_pending;
 	atomic_bool stop_requested;
 	atomic_llong grace_ms;
@@ -992,6 +995,53 @@ exit:
 	return NULL;
 }
 
+/* ---- maintenance: vacuum the jobs table between autovacuum rounds ------------------------- */
+
+static void *vacuum_main(void *arg)
+{
+	pgc_worker *w = arg;
+	pgc_conn *c = NULL;
+	pgc_queue *q = NULL;
+	int64_t delay = 1000;
+	while (!atomic_load(&w->stop_requested)) {
+		struct pollfd pfd = { w->vac_wake[0], POLLIN, 0 };
+		poll(&pfd, 1, (int)delay);
+		if (atomic_load(&w->stop_requested))
+			break;
+		pgc_error e;
+		if (c == NULL) {
+			pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+			co.application_name = w->app;
+			pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+			qo.schema = w->schema;
+			qo.prepare = false;
+			if (pgc_connect(w->dsn, &co, &c, &e) != PGC_OK || pgc_queue_open(c, &qo, &q, &e) != PGC_OK) {
+				pgc_conn_close(c);
+				c = NULL;
+				delay = 5000;
+				continue;
+			}
+			PQsetNoticeProcessor(c->pg, on_notice, w);
+		}
+		bool did = false;
+		int rc = pgc_queue_vacuum(q, w->o.vacuum_dead_tuples, &did, &e);
+		delay = 1000;
+		if (rc == PGC_OK && did)
+			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
+		else if (rc != PGC_OK && rc != PGC_EBUSY)
+			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
+		if (PQstatus(c->pg) != CONNECTION_OK) {
+			pgc_queue_close(q);
+			pgc_conn_close(c);
+			q = NULL;
+			c = NULL;
+		}
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(c);
+	return NULL;
+}
+
 /* ---- public ------------------------------------------------------------------------------- */
 
 static char *dup_or(const char *s, const char *fallback)
@@ -1016,8 +1066,8 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: concurrency must be 1..1024, prefetch 0..100000");
 	if (opts->lease_ms < 100 || opts->poll_ms < 1 || opts->flush_ms < 0 || opts->reap_ms < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: lease >= 100 ms, poll >= 1 ms, flush and reap >= 0");
-	if (opts->backoff.base_ms < 0 || opts->backoff.max_ms < 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: backoff must not be negative");
+	if (opts->backoff.base_ms < 0 || opts->backoff.max_ms < 0 || opts->vacuum_dead_tuples < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: backoff and vacuum_dead_tuples must not be negative");
 
 	pgc_worker *w = calloc(1, sizeof *w);
 	if (w == NULL)
@@ -1028,6 +1078,7 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	w->handler = handler;
 	w->handler_arg = handler_arg;
 	w->wake[0] = w->wake[1] = -1;
+	w->vac_wake[0] = w->vac_wake[1] = -1;
 	w->held.hnext = w->held.hprev = &w->held;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -1052,7 +1103,7 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	w->o.schema = w->schema;
 	w->o.worker_id = w->worker_id;
 	w->o.application_name = w->app;
-	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(w->vac_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
 	}
@@ -1095,6 +1146,8 @@ int pgc_worker_start(pgc_worker *w, pgc_error *err)
 		}
 		w->n_threads++;
 	}
+	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
+		w->have_vacuumer = pthread_create(&w->vacuumer, &attr, vacuum_main, w) == 0;
 	if (pthread_create(&w->dispatcher, &attr, dispatcher_main, w) != 0) {
 		pthread_mutex_lock(&w->mu);
 		w->exit_threads = true;
@@ -1119,6 +1172,7 @@ void pgc_worker_stop(pgc_worker *w, int64_t grace_ms)
 	atomic_store(&w->stop_requested, true);
 	char b = 1;
 	ssize_t n = write(w->wake[1], &b, 1);
+	n = write(w->vac_wake[1], &b, 1);
 	(void)n;
 }
 
@@ -1129,6 +1183,8 @@ int pgc_worker_wait(pgc_worker *w, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_wait: w must not be NULL");
 	if (w->started && !w->stopped) {
 		pthread_join(w->dispatcher, NULL);
+		if (w->have_vacuumer)
+			pthread_join(w->vacuumer, NULL);
 		for (int i = 0; i < w->n_threads; i++)
 			pthread_join(w->threads[i], NULL);
 		w->stopped = true;
@@ -1176,6 +1232,10 @@ void pgc_worker_free(pgc_worker *w)
 		close(w->wake[0]);
 	if (w->wake[1] >= 0)
 		close(w->wake[1]);
+	if (w->vac_wake[0] >= 0)
+		close(w->vac_wake[0]);
+	if (w->vac_wake[1] >= 0)
+		close(w->vac_wake[1]);
 	if (w->queues)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			free(w->queues[i]);

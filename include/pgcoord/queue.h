@@ -24,6 +24,10 @@ extern "C" {
  * time: 0x7067635f72656170, the ASCII bytes of "pgc_reap". Held for one short transaction. */
 #define PGC_QUEUE_REAPER_LOCK_KEY INT64_C(0x7067635f72656170)
 
+/* The advisory key pgc_queue_vacuum holds (pg_try_advisory_lock, session scope) while it
+ * vacuums, so that one vacuum of the jobs table runs at a time: "pgc_vacu". */
+#define PGC_QUEUE_VACUUM_LOCK_KEY INT64_C(0x7067635f76616375)
+
 /* Bounds checked by the library (the server checks them again). */
 #define PGC_QUEUE_NAME_MAX 128     /* bytes */
 #define PGC_QUEUE_PRIORITY_MIN (-32768)
@@ -179,6 +183,15 @@ typedef struct pgc_reap_result {
  * PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err);
 
+/* Vacuums the jobs table when the statistics show at least min_dead dead tuples in it, so that
+ * a busy queue does not wait for autovacuum's next round (autovacuum_naptime, a minute by
+ * default) while its claim index fills with dead entries. One vacuum at a time, under
+ * PGC_QUEUE_VACUUM_LOCK_KEY. Must be called outside a transaction. *vacuumed (may be NULL) says
+ * whether it ran. Errors: PGC_EUSAGE, PGC_EBUSY (another session is vacuuming it), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed,
+                                              pgc_error *err);
+
 /* Pauses (paused = true) or resumes a queue: a paused queue's jobs are not claimed. Resuming
  * wakes the workers. The queue is created when missing. Errors: PGC_EUSAGE, PGC_ESQL,
  * PGC_ECONNLOST. */
@@ -333,10 +346,13 @@ typedef struct pgc_worker_options {
 	const char *application_name; /* NULL: "pgcoord/worker" */
 	pgc_log_fn log;             /* may be NULL */
 	void *log_arg;
+	long vacuum_dead_tuples;    /* a maintenance thread (own connection) vacuums the jobs table
+	                               when it has this many dead tuples, checked every second;
+	                               default 20000; 0: leave it to autovacuum */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
-		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL }
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000 }
 
 typedef struct pgc_worker pgc_worker;
 
