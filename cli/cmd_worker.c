@@ -53,6 +53,8 @@ static void usage(FILE *f)
 	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
 	      "      --backoff-max=D    longest retry delay (default 1h)\n"
 	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
+	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
+	      "                         (default 20000; 0: leave it to autovacuum)\n"
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
@@ -334,7 +336,7 @@ static int check_command(const char *cmd)
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -347,6 +349,7 @@ int cmd_worker(int argc, char **argv)
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
+		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -384,6 +387,11 @@ int cmd_worker(int argc, char **argv)
 			o.prefetch = (int)v;
 			break;
 		case O_NO_LISTEN: o.listen = false; break;
+		case O_VACUUM:
+			if (!cli_parse_int(optarg, 0, 1000000000, &v))
+				return cli_usage_error("worker", "--vacuum-threshold must be a number of dead tuples, not \"%s\"", optarg);
+			o.vacuum_dead_tuples = (long)v;
+			break;
 		case O_SCHEMA:
 			if (*optarg == '\0')
 				return cli_usage_error("worker", "--schema must not be empty");

@@ -128,6 +128,17 @@ static void queue__basic(void)
 	T_ASSERT_INT_EQ(pgc_queue_claim(q, "mail", 1, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
 	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE run_at > clock_timestamp() + interval '29 s'"
 	                             " AND run_at < clock_timestamp() + interval '61 s' AND last_error = 'boom'"), 1);
+
+	/* The maintenance vacuum: only above its threshold, never inside a transaction. */
+	bool did = true;
+	T_ASSERT_INT_EQ(pgc_queue_vacuum(q, 1000000000L, &did, &err), PGC_OK);
+	T_ASSERT(!did);
+	T_ASSERT_INT_EQ(pgc_queue_vacuum(q, 0, &did, &err), PGC_OK);
+	T_ASSERT(did);
+	T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_vacuum(q, 0, &did, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_reap(q, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_exec(c, "ROLLBACK", &err), PGC_OK);
 	teardown(c, q);
 }
 
