@@ -350,7 +350,10 @@ static void take_claimed(pgc_worker *w, PGresult *res, const char *queue)
 			head = j;
 		tail = j;
 	}
-	atomic_fetch_add(&w->s_claimed, rows);
+	long taken = 0;
+	for (wjob *j = head; j; j = j->next)
+		taken++;
+	atomic_fetch_add(&w->s_claimed, taken);
 	pthread_mutex_lock(&w->mu);
 	for (wjob *j = head; j; j = j->next) {
 		held_add(w, j);
@@ -721,7 +724,10 @@ static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 	}
 }
 
-static void release_jobs(pgc_worker *w, bool started_ones)
+/* Releases the unstarted jobs, or (started_ones) the running ones; jobs whose handler already
+ * returned (in the threads' done list or in `flushing`, the dispatcher's) are left alone: their
+ * outcome is on its way. */
+static void release_jobs(pgc_worker *w, bool started_ones, wjob *flushing)
 {
 	/* Collect ready (unstarted) or running jobs and give them back. */
 	pthread_mutex_lock(&w->mu);
@@ -751,6 +757,9 @@ static void release_jobs(pgc_worker *w, bool started_ones)
 				continue;
 			bool in_done = false;
 			for (wjob *x = w->done_head; x; x = x->next)
+				if (x == j)
+					in_done = true;
+			for (wjob *x = flushing; x; x = x->next)
 				if (x == j)
 					in_done = true;
 			if (in_done)
@@ -831,7 +840,7 @@ static void *dispatcher_main(void *arg)
 			d.stop_deadline = now + atomic_load(&w->grace_ms);
 			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
 			     (long long)atomic_load(&w->grace_ms));
-			release_jobs(w, false);
+			release_jobs(w, false, pending_done);
 		}
 		/* Take the finished jobs. */
 		pthread_mutex_lock(&w->mu);
@@ -851,7 +860,7 @@ static void *dispatcher_main(void *arg)
 			break;
 		if (d.stopping && now >= d.stop_deadline && running > 0) {
 			wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", running);
-			release_jobs(w, true);
+			release_jobs(w, true, pending_done);
 			d.stop_deadline = INT64_MAX;
 		}
 		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
@@ -986,8 +995,11 @@ static void *dispatcher_main(void *arg)
 			read_notifications(w, &d, true);
 	}
 exit:
-	/* Whatever is left was released or is lost; free it. */
+	/* Whatever is still held is no longer ours to finish (released, or left to its lease when
+	 * the connection is gone): tell the handlers still running. */
 	pthread_mutex_lock(&w->mu);
+	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext)
+		atomic_store(&j->lost, true);
 	w->exit_threads = true;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
