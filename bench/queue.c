@@ -437,13 +437,13 @@ static void bench_starvation(pgc_conn *c, pgc_queue *q)
 	pgc_job_options lo = PGC_JOB_OPTIONS_INIT, hi = PGC_JOB_OPTIONS_INIT;
 	lo.priority = -10;
 	hi.priority = 10;
-	/* A backlog of high-priority work, then one low-priority job, then a stream of high-priority
-	 * work faster than the worker's capacity. */
+	/* One low-priority job, then a backlog of newer high-priority work and a stream of it
+	 * faster than the worker's capacity: without aging the low job would never run. */
 	const char **p = payloads(2000);
-	if (pgc_queue_enqueue_many(q, "starve", 2000, p, NULL, &hi, NULL, NULL, NULL, &e) != PGC_OK)
-		die("enqueue", &e);
 	double t0 = bench_now();
 	if (pgc_queue_enqueue(q, "starve", "{\"low\":true}", &lo, NULL, &e) != PGC_OK)
+		die("enqueue", &e);
+	if (pgc_queue_enqueue_many(q, "starve", 2000, p, NULL, &hi, NULL, NULL, NULL, &e) != PGC_OK)
 		die("enqueue", &e);
 	atomic_store(&low_seen, 0);
 	pgc_worker *w = start_worker("starve", 2, 0, busy, NULL);
