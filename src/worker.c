@@ -551,15 +551,21 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	int slots = d->stopping ? 0 : free_slots(w);
 	int claim_n[64];
 	size_t claim_q[64], n_claims = 0;
-	for (size_t i = 0; i < nq && slots > 0 && n_claims < 64; i++) {
+	int eligible = 0;
+	for (size_t i = 0; i < nq; i++)
+		eligible += d->more[i];
+	/* The queues worth claiming share the free slots; the first in turn (rr) gets the rest of
+	 * the division, and the turn advances every trip. */
+	for (size_t i = 0; i < nq && slots > 0 && eligible > 0; i++) {
 		size_t qi = (d->rr + i) % nq;
 		if (!d->more[qi])
 			continue;
+		int share = slots / eligible + (n_claims == 0 ? slots % eligible : 0);
+		if (share < 1)
+			break;
 		claim_q[n_claims] = qi;
-		claim_n[n_claims] = slots > 1000 ? 1000 : slots;
+		claim_n[n_claims] = share > 1000 ? 1000 : share;
 		n_claims++;
-		/* Several queues share the free slots: give each the whole budget, the next cycle
-		 * balances (rr advances). */
 	}
 	d->rr = (d->rr + 1) % nq;
 

@@ -850,6 +850,50 @@ static void queue__worker_reconnects(void)
 	teardown(c, q);
 }
 
+/* ---- several queues share one worker's slots ------------------------------------------- */
+
+static atomic_int per_queue[2];
+
+static void count_queue(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)res;
+	(void)arg;
+	atomic_fetch_add(&per_queue[strcmp(job->queue, "qa") == 0 ? 0 : 1], 1);
+}
+
+static void queue__worker_two_queues(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	static const char *pl[300];
+	for (int i = 0; i < 300; i++)
+		pl[i] = "{}";
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qa", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qb", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
+	const char *queues[] = { "qa", "qb" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 2;
+	o.concurrency = 3;
+	o.prefetch = 5;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, count_queue, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 20000;
+	while (atomic_load(&per_queue[0]) + atomic_load(&per_queue[1]) < 600 && pgc__now_ms() < deadline)
+		sleep_ms(10);
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(atomic_load(&per_queue[0]), 300);
+	T_ASSERT_INT_EQ(atomic_load(&per_queue[1]), 300);
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -864,6 +908,7 @@ int main(int argc, char **argv)
 		{ "queue__worker_graceful_stop", queue__worker_graceful_stop },
 		{ "queue__wakeup_notify_and_timer", queue__wakeup_notify_and_timer },
 		{ "queue__worker_reconnects", queue__worker_reconnects },
+		{ "queue__worker_two_queues", queue__worker_two_queues },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
