@@ -724,7 +724,7 @@ static int do_list(int argc, char **argv)
 		rc = qreport(&err);
 	} else {
 		if (!g_cli.json)
-			printf("%-10s %-16s %-10s %5s %8s %-25s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
+			printf("%-10s %-16s %-10s %5s %8s %-19s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
 			       "ATTEMPTS", "RUN_AT", "LAST_ERROR");
 		for (size_t i = 0; i < n; i++) {
 			const pgc_job_info *j = list[i];
@@ -740,8 +740,14 @@ static int do_list(int argc, char **argv)
 			for (char *p = errl; *p; p++)
 				if (*p == '\n')
 					*p = ' ';
-			printf("%-10lld %-16s %-10s %5d %8s %-25.25s %s\n", (long long)j->id, j->queue,
-			       j->status, j->priority, att, j->run_at ? j->run_at : "", errl);
+			char when[20] = "";
+			if (j->run_at != NULL) {
+				snprintf(when, sizeof when, "%s", j->run_at); /* 2026-11-30T08:44:57 */
+				if (when[10] == 'T')
+					when[10] = ' ';
+			}
+			printf("%-10lld %-16s %-10s %5d %8s %-19s %s\n", (long long)j->id, j->queue,
+			       j->status, j->priority, att, when, errl);
 		}
 		pgc_queue_infos_free(list, n);
 	}
