@@ -30,9 +30,13 @@ typedef enum pgc_code {
 	PGC_ESCHEMA_VERSION = -16,   /* the schema is newer than this library knows */
 	PGC_ENOTFOUND = -17,         /* the named object does not exist */
 	PGC_EINTERNAL = -18,         /* a bug or an unexpected answer from the server */
-	PGC_EINTR = -19,             /* interrupted at the caller's request */
-	PGC_EDUPLICATE = -30         /* queue: the unique key is taken by a pending or running job */
+	PGC_EINTR = -19              /* interrupted at the caller's request */
 } pgc_code;
+
+/* Job queue codes (-30..-39). */
+enum {
+	PGC_EDUPLICATE = -30 /* a job with this unique key is already pending or running */
+};
 
 /* What a caller should do about an error. */
 typedef enum pgc_error_class {
