@@ -891,6 +891,11 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 		goto fail;
 	r.purged = atol(PQcmdTuples(res));
 	PQclear(res);
+	/* Workers that stopped refreshing their registration are gone. */
+	if ((res = run_text(q, "DELETE FROM @S@.workers WHERE seen_at < clock_timestamp() - interval '1 minute'",
+	                    0, NULL, &rc, err)) == NULL)
+		goto fail;
+	PQclear(res);
 	if ((rc = pgc_exec(q->conn, "COMMIT", err)) != PGC_OK)
 		return rc;
 	if (out != NULL)

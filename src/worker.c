@@ -50,6 +50,8 @@ struct pgc_worker {
 	pgc_queue *q;
 	bool listening;
 	bool pooled, pooler_logged;
+	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
+	bool registered;
 	bool started;
 	pthread_t dispatcher;
 	pthread_t vacuumer;
@@ -78,6 +80,7 @@ struct pgc_worker {
 	pgc_error err;
 
 	atomic_long s_claimed, s_completed, s_failed, s_retried, s_stale, s_released, s_reaped;
+	atomic_long s_wakeups;
 };
 
 static void wlog(pgc_worker *w, pgc_log_level level, const char *fmt, ...) PGC_PRINTF(3, 4);
@@ -194,6 +197,8 @@ static void on_notice(void *arg, const char *message)
 	wlog(w, PGC_LOG_DEBUG, "server: %s", line);
 }
 
+static void register_self(pgc_worker *w, int slots);
+
 /* Waits up to timeout_ms for a notification on channel; true when one came. */
 static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
 {
@@ -301,7 +306,18 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 		PQfreemem(ch);
 		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
 			return rc;
+		/* And a channel of our own: an enqueue wakes one worker with free slots. */
+		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
+		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
+		ch = pgc__quote_ident(w->conn, w->own_channel, err);
+		if (ch == NULL)
+			return PGC_EUSAGE;
+		snprintf(sql, sizeof sql, "LISTEN %s", ch);
+		PQfreemem(ch);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
 		w->listening = true;
+		register_self(w, w->o.concurrency + w->o.prefetch - w->n_ready - w->n_running);
 	}
 	return prepare_all(w, err);
 }
@@ -389,9 +405,10 @@ static void job_free(pgc_worker *w, wjob *j)
 
 typedef struct dstate {
 	bool *more;          /* per queue: worth claiming */
+	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
 	size_t rr;           /* next queue to claim from */
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
-	int64_t next_hb, next_reap;
+	int64_t next_hb, next_reap, next_register;
 	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
 	bool stopping;
 	int64_t stop_started, stop_deadline;
@@ -679,23 +696,14 @@ out:
 	return rc;
 }
 
+/* Our queue names as an array literal. */
+static void queues_array(pgc_worker *w, pgc__sb *a);
+
 /* How long until the earliest scheduled job of our queues, in ms (-1: none). */
 static int64_t next_run_ms(pgc_worker *w)
 {
 	pgc__sb a = { 0 };
-	pgc__sb_putc(&a, '{');
-	for (size_t i = 0; i < w->o.n_queues; i++) {
-		if (i)
-			pgc__sb_putc(&a, ',');
-		pgc__sb_putc(&a, '"');
-		for (const char *p = w->o.queues[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				pgc__sb_putc(&a, '\\');
-			pgc__sb_putc(&a, *p);
-		}
-		pgc__sb_putc(&a, '"');
-	}
-	pgc__sb_putc(&a, '}');
+	queues_array(w, &a);
 	if (a.oom) {
 		pgc__sb_free(&a);
 		return -1;
@@ -715,6 +723,66 @@ static int64_t next_run_ms(pgc_worker *w)
 	return ms;
 }
 
+static void queues_array(pgc_worker *w, pgc__sb *a_out)
+{
+	pgc__sb a = { 0 };
+	pgc__sb_putc(&a, '{');
+	for (size_t i = 0; i < w->o.n_queues; i++) {
+		if (i)
+			pgc__sb_putc(&a, ',');
+		pgc__sb_putc(&a, '"');
+		for (const char *p = w->o.queues[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				pgc__sb_putc(&a, '\\');
+			pgc__sb_putc(&a, *p);
+		}
+		pgc__sb_putc(&a, '"');
+	}
+	pgc__sb_putc(&a, '}');
+	*a_out = a;
+}
+
+/* Registers (or refreshes) this worker's channel and free slots. Errors are logged, not fatal:
+ * without a registration the worker is still woken by the broadcast and the poll. */
+static void register_self(pgc_worker *w, int slots)
+{
+	if (!w->listening)
+		return;
+	pgc__sb a = { 0 };
+	queues_array(w, &a);
+	char *sql = pgc__queue_sql(w->q,
+	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
+	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
+	        " seen_at = clock_timestamp()");
+	char fs[16];
+	snprintf(fs, sizeof fs, "%d", slots < 0 ? 0 : slots);
+	const char *v[3] = { w->own_channel, a.buf, fs };
+	int rc;
+	pgc_error e;
+	PGresult *res = (sql && !a.oom) ? pgc__exec(w->conn, sql, 3, v, &rc, &e) : NULL;
+	if (res != NULL)
+		w->registered = true;
+	else if (sql != NULL && !a.oom)
+		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups: %s", e.message);
+	PQclear(res);
+	free(sql);
+	pgc__sb_free(&a);
+}
+
+static void unregister_self(pgc_worker *w)
+{
+	if (!w->registered || PQstatus(w->conn->pg) != CONNECTION_OK)
+		return;
+	char *sql = pgc__queue_sql(w->q, "DELETE FROM @S@.workers WHERE channel = $1");
+	const char *v[1] = { w->own_channel };
+	int rc;
+	pgc_error e;
+	PGresult *res = sql ? pgc__exec(w->conn, sql, 1, v, &rc, &e) : NULL;
+	PQclear(res);
+	free(sql);
+	w->registered = false;
+}
+
 /* Notifications may also have arrived during another statement: libpq keeps them queued. */
 static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 {
@@ -724,8 +792,14 @@ static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 	PGnotify *n;
 	while ((n = PQnotifies(pg)) != NULL) {
 		for (size_t i = 0; i < w->o.n_queues; i++)
-			if (strcmp(n->extra, w->o.queues[i]) == 0)
+			if (strcmp(n->extra, w->o.queues[i]) == 0) {
 				d->more[i] = true;
+				atomic_fetch_add(&w->s_wakeups, 1);
+				/* Picked for a wake-up while full (our registration is up to a second
+				 * old): pass it on to everyone, or the job would wait for our slots. */
+				if (strcmp(n->relname, w->own_channel) == 0 && free_slots(w) <= 0)
+					d->forward[i] = true;
+			}
 		PQfreemem(n);
 	}
 }
@@ -820,7 +894,8 @@ static void *dispatcher_main(void *arg)
 	dstate d;
 	memset(&d, 0, sizeof d);
 	d.more = calloc(w->o.n_queues, sizeof *d.more);
-	if (d.more == NULL) {
+	d.forward = calloc(w->o.n_queues, sizeof *d.forward);
+	if (d.more == NULL || d.forward == NULL) {
 		w->rc = pgc__err(&w->err, PGC_ENOMEM, "out of memory");
 		goto exit;
 	}
@@ -847,6 +922,7 @@ static void *dispatcher_main(void *arg)
 			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
 			     (long long)atomic_load(&w->grace_ms));
 			release_jobs(w, false, pending_done);
+			unregister_self(w);
 		}
 		/* Take the finished jobs. */
 		pthread_mutex_lock(&w->mu);
@@ -880,6 +956,17 @@ static void *dispatcher_main(void *arg)
 				continue;
 		}
 		read_notifications(w, &d, false);
+		for (size_t i = 0; i < w->o.n_queues; i++) {
+			if (!d.forward[i])
+				continue;
+			d.forward[i] = false;
+			const char *fv[2] = { w->q->channel, w->o.queues[i] };
+			int frc;
+			pgc_error fe;
+			PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
+			register_self(w, 0);
+			d.next_register = now + 1000;
+		}
 		pgc_error e;
 		int rc = settle_others(w, &d, &pending_done, &e);
 		if (rc == PGC_OK) {
@@ -948,6 +1035,10 @@ static void *dispatcher_main(void *arg)
 			continue;
 		}
 		now = pgc__now_ms();
+		if (!d.stopping && w->listening && now >= d.next_register) {
+			register_self(w, free_slots(w));
+			d.next_register = now + 1000;
+		}
 		if (!d.stopping && w->o.reap_ms > 0 && now >= d.next_reap) {
 			pgc_reap_result rr;
 			int r2 = pgc_queue_reap(w->q, &rr, &e);
@@ -1010,6 +1101,7 @@ exit:
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	free(d.more);
+	free(d.forward);
 	return NULL;
 }
 
@@ -1091,8 +1183,6 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	if (w == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	w->o = *opts;
-	if (w->o.prefetch == 0)
-		w->o.prefetch = w->o.concurrency;
 	w->handler = handler;
 	w->handler_arg = handler_arg;
 	w->wake[0] = w->wake[1] = -1;
@@ -1231,6 +1321,7 @@ void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out)
 	out->stale = atomic_load(&w->s_stale);
 	out->released = atomic_load(&w->s_released);
 	out->reaped = atomic_load(&w->s_reaped);
+	out->wakeups = atomic_load(&w->s_wakeups);
 	out->listening = w->listening;
 }
 

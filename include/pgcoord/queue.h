@@ -333,8 +333,10 @@ typedef struct pgc_worker_options {
 	const char *const *queues;  /* queue names, n_queues of them (required) */
 	size_t n_queues;
 	int concurrency;            /* handler threads; default 4 */
-	int prefetch;               /* claimed jobs held ready beyond the running ones; default
-	                               0 = concurrency. Larger batches help short jobs. */
+	int prefetch;               /* claimed jobs held ready beyond the running ones; default 0:
+	                               claim only for idle threads, so that no job waits in one
+	                               worker while another is idle. Short jobs gain from more
+	                               (bigger batches per round trip). */
 	int64_t lease_ms;           /* default 30000; renewed every lease/3 */
 	int64_t poll_ms;            /* fallback poll with LISTEN; default 2000 */
 	int64_t flush_ms;           /* completions wait at most this for company; default 1 */
@@ -360,6 +362,7 @@ typedef struct pgc_worker_stats {
 	long claimed, completed, failed, retried, stale, released;
 	long reaped;   /* jobs this worker's reaper returned or failed */
 	bool listening;
+	long wakeups;  /* notifications received that named one of its queues */
 } pgc_worker_stats;
 
 /* Creates a worker (connects, checks the schema, LISTENs). Nothing runs until

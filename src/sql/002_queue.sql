@@ -47,6 +47,17 @@ CREATE TABLE @schema@.queues (
 );
 COMMENT ON TABLE @schema@.queues IS 'pgcoord: the queues that have seen a job, and their pause flag';
 
+-- Running workers that LISTEN, each on its own channel, with their free slots (refreshed about
+-- once a second), so that an enqueue wakes one worker rather than all of them. Unlogged: it
+-- only describes the present.
+CREATE UNLOGGED TABLE @schema@.workers (
+    channel    text        PRIMARY KEY,
+    queues     text[]      NOT NULL,
+    free       integer     NOT NULL DEFAULT 0,
+    seen_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+COMMENT ON TABLE @schema@.workers IS 'pgcoord: listening workers, for targeted wake-ups';
+
 CREATE TABLE @schema@.jobs (
     id           bigint      PRIMARY KEY,
     queue        text        NOT NULL,
@@ -123,6 +134,7 @@ DECLARE
     why text;
     big bigint;
     n integer;
+    target text;
 BEGIN
     IF p_queue IS NULL OR p_queue = '' THEN
         RAISE EXCEPTION 'queue name is empty' USING ERRCODE = '22023';
@@ -184,6 +196,12 @@ BEGIN
         END LOOP;
         RAISE;
     END;
-    PERFORM pg_notify(st.channel, p_queue);
+    -- Wake one worker with free slots for this queue (workers register their own channel),
+    -- the same one for every call of a transaction; everyone only when none is known.
+    SELECT w.channel INTO target FROM @schema@.workers w
+     WHERE p_queue = ANY (w.queues) AND w.free > 0
+       AND w.seen_at > clock_timestamp() - interval '10 seconds'
+     ORDER BY hashtext(w.channel || txid_current()::text) LIMIT 1;
+    PERFORM pg_notify(coalesce(target, st.channel), p_queue);
 END
 $$;

@@ -894,6 +894,124 @@ static void queue__worker_two_queues(void)
 	teardown(c, q);
 }
 
+/* ---- no thundering herd: an enqueue wakes one idle worker, not all of them ---------------- */
+
+static atomic_int herd_runs;
+
+static void herd_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)job;
+	(void)res;
+	(void)arg;
+	atomic_fetch_add(&herd_runs, 1);
+}
+
+static void queue__wakeup_one_worker(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *queues[] = { "h" };
+	pgc_worker *w[3];
+	for (int i = 0; i < 3; i++) {
+		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+		o.dsn = t_dsn();
+		o.schema = schema;
+		o.queues = queues;
+		o.n_queues = 1;
+		o.concurrency = 1;
+		o.poll_ms = 30000;
+		T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w[i], &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
+	}
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.workers WHERE free > 0"), 3);
+	for (int round = 1; round <= 3; round++) {
+		T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "h", "{}", NULL, NULL, &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "h", "{}", NULL, NULL, &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_exec(c, "COMMIT", &err), PGC_OK);
+		int64_t deadline = pgc__now_ms() + 10000;
+		while (atomic_load(&herd_runs) < 2 * round && pgc__now_ms() < deadline)
+			sleep_ms(5);
+		T_ASSERT_INT_EQ(atomic_load(&herd_runs), 2 * round);
+	}
+	sleep_ms(100);
+	long wakeups = 0;
+	for (int i = 0; i < 3; i++) {
+		pgc_worker_stats st;
+		pgc_worker_get_stats(w[i], &st);
+		wakeups += st.wakeups;
+	}
+	/* One notification per transaction, delivered to one worker. */
+	T_ASSERT_INT_EQ(wakeups, 3);
+	for (int i = 0; i < 3; i++)
+		pgc_worker_stop(w[i], 1000);
+	for (int i = 0; i < 3; i++) {
+		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
+		pgc_worker_free(w[i]);
+	}
+	/* Stopped workers leave the registry. */
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.workers"), 0);
+	teardown(c, q);
+}
+
+/* A worker picked for a wake-up while it is full passes the wake-up on. */
+static atomic_int busy_started;
+static atomic_llong second_started;
+
+static void busy_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)res;
+	(void)arg;
+	if (atomic_fetch_add(&busy_started, 1) == 1)
+		atomic_store(&second_started, pgc__now_ms());
+	for (int i = 0; i < 300 && !pgc_job_lost(job); i++)
+		sleep_ms(10);
+}
+
+static void queue__wakeup_passed_on_when_full(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *queues[] = { "f" };
+	pgc_worker *w[2];
+	for (int i = 0; i < 2; i++) {
+		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+		o.dsn = t_dsn();
+		o.schema = schema;
+		o.queues = queues;
+		o.n_queues = 1;
+		o.concurrency = 1;
+		o.prefetch = 0;
+		o.poll_ms = 30000;
+		T_ASSERT_INT_EQ(pgc_worker_new(&o, busy_handler, NULL, &w[i], &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
+	}
+	/* Both registered as free; one of them takes the first job and is full. */
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{}", NULL, NULL, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while (atomic_load(&busy_started) < 1 && pgc__now_ms() < deadline)
+		sleep_ms(2);
+	/* Whichever worker the next wake-up picks, the free one starts the job long before the busy
+	 * one is done (3 s) or the fallback poll (30 s). Several tries so that the busy worker's
+	 * stale registration is picked at least sometimes. */
+	int64_t t0 = pgc__now_ms();
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{}", NULL, NULL, &err), PGC_OK);
+	deadline = t0 + 10000;
+	while (atomic_load(&second_started) == 0 && pgc__now_ms() < deadline)
+		sleep_ms(2);
+	T_ASSERT(atomic_load(&second_started) != 0);
+	T_ASSERT(atomic_load(&second_started) - t0 < 2500);
+	for (int i = 0; i < 2; i++)
+		pgc_worker_stop(w[i], 0);
+	for (int i = 0; i < 2; i++) {
+		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
+		pgc_worker_free(w[i]);
+	}
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -909,6 +1027,8 @@ int main(int argc, char **argv)
 		{ "queue__wakeup_notify_and_timer", queue__wakeup_notify_and_timer },
 		{ "queue__worker_reconnects", queue__worker_reconnects },
 		{ "queue__worker_two_queues", queue__worker_two_queues },
+		{ "queue__wakeup_one_worker", queue__wakeup_one_worker },
+		{ "queue__wakeup_passed_on_when_full", queue__wakeup_passed_on_when_full },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
