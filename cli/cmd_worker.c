@@ -43,6 +43,8 @@ static void usage(FILE *f)
 	      "Options:\n"
 	      "  -q, --queue=Q          queue to take jobs from (repeat for more)\n"
 	      "  -c, --concurrency=K    commands at once (default 4)\n"
+	      "      --connections=N    database connections sharing the K slots (default 1;\n"
+	      "                         more use more server cores for short jobs)\n"
 	      "      --prefetch=N       jobs claimed ahead beyond K (default 0; more for\n"
 	      "                         short jobs: bigger batches)\n"
 	      "      --timeout=D        kill a command's process group after D (default none)\n"
@@ -279,8 +281,14 @@ out:
 	atomic_fetch_sub(&ctx->running, 1);
 }
 
+typedef struct second_arg {
+	pgc_worker **ws;
+	int n;
+} second_arg;
+
 static void *second_signal(void *arg)
 {
+	second_arg *sa = arg;
 	sigset_t s;
 	sigemptyset(&s);
 	sigaddset(&s, SIGINT);
@@ -291,7 +299,8 @@ static void *second_signal(void *arg)
 	if (sigwait(&s, &sig) == 0) {
 		if (!g_cli.quiet)
 			fprintf(stderr, "pgcoord worker: %s: stopping now\n", strsignal(sig));
-		pgc_worker_stop(arg, 0);
+		for (int i = 0; i < sa->n; i++)
+			pgc_worker_stop(sa->ws[i], 0);
 	}
 	return NULL;
 }
@@ -337,7 +346,7 @@ static int check_command(const char *cmd)
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -351,6 +360,7 @@ int cmd_worker(int argc, char **argv)
 		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
 		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
+		{ "connections", required_argument, NULL, O_CONNECTIONS },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -359,6 +369,7 @@ int cmd_worker(int argc, char **argv)
 	size_t nq = 0;
 	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
 	int64_t grace = 30000;
+	int nconn = 1;
 	wctx ctx = { NULL, 0, 10000, 0 };
 	long long v;
 	int ch;
@@ -388,6 +399,11 @@ int cmd_worker(int argc, char **argv)
 			o.prefetch = (int)v;
 			break;
 		case O_NO_LISTEN: o.listen = false; break;
+		case O_CONNECTIONS:
+			if (!cli_parse_int(optarg, 1, 16, &v))
+				return cli_usage_error("worker", "--connections must be an integer from 1 to 16, not \"%s\"", optarg);
+			nconn = (int)v;
+			break;
 		case O_VACUUM:
 			if (!cli_parse_int(optarg, 0, 1000000000, &v))
 				return cli_usage_error("worker", "--vacuum-threshold must be a number of dead tuples, not \"%s\"", optarg);
@@ -453,21 +469,33 @@ int cmd_worker(int argc, char **argv)
 	o.n_queues = nq;
 	o.log = log_line;
 	o.application_name = "pgcoord/worker";
-	pgc_worker *w;
+	/* --connections N: N workers of the library, each with its own connection and a share of
+	 * the K slots (a server runs each connection's statements on one core). */
+	if (nconn > o.concurrency)
+		nconn = o.concurrency;
+	pgc_worker *ws[16] = { NULL };
 	pgc_error err;
-	if (pgc_worker_new(&o, run_job, &ctx, &w, &err) != PGC_OK) {
-		rc = cli_report(&err);
-		return err.code == PGC_ENOSCHEMA ? EXIT_UNAVAILABLE : rc;
-	}
-	if (pgc_worker_start(w, &err) != PGC_OK) {
-		pgc_worker_free(w);
-		return cli_report(&err);
+	int total_k = o.concurrency, total_prefetch = o.prefetch;
+	for (int i = 0; i < nconn; i++) {
+		pgc_worker_options oi = o;
+		oi.concurrency = total_k / nconn + (i < total_k % nconn);
+		oi.prefetch = total_prefetch / nconn + (i < total_prefetch % nconn);
+		if (pgc_worker_new(&oi, run_job, &ctx, &ws[i], &err) != PGC_OK ||
+		    pgc_worker_start(ws[i], &err) != PGC_OK) {
+			rc = cli_report(&err);
+			if (err.code == PGC_ENOSCHEMA)
+				rc = EXIT_UNAVAILABLE;
+			for (int k = 0; k <= i; k++)
+				pgc_worker_free(ws[k]); /* stops and joins the started ones; NULL is fine */
+			return rc;
+		}
 	}
 	if (!g_cli.quiet) {
 		pgc_worker_stats st;
-		pgc_worker_get_stats(w, &st);
-		fprintf(stderr, "pgcoord worker: pid %d, %d at once, %s, running %s\n", (int)getpid(),
-		        o.concurrency, st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
+		pgc_worker_get_stats(ws[0], &st);
+		fprintf(stderr, "pgcoord worker: pid %d, %d at once over %d connection%s, %s, running %s\n",
+		        (int)getpid(), total_k, nconn, nconn == 1 ? "" : "s",
+		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
 	}
 	int sig;
 	while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
@@ -475,22 +503,34 @@ int cmd_worker(int argc, char **argv)
 	if (!g_cli.quiet)
 		fprintf(stderr, "pgcoord worker: %s: stopping (grace %lld ms)\n", strsignal(sig),
 		        (long long)grace);
-	pgc_worker_stop(w, grace);
+	for (int i = 0; i < nconn; i++)
+		pgc_worker_stop(ws[i], grace);
 	/* A second signal during the grace period stops at once. */
+	second_arg sa = { ws, nconn };
 	pthread_t second;
-	bool have_second = pthread_create(&second, NULL, second_signal, w) == 0;
+	bool have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
 	rc = 0;
-	if (pgc_worker_wait(w, &err) != PGC_OK)
-		rc = cli_report(&err);
+	pgc_worker_stats sum = { 0 };
+	for (int i = 0; i < nconn; i++) {
+		if (pgc_worker_wait(ws[i], &err) != PGC_OK)
+			rc = cli_report(&err);
+		pgc_worker_stats st;
+		pgc_worker_get_stats(ws[i], &st);
+		sum.completed += st.completed;
+		sum.failed += st.failed;
+		sum.retried += st.retried;
+		sum.released += st.released;
+		sum.stale += st.stale;
+	}
 	if (have_second) {
 		pthread_cancel(second);
 		pthread_join(second, NULL);
 	}
-	pgc_worker_stats st;
-	pgc_worker_get_stats(w, &st);
 	if (!g_cli.quiet)
 		fprintf(stderr, "pgcoord worker: stopped: %ld completed, %ld failed, %ld retried later, "
-		        "%ld released, %ld stale\n", st.completed, st.failed, st.retried, st.released, st.stale);
-	pgc_worker_free(w);
+		        "%ld released, %ld stale\n", sum.completed, sum.failed, sum.retried, sum.released,
+		        sum.stale);
+	for (int i = 0; i < nconn; i++)
+		pgc_worker_free(ws[i]);
 	return rc;
 }

@@ -51,7 +51,7 @@ struct pgc_worker {
 	bool listening;
 	bool pooled, pooler_logged;
 	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
-	bool registered;
+	bool registered, register_warned;
 	bool started;
 	pthread_t dispatcher;
 	pthread_t vacuumer;
@@ -762,8 +762,11 @@ static void register_self(pgc_worker *w, int slots)
 	PGresult *res = (sql && !a.oom) ? pgc__exec(w->conn, sql, 3, v, &rc, &e) : NULL;
 	if (res != NULL)
 		w->registered = true;
-	else if (sql != NULL && !a.oom)
-		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups: %s", e.message);
+	else if (sql != NULL && !a.oom && !w->register_warned) {
+		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups (woken with everyone instead): %s",
+		     e.message);
+		w->register_warned = true;
+	}
 	PQclear(res);
 	free(sql);
 	pgc__sb_free(&a);
