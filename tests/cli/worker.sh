@@ -114,6 +114,19 @@ wait "$w2" || fail "second worker exit status"
 [ "$(psql_q "SELECT attempts FROM $S.job_history WHERE id = $crash_id")" = 2 ] || fail "attempts after the crash"
 psql_q "SELECT errors::text FROM $S.job_history WHERE id = $crash_id" | grep -q "lease expired" || fail "no lease-expired note"
 
+# Several connections share the slots; every job runs once.
+seq 1 40 | sed 's/.*/{"c":&}/' >"$TMP/conn.jsonl"
+q enqueue conn --file "$TMP/conn.jsonl"
+export OUT3=$TMP/conn.runs
+"$PG" worker --schema "$S" --queue conn -c 4 --connections 2 -- sh -c 'cat >>"$OUT3"; echo >>"$OUT3"' 2>"$TMP/wcerr" &
+wc_pid=$!
+wait_for 20 "SELECT count(*) FROM $S.job_history WHERE queue = 'conn' AND status = 'succeeded'" 40
+kill -TERM "$wc_pid"
+wait "$wc_pid" || fail "--connections worker exit status"
+grep -q "over 2 connections" "$TMP/wcerr" || { cat "$TMP/wcerr"; fail "not 2 connections"; }
+[ "$(grep -c '"c"' "$OUT3")" -eq 40 ] && [ "$(grep '"c"' "$OUT3" | sort -u | wc -l)" -eq 40 ] || fail "--connections: jobs not run exactly once"
+run 64 "$PG" worker --queue q --connections 17 -- true
+
 # Graceful stop: running commands get --grace, then are killed and their jobs released.
 q enqueue stop --payload '{}'
 stop_id=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'stop'")
