@@ -110,14 +110,14 @@ CREATE INDEX job_history_queue ON @schema@.job_history (queue, status, finished_
 
 -- Appends one error to a job's short error history (the last 5).
 CREATE FUNCTION @schema@.push_error(errors jsonb, attempt integer, message text)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $pgc$
     SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb)
       FROM jsonb_array_elements(coalesce(errors, '[]'::jsonb)
                                 || jsonb_build_array(jsonb_build_object('attempt', attempt,
                                                                         'error', message)))
            WITH ORDINALITY AS t(e, n)
      WHERE n > jsonb_array_length(coalesce(errors, '[]'::jsonb)) + 1 - 5
-$$;
+$pgc$;
 
 -- Enqueues one job per element of payloads (JSON text), all or nothing, in the caller's
 -- transaction. unique_keys may be NULL, or hold NULL or a key per job: a job whose key is taken
@@ -127,7 +127,7 @@ $$;
 CREATE FUNCTION @schema@.enqueue(p_queue text, p_payloads text[], p_unique_keys text[],
                                  p_priority integer, p_run_at timestamptz,
                                  p_max_attempts integer)
-RETURNS TABLE (ord bigint, id bigint) LANGUAGE plpgsql AS $$
+RETURNS TABLE (ord bigint, id bigint) LANGUAGE plpgsql AS $pgc$
 DECLARE
     st @schema@.queue_settings;
     bad bigint;
@@ -204,4 +204,4 @@ BEGIN
      ORDER BY hashtext(w.channel || txid_current()::text) LIMIT 1;
     PERFORM pg_notify(coalesce(target, st.channel), p_queue);
 END
-$$;
+$pgc$;
