@@ -134,6 +134,24 @@ static void tail_add(tail *t, const char *p, size_t n)
 	t->len += n;
 }
 
+/* Replaces bytes that are not valid UTF-8 with '?', in place: the error text goes to the
+ * server, which refuses invalid text. */
+static void utf8_sanitize(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = n > 0 && !(n == 2 && *p < 0xc2) && !(n == 4 && *p > 0xf4);
+		for (int i = 1; ok && i < n; i++)
+			ok = (p[i] & 0xc0) == 0x80;
+		if (!ok) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
 /* The last 10 lines of the tail, into out. */
 static void tail_lines(const tail *t, char *out, size_t size)
 {
@@ -250,6 +268,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 		close(pidfd);
 	char last[1600];
 	tail_lines(&t, last, sizeof last);
+	utf8_sanitize(last);
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	if (timed_out) {
 		res->outcome = PGC_JOB_FAIL;

@@ -437,6 +437,16 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 			j->result.error[sizeof j->result.error - 1] = '\0';
 			rc = pgc_queue_fail(w->q, j->job.id, j->job.token, j->result.error, &w->o.backoff,
 			                    &dead, err);
+			if (rc == PGC_ESQL && strncmp(err->sqlstate, "22", 2) == 0) {
+				/* The server refused the text itself (not valid in its encoding): record the
+				 * failure anyway, or the job would stay running under our heartbeats. */
+				char why[PGC_JOB_ERROR_MAX];
+				snprintf(why, sizeof why, "(the handler's error text was rejected: %s)", err->message);
+				for (char *c = why; *c; c++)
+					if ((unsigned char)*c >= 0x80)
+						*c = '?';
+				rc = pgc_queue_fail(w->q, j->job.id, j->job.token, why, &w->o.backoff, &dead, err);
+			}
 			if (rc == PGC_OK) {
 				atomic_fetch_add(&w->s_failed, 1);
 				if (dead)

@@ -48,6 +48,7 @@ echo "$PGCOORD_JOB_ID $PGCOORD_JOB_QUEUE $PGCOORD_JOB_ATTEMPT $p" >>"$OUT"
 case "$p" in
 *fail*) echo "first line" >&2; echo "the real reason" >&2; exit 3 ;;
 *later*) exit 75 ;;
+*junk*) printf 'junk \377\376 end\n' >&2; exit 1 ;;
 *hang*) sh -c 'echo $$ >"$OUT.sleeper"; exec sleep 30' & wait ;;
 esac
 exit 0
@@ -58,10 +59,11 @@ q enqueue w --payload '{"k":"ok"}'
 q enqueue w --payload '{"k":"fail"}' --max-attempts 2
 q enqueue w --payload '{"k":"later"}'
 q enqueue w --payload '{"k":"hang"}' --max-attempts 1
+q enqueue w --payload '{"k":"junk"}' --max-attempts 1
 "$PG" worker --schema "$S" --queue w -c 4 --backoff 100ms --retry-delay 1h --timeout 1s \
 	-- "$TMP/job.sh" >"$TMP/wout" 2>"$TMP/werr" &
 wpid=$!
-wait_for 20 "SELECT count(*) FROM $S.job_history" 3
+wait_for 20 "SELECT count(*) FROM $S.job_history" 4
 wait_for 5 "SELECT count(*) FROM $S.jobs WHERE status = 'pending' AND attempts = 0" 1
 kill -TERM "$wpid"
 timeout 20 tail --pid="$wpid" -f /dev/null || fail "the worker did not stop on SIGTERM"
@@ -75,6 +77,9 @@ grep -q ' w 2 {"k": "fail"}$' "$OUT" || { cat "$OUT"; fail "the failing job was 
 [ "$(psql_q "SELECT status || ':' || last_error FROM $S.job_history WHERE payload->>'k' = 'fail'")" = \
   "failed:exit status 3: first line
 the real reason" ] || fail "stderr tail is not the error: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'fail'")"
+# Bytes that are not UTF-8 in stderr do not keep the job from failing.
+[ "$(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'junk'")" = "exit status 1: junk ?? end" ] ||
+	fail "junk stderr: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'junk'")"
 # Exit 75: pending again, the attempt not counted.
 [ "$(psql_q "SELECT attempts FROM $S.jobs WHERE payload->>'k' = 'later'")" = 0 ] || fail "exit 75 counted an attempt"
 # The timeout killed the whole process group (the background sleep too).

@@ -1012,6 +1012,48 @@ static void queue__wakeup_passed_on_when_full(void)
 	teardown(c, q);
 }
 
+/* A handler's error text the server refuses (not UTF-8) still fails the job. */
+static void junk_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)job;
+	(void)arg;
+	res->outcome = PGC_JOB_FAIL;
+	snprintf(res->error, sizeof res->error, "bad bytes \xff\xfe here");
+}
+
+static void queue__worker_bad_error_text(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_job_options jo = PGC_JOB_OPTIONS_INIT;
+	jo.max_attempts = 1;
+	int64_t id;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "j", "{}", &jo, &id, &err), PGC_OK);
+	const char *queues[] = { "j" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.concurrency = 1;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, junk_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while (count_sql(c, "SELECT count(*) FROM %s.job_history") < 1 && pgc__now_ms() < deadline)
+		sleep_ms(20);
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	pgc_job_info *info;
+	T_ASSERT_INT_EQ(pgc_queue_show(q, id, &info, &err), PGC_OK);
+	T_ASSERT_STR_EQ(info->status, "failed");
+	T_ASSERT_CONTAINS(info->last_error, "error text was rejected");
+	pgc_free(info);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -1029,6 +1071,7 @@ int main(int argc, char **argv)
 		{ "queue__worker_two_queues", queue__worker_two_queues },
 		{ "queue__wakeup_one_worker", queue__wakeup_one_worker },
 		{ "queue__wakeup_passed_on_when_full", queue__wakeup_passed_on_when_full },
+		{ "queue__worker_bad_error_text", queue__worker_bad_error_text },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
