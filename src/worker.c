@@ -922,6 +922,8 @@ static void *dispatcher_main(void *arg)
 	d.idle_poll = 10;
 	wjob *pending_done = NULL; /* completions taken from the threads, not yet committed */
 	int64_t first_done_at = 0;
+	char last_error[PGC_ERROR_MESSAGE_MAX] = "";
+	int64_t last_error_at = 0;
 
 	for (;;) {
 		now = pgc__now_ms();
@@ -1039,7 +1041,12 @@ static void *dispatcher_main(void *arg)
 			}
 		}
 		if (rc != PGC_OK && rc != PGC_ESTALE) {
-			wlog(w, PGC_LOG_WARN, "%s", e.message);
+			/* The same error over and over is said once every 10 s. */
+			if (strcmp(e.message, last_error) != 0 || now - last_error_at >= 10000) {
+				wlog(w, PGC_LOG_WARN, "%s", e.message);
+				snprintf(last_error, sizeof last_error, "%s", e.message);
+				last_error_at = now;
+			}
 			if (PQstatus(w->conn->pg) == CONNECTION_OK) {
 				/* A server error (not the connection): pause a little before trying again. */
 				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
