@@ -304,6 +304,15 @@ PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
 
 /* ---- pgc_worker: handlers on K threads ------------------------------------------------- */
 
+/* A pgc_worker owns one connection and one dispatcher thread that claims jobs in batches for
+ * its K handler threads and sends their completions (many per statement) together with the
+ * next claim and the lease renewals in one pipelined round trip; the threads never touch the
+ * connection. One connection's statements use one server core: to use more, run more workers
+ * (the benchmark's "2 workers" rows; `pgcoord worker --connections N`). Each listening worker
+ * registers a channel of its own in SCHEMA.workers so that an enqueue wakes one worker with
+ * free slots, not all of them. Every worker also runs the reaper (one at a time per database)
+ * and, on a second connection, vacuums the jobs table when dead tuples pile up. */
+
 typedef enum pgc_job_outcome {
 	PGC_JOB_COMPLETE = 0,    /* done */
 	PGC_JOB_FAIL = 1,        /* failed: retried with backoff, or dead after max_attempts */
