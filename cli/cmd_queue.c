@@ -26,7 +26,7 @@ static void usage(FILE *f)
 	      "                       jobs, newest first (default limit 50)\n"
 	      "  show ID              one job with its payload and error history\n"
 	      "  retry ID             run a failed or cancelled job again\n"
-	      "  cancel ID            cancel a pending job\n"
+	      "  cancel ID            cancel a pending or scheduled job\n"
 	      "  purge [QUEUE] [--status S] [--older-than D]\n"
 	      "                       delete finished jobs from the history\n"
 	      "  pause QUEUE          stop claims from QUEUE\n"

@@ -144,7 +144,10 @@ static const char *const templates[QS_COUNT] = {
 
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
-	" SELECT id, attempts, max_attempts FROM @S@.jobs"
+	" SELECT id, attempts, max_attempts,"
+	"  clock_timestamp() + least($4::float8 * power(2, attempts - 1), $5::float8)"
+	"   * (0.5 + random() * 0.5) * interval '1 millisecond' AS next_at"
+	" FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d"
 	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
@@ -152,16 +155,17 @@ static const char *const templates[QS_COUNT] = {
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
 	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload FROM dead),"
-	" again AS (UPDATE @S@.jobs u SET status = 'pending', token = NULL, lease_until = NULL,"
+	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
+	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
+	"   ELSE 'pending' END,"
 	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
-	"  eff_priority = u.priority,"
-	"  run_at = clock_timestamp() + least($4::float8 * power(2, u.attempts - 1), $5::float8)"
-	"          * (0.5 + random() * 0.5) * interval '1 millisecond'"
+	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
 	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_SNOOZE] =
-	"UPDATE @S@.jobs SET status = 'pending', token = NULL, lease_until = NULL,"
+	"UPDATE @S@.jobs SET token = NULL, lease_until = NULL,"
+	" status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
 	" attempts = greatest(attempts - 1, 0), eff_priority = priority,"
 	" run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
 	" WHERE id = $1 AND token = $2 AND status = 'running' RETURNING id",
@@ -180,11 +184,17 @@ static const char *const templates[QS_COUNT] = {
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 
+	[QS_PROMOTE] =
+	"UPDATE @S@.jobs SET status = 'pending'"
+	" WHERE id = ANY (ARRAY(SELECT id FROM @S@.jobs"
+	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= clock_timestamp()"
+	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled'",
+
 	[QS_NEXT_RUN] =
 	"SELECT extract(epoch FROM (min(x.run_at) - clock_timestamp())) * 1000"
 	" FROM unnest($1::text[]) AS u(q)"
 	" CROSS JOIN LATERAL (SELECT run_at FROM @S@.jobs"
-	"  WHERE queue = u.q AND status = 'pending' ORDER BY run_at LIMIT 1) x"
+	"  WHERE queue = u.q AND status = 'scheduled' ORDER BY run_at LIMIT 1) x"
 	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)",
 };
 
@@ -605,7 +615,12 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 	snprintf(maxs, sizeof maxs, "%d", max);
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
 	const char *v[4] = { queue, maxs, lease, worker_id };
-	PGresult *res = pgc__queue_run(q, QS_CLAIM, 4, v, &rc, err);
+	/* Scheduled jobs that are due become pending first. */
+	PGresult *res = pgc__queue_run(q, QS_PROMOTE, 1, v, &rc, err);
+	if (res == NULL)
+		return rc;
+	PQclear(res);
+	res = pgc__queue_run(q, QS_CLAIM, 4, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	rc = pgc__queue_claim_result(res, queue, jobs, n);
@@ -989,7 +1004,7 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
 	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint"
-	         "  AND (SELECT status = 'pending' FROM j) RETURNING x.*),"
+	         "  AND (SELECT status <> 'running' FROM j) RETURNING x.*),"
 	         " h AS (INSERT INTO @S@.job_history (%s)"
 	         "  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
 	         "   last_error, errors, unique_key, created_at, started_at, payload FROM d)"
@@ -1002,7 +1017,7 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	long done = atol(PQgetvalue(res, 0, 1));
 	PQclear(res);
 	if (none)
-		return pgc__err(err, PGC_ENOTFOUND, "no pending job with id %lld", (long long)id);
+		return pgc__err(err, PGC_ENOTFOUND, "no pending or scheduled job with id %lld", (long long)id);
 	if (done == 0)
 		return pgc__err(err, PGC_EBUSY, "job %lld is running and cannot be cancelled", (long long)id);
 	return PGC_OK;
@@ -1046,7 +1061,8 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 
 static bool valid_status(const char *s)
 {
-	static const char *const all[] = { "pending", "running", "succeeded", "failed", "cancelled" };
+	static const char *const all[] = { "scheduled", "pending", "running", "succeeded", "failed",
+	                                   "cancelled" };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (strcmp(s, all[i]) == 0)
 			return true;
@@ -1161,8 +1177,7 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 	        "SELECT q.name, q.paused,"
 	        " (SELECT count(*) FROM @S@.jobs WHERE queue = q.name AND status = 'pending'"
 	        "   AND run_at <= clock_timestamp()),"
-	        " (SELECT count(*) FROM @S@.jobs WHERE queue = q.name AND status = 'pending'"
-	        "   AND run_at > clock_timestamp()),"
+	        " (SELECT count(*) FROM @S@.jobs WHERE queue = q.name AND status = 'scheduled'),"
 	        " (SELECT count(*) FROM @S@.jobs WHERE queue = q.name AND status = 'running'),"
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'succeeded'),"
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'failed'),"
@@ -1353,7 +1368,7 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_list: q, out and n must not be NULL, limit >= 1");
 	if (status != NULL && !valid_status(status))
 		return pgc__err(err, PGC_EUSAGE,
-		                "unknown status \"%.40s\": use pending, running, succeeded, failed or cancelled", status);
+		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);
 	char sql[2048], lim[24];
 	const char *where = "($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR status = $2)";
 	snprintf(sql, sizeof sql, info_select, where, where, "$3::bigint");

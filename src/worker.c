@@ -170,7 +170,7 @@ static void *handler_main(void *arg)
 static int prepare_all(pgc_worker *w, pgc_error *err)
 {
 	PGconn *pg = w->conn->pg;
-	int stmts[] = { QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
+	int stmts[] = { QS_PROMOTE, QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
 	for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
 		int s = stmts[i];
 		if (w->q->prepared[s])
@@ -596,7 +596,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	}
 	d->rr = (d->rr + 1) % nq;
 
-	int n_stmts = (n_done > 0) + do_hb + (int)n_claims;
+	int n_stmts = (n_done > 0) + do_hb + 2 * (int)n_claims; /* promote + claim per queue */
 	if (n_stmts == 0)
 		goto out;
 	if (cia.oom || cta.oom || hia.oom || hta.oom) {
@@ -621,6 +621,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	for (size_t c = 0; c < n_claims; c++) {
 		snprintf(maxs[c], sizeof maxs[c], "%d", claim_n[c]);
 		const char *v[4] = { w->o.queues[claim_q[c]], maxs[c], lease, w->worker_id };
+		ok = ok && send_stmt(w, QS_PROMOTE, 1, v);
 		ok = ok && send_stmt(w, QS_CLAIM, 4, v);
 	}
 	ok = ok && PQpipelineSync(pg);
@@ -630,7 +631,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	}
 	/* Read every statement's result, then the sync. Keep results until the sync confirms the
 	 * implicit transaction committed. */
-	PGresult *results[67] = { 0 };
+	PGresult *results[2 * 64 + 2] = { 0 };
 	for (int s = 0; s < n_stmts; s++) {
 		PGresult *res, *keep = NULL;
 		while ((res = PQgetResult(pg)) != NULL) {
@@ -672,6 +673,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 		if (do_hb)
 			mark_lost(w, results[s++], hb_ids, n_hb);
 		for (size_t c = 0; c < n_claims; c++) {
+			s++; /* the promotion */
 			PGresult *res = results[s++];
 			size_t qi = claim_q[c];
 			int rows = PQntuples(res);

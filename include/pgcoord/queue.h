@@ -104,7 +104,8 @@ typedef struct pgc_job {
 	void *internal;      /* used by pgc_worker; NULL otherwise */
 } pgc_job;
 
-/* Claims up to max jobs of queue (highest effective priority first, then run_at, then id)
+/* Claims up to max jobs of queue (highest effective priority first, then run_at, then id),
+ * after promoting its scheduled jobs that are due to pending,
  * with FOR UPDATE SKIP LOCKED in one statement, in its own implicit transaction or the
  * caller's. Each gets a fresh token and a lease of lease_ms on the database clock. A paused
  * queue gives nothing. worker_id (may be NULL) is recorded for inspection.
@@ -198,7 +199,7 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool 
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused,
                                              pgc_error *err);
 
-/* Cancels a pending job: it moves to job_history as cancelled. Errors: PGC_EUSAGE,
+/* Cancels a pending or scheduled job: it moves to job_history as cancelled. Errors: PGC_EUSAGE,
  * PGC_ENOTFOUND (no such live job), PGC_EBUSY (the job is running: it cannot be cancelled),
  * PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err);
@@ -236,7 +237,7 @@ typedef struct pgc_queue_stat {
 	char queue[PGC_QUEUE_NAME_MAX + 1];
 	bool paused;
 	long pending;           /* runnable now */
-	long scheduled;         /* pending with run_at in the future */
+	long scheduled;         /* waiting for their run_at */
 	long running;
 	long succeeded;         /* in the retained history */
 	long failed;
@@ -273,7 +274,8 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_stats(pgc_queue *q, const char *queue,
 typedef struct pgc_job_info {
 	int64_t id;
 	const char *queue;
-	const char *status; /* pending, running, succeeded, failed, cancelled */
+	const char *status; /* scheduled (run_at in the future), pending, running, succeeded, failed,
+	                       cancelled */
 	int priority;
 	bool aged;          /* raised ahead by the aging rule */
 	int attempts;

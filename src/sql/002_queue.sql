@@ -2,9 +2,12 @@
 -- @schema@ is replaced by the quoted schema name.
 --
 -- Layout for speed and for vacuum:
---  * jobs holds only live work (pending and running). Finished jobs leave it at once: a
+--  * jobs holds only live work (scheduled, pending and running). Finished jobs leave it at once: a
 --    completion is a DELETE whose row goes to job_history, so the claim index only ever covers
 --    the pending set, however many jobs have run.
+--  * A job whose run_at is in the future is 'scheduled', outside the claim index, so that
+--    thousands of jobs for tomorrow never lengthen a claim's index scan; a claim first promotes
+--    the due ones of its queue to 'pending' (index jobs_scheduled).
 --  * The claim index (queue, eff_priority DESC, run_at, id) WHERE status = 'pending' is the
 --    only path a claim takes. eff_priority is the user's priority, raised to 32768 by the
 --    reaper once a job has waited longer than queue_settings.aging: aged jobs go first, oldest
@@ -61,7 +64,8 @@ COMMENT ON TABLE @schema@.workers IS 'pgcoord: listening workers, for targeted w
 CREATE TABLE @schema@.jobs (
     id           bigint      PRIMARY KEY,
     queue        text        NOT NULL,
-    status       text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'running')),
+    status       text        NOT NULL DEFAULT 'pending'
+                             CHECK (status IN ('scheduled', 'pending', 'running')),
     priority     integer     NOT NULL DEFAULT 0 CHECK (priority BETWEEN -32768 AND 32767),
     eff_priority integer     NOT NULL DEFAULT 0,
     run_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -83,7 +87,8 @@ COMMENT ON TABLE @schema@.jobs IS 'pgcoord: live jobs (pending and running); fin
 
 CREATE INDEX jobs_claim ON @schema@.jobs (queue, eff_priority DESC, run_at, id)
     WHERE status = 'pending';
-CREATE INDEX jobs_sched ON @schema@.jobs (queue, run_at) WHERE status = 'pending';
+CREATE INDEX jobs_waiting ON @schema@.jobs (queue, run_at) WHERE status = 'pending';
+CREATE INDEX jobs_scheduled ON @schema@.jobs (queue, run_at) WHERE status = 'scheduled';
 CREATE INDEX jobs_running ON @schema@.jobs (queue) WHERE status = 'running';
 CREATE UNIQUE INDEX jobs_unique ON @schema@.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
 
@@ -173,9 +178,11 @@ BEGIN
                    CASE WHEN p_unique_keys IS NULL THEN NULL ELSE p_unique_keys[u.i] END AS ukey
               FROM unnest(p_payloads) WITH ORDINALITY AS u(p, i)
         ), ins AS (
-            INSERT INTO @schema@.jobs AS j (id, queue, priority, eff_priority, run_at,
+            INSERT INTO @schema@.jobs AS j (id, queue, status, priority, eff_priority, run_at,
                                             max_attempts, unique_key, payload)
-            SELECT input.id, p_queue, coalesce(p_priority, 0), coalesce(p_priority, 0),
+            SELECT input.id, p_queue,
+                   CASE WHEN p_run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,
+                   coalesce(p_priority, 0), coalesce(p_priority, 0),
                    coalesce(p_run_at, clock_timestamp()), coalesce(p_max_attempts, 25),
                    input.ukey, input.payload
               FROM input ORDER BY input.i

@@ -103,7 +103,7 @@ out_has "^ID "
 run 0 "$PG" --json queue list mail --schema "$S" --status pending --limit 1
 [ "$(wc -l <"$TMP/out")" -eq 1 ] || fail "--limit 1 gave more than one job"
 run 0 "$PG" --json queue show "$id" --schema "$S"
-out_has '"status":"pending"'
+out_has '"status":"scheduled"'
 out_has '"payload":{"to": "b"}'
 run 65 "$PG" queue show 999999999 --schema "$S"
 err_has "no job with id 999999999"

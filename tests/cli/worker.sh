@@ -64,7 +64,7 @@ q enqueue w --payload '{"k":"junk"}' --max-attempts 1
 	-- "$TMP/job.sh" >"$TMP/wout" 2>"$TMP/werr" &
 wpid=$!
 wait_for 20 "SELECT count(*) FROM $S.job_history" 4
-wait_for 5 "SELECT count(*) FROM $S.jobs WHERE status = 'pending' AND attempts = 0" 1
+wait_for 5 "SELECT count(*) FROM $S.jobs WHERE status = 'scheduled' AND attempts = 0" 1
 kill -TERM "$wpid"
 timeout 20 tail --pid="$wpid" -f /dev/null || fail "the worker did not stop on SIGTERM"
 wait "$wpid"

@@ -330,7 +330,7 @@ static void queue__stale_token_after_reap(void)
 	T_ASSERT_INT_EQ(pgc_queue_fail(q, id, b[0].token, "new owner failed", NULL, &dead, &err), PGC_OK);
 	pgc_job_info *info;
 	T_ASSERT_INT_EQ(pgc_queue_show(q, id, &info, &err), PGC_OK);
-	T_ASSERT_STR_EQ(info->status, "pending");
+	T_ASSERT_STR_EQ(info->status, "scheduled");
 	T_ASSERT_STR_EQ(info->last_error, "new owner failed");
 	T_ASSERT_CONTAINS(info->errors, "lease expired (worker old)");
 	T_ASSERT_INT_EQ(info->attempts, 2);
