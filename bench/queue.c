@@ -262,6 +262,12 @@ static void bench_enqueue(pgc_conn *c, pgc_queue *q)
 	     "\"ratio_ceiling\":%.3f}", n_jobs, per_s, ceiling > 0 ? per_s / ceiling : 0);
 }
 
+static void bench_drain(pgc_conn *c, pgc_queue *q, int workers, int k, bool history);
+
+/* The same drain with 100,000 jobs of the same queue scheduled for tomorrow: they wait outside
+ * the claim index, so the claims should not slow down. */
+static long later_jobs;
+
 static void bench_drain(pgc_conn *c, pgc_queue *q, int workers, int k, bool history)
 {
 	pgc_queue_config cfg = { -1, history ? 86400000 : 0, -1, -1 };
@@ -269,6 +275,15 @@ static void bench_drain(pgc_conn *c, pgc_queue *q, int workers, int k, bool hist
 	if (pgc_queue_config_set(q, &cfg, &ce) != PGC_OK)
 		die("config", &ce);
 	reset_queue(c);
+	if (later_jobs > 0) {
+		pgc_job_options later = PGC_JOB_OPTIONS_INIT;
+		later.delay_ms = 86400000;
+		const char **p = payloads(5000);
+		pgc_error le;
+		for (long d = 0; d < later_jobs; d += 5000)
+			if (pgc_queue_enqueue_many(q, "drain", 5000, p, NULL, &later, NULL, NULL, NULL, &le) != PGC_OK)
+				die("enqueue", &le);
+	}
 	enqueue_n(q, "drain", n_jobs, 5000);
 	atomic_store(&handled, 0);
 	pgc_worker *w[64];
@@ -284,14 +299,16 @@ static void bench_drain(pgc_conn *c, pgc_queue *q, int workers, int k, bool hist
 	stop_all(w, workers);
 	double per_s = done / el;
 	char label[128];
-	snprintf(label, sizeof label, "pgcoord drain, no-op handlers, %d worker%s x K=%d%s", workers,
-	         workers == 1 ? "" : "s", k, history ? "" : ", no history");
+	snprintf(label, sizeof label, "pgcoord drain, no-op handlers, %d worker%s x K=%d%s%s", workers,
+	         workers == 1 ? "" : "s", k, history ? "" : ", no history",
+	         later_jobs ? ", +100k for later" : "");
 	char note[64];
 	snprintf(note, sizeof note, "prefetch %d, %ld jobs", prefetch, done);
 	row(label, per_s, note);
 	emit("{\"bench\":\"queue\",\"case\":\"drain\",\"workers\":%d,\"k\":%d,\"prefetch\":%d,"
-	     "\"history\":%s,\"jobs\":%ld,\"jobs_per_s\":%.0f,\"ratio_ceiling\":%.3f,"
-	     "\"ratio_seed_batch100\":%.3f}", workers, k, prefetch, history ? "true" : "false", done,
+	     "\"history\":%s,\"scheduled_for_later\":%ld,\"jobs\":%ld,\"jobs_per_s\":%.0f,"
+	     "\"ratio_ceiling\":%.3f,\"ratio_seed_batch100\":%.3f}", workers, k, prefetch,
+	     history ? "true" : "false", later_jobs, done,
 	     per_s, ceiling > 0 ? per_s / ceiling : 0, seed100 > 0 ? per_s / seed100 : 0);
 	cfg.succeeded_retention_ms = 86400000;
 	if (pgc_queue_config_set(q, &cfg, &ce) != PGC_OK)
@@ -649,6 +666,9 @@ int main(int argc, char **argv)
 			bench_drain(c, q, 1, only_k, true);
 		bench_drain(c, q, n_workers, only_k ? only_k : 16, true);
 		bench_drain(c, q, n_workers, only_k ? only_k : 16, false);
+		later_jobs = 100000;
+		bench_drain(c, q, 1, only_k ? only_k : 16, true);
+		later_jobs = 0;
 	}
 	if (want("e2e"))
 		bench_e2e(c, n_workers, only_k ? only_k : 8);

@@ -187,7 +187,7 @@ static const char *const templates[QS_COUNT] = {
 	[QS_PROMOTE] =
 	"UPDATE @S@.jobs SET status = 'pending'"
 	" WHERE id = ANY (ARRAY(SELECT id FROM @S@.jobs"
-	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= clock_timestamp()"
+	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= statement_timestamp()"
 	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled'",
 
 	[QS_NEXT_RUN] =
@@ -849,7 +849,7 @@ static const char reap_aging_sql[] =
 	" SELECT x.id FROM @S@.queues q, @S@.queue_settings s,"
 	" LATERAL (SELECT id FROM @S@.jobs"
 	"  WHERE queue = q.name AND status = 'pending' AND eff_priority < 32768"
-	"  AND run_at < clock_timestamp() - s.aging ORDER BY run_at LIMIT 1000"
+	"  AND run_at < statement_timestamp() - s.aging ORDER BY run_at LIMIT 1000"
 	"  FOR UPDATE SKIP LOCKED) x)"
 	" UPDATE @S@.jobs j SET eff_priority = 32768"
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM old)) AND j.status = 'pending'";
@@ -860,7 +860,7 @@ static const char reap_history_sql[] =
 	"  unnest(array['succeeded', 'failed', 'cancelled']) AS st(status),"
 	" LATERAL (SELECT id FROM @S@.job_history"
 	"  WHERE queue = q.name AND status = st.status"
-	"  AND finished_at < clock_timestamp() - CASE WHEN st.status = 'succeeded'"
+	"  AND finished_at < statement_timestamp() - CASE WHEN st.status = 'succeeded'"
 	"      THEN s.succeeded_retention ELSE s.failed_retention END"
 	"  ORDER BY finished_at LIMIT 5000) x)";
 
@@ -1092,7 +1092,7 @@ int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status, int64_t
 	PGresult *res = run_text(q,
 	        "DELETE FROM @S@.job_history WHERE ($1::text IS NULL OR queue = $1)"
 	        " AND ($2::text IS NULL OR status = $2)"
-	        " AND finished_at < clock_timestamp() - $3::bigint * interval '1 millisecond'",
+	        " AND finished_at < statement_timestamp() - $3::bigint * interval '1 millisecond'",
 	        3, v, &rc, err);
 	if (res == NULL)
 		return rc;
@@ -1186,9 +1186,9 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 	        "   WHERE queue = q.name AND status = 'pending' AND run_at <= clock_timestamp()"
 	        "   ORDER BY run_at LIMIT 1), 0),"
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'succeeded'"
-	        "   AND finished_at > clock_timestamp() - interval '1 minute'),"
+	        "   AND finished_at > statement_timestamp() - interval '1 minute'),"
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'failed'"
-	        "   AND finished_at > clock_timestamp() - interval '1 minute')"
+	        "   AND finished_at > statement_timestamp() - interval '1 minute')"
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        1, v, &rc, err);
 	if (res == NULL)
