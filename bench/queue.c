@@ -44,6 +44,7 @@ static bool json_stdout = false;
 static const char *only = NULL;
 static FILE *json_out;
 static double ceiling = 0, seed1 = 0, seed100 = 0;
+static long vacuum_threshold = -1; /* --vacuum N: the workers' vacuum_dead_tuples; -1: default */
 
 static bool want(const char *name)
 {
@@ -220,6 +221,8 @@ static pgc_worker *start_worker(const char *queue, int k, int prefetch, pgc_job_
 	o.n_queues = 1;
 	o.concurrency = k;
 	o.prefetch = prefetch;
+	if (vacuum_threshold >= 0)
+		o.vacuum_dead_tuples = vacuum_threshold;
 	pgc_worker *w;
 	pgc_error e;
 	if (pgc_worker_new(&o, h, arg, &w, &e) != PGC_OK || pgc_worker_start(w, &e) != PGC_OK)
@@ -591,7 +594,7 @@ static void bench_soak(pgc_conn *c, pgc_queue *q)
 
 int main(int argc, char **argv)
 {
-	enum { O_JOBS = 256, O_WORKERS, O_CLIENTS, O_RATE, O_SOAK, O_ONLY, O_JSON, O_SECONDS };
+	enum { O_JOBS = 256, O_WORKERS, O_CLIENTS, O_RATE, O_SOAK, O_ONLY, O_JSON, O_SECONDS, O_VACUUM };
 	static const struct option longopts[] = {
 		{ "jobs", required_argument, NULL, O_JOBS },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -602,6 +605,7 @@ int main(int argc, char **argv)
 		{ "soak", optional_argument, NULL, O_SOAK },
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "vacuum", required_argument, NULL, O_VACUUM },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -617,19 +621,23 @@ int main(int argc, char **argv)
 		case O_SOAK: soak = optarg ? atol(optarg) : 1000000; break;
 		case O_ONLY: only = optarg; break;
 		case O_JSON: json_stdout = true; break;
+		case O_VACUUM: vacuum_threshold = atol(optarg); break;
 		case 'h':
 			puts("Usage: bench_queue [SECONDS] [--jobs N] [--concurrency K] [--workers W]\n"
-			     "                   [--clients C] [--rate R] [--soak [N]] [--only LIST] [--json]\n"
+			     "                   [--clients C] [--rate R] [--soak[=N]] [--only LIST] [--json]\n"
+			     "                   [--vacuum N]\n"
 			     "  SECONDS, --seconds  length of each pgbench reference and latency run (5)\n"
 			     "  --jobs N            jobs per enqueue/drain/end-to-end run (100000)\n"
 			     "  --concurrency K     drain with this K only (default: 1, 4 and 16)\n"
 			     "  --workers W         worker instances for the multi-worker rows (2)\n"
 			     "  --clients C         pgbench clients for the references (4)\n"
 			     "  --rate R            jobs/s for the wake-up latency run (200)\n"
-			     "  --soak [N]          also run the soak with N jobs (1000000)\n"
+			     "  --soak[=N]          also run the soak with N jobs (1000000)\n"
 			     "  --only LIST         comma list of: seed_batch1,seed_batch100,lightest,enqueue,\n"
 			     "                      drain,e2e,latency,starvation,rss\n"
 			     "  --json              also print the JSON lines on stdout\n"
+			     "  --vacuum N          the workers' vacuum threshold in dead tuples (20000;\n"
+			     "                      0: autovacuum only)\n"
 			     "Needs PGCOORD_TEST_DSN. JSON lines are appended to $BENCH_JSON.");
 			return 0;
 		default:
