@@ -22,6 +22,8 @@ skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 S=pgc_wcli_$$
 cleanup() {
+	# A failed assertion must not leave a worker behind.
+	for p in ${wpid:-} ${w1:-} ${w2:-} ${w3:-} ${wc_pid:-}; do kill -KILL "$p" 2>/dev/null; done
 	[ -f "$TMP/orphan.pid" ] && kill -KILL "$(cat "$TMP/orphan.pid")" 2>/dev/null
 	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
 	rm -rf "$TMP"
@@ -69,6 +71,7 @@ kill -TERM "$wpid"
 timeout 20 tail --pid="$wpid" -f /dev/null || fail "the worker did not stop on SIGTERM"
 wait "$wpid"
 rc=$?
+wpid=
 [ "$rc" -eq 0 ] || { cat "$TMP/werr"; fail "worker exited $rc after SIGTERM"; }
 grep -q "stopped: 1 completed" "$TMP/werr" || { cat "$TMP/werr"; fail "no summary"; }
 # The environment and the payload reached the command.
@@ -109,12 +112,14 @@ while [ ! -s "$PIDF" ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
 [ -s "$PIDF" ] || fail "the first run did not start"
 kill -KILL "$w1"
 wait "$w1" 2>/dev/null
+w1=
 [ "$(status_of "$crash_id")" = running ] || fail "the job is not running after the crash"
 "$PG" worker --schema "$S" --queue crash --lease 1s --poll 200ms -- "$TMP/slow.sh" 2>"$TMP/w2err" &
 w2=$!
 wait_for 20 "SELECT status FROM $S.job_history WHERE id = $crash_id" succeeded
 kill -TERM "$w2"
 wait "$w2" || fail "second worker exit status"
+w2=
 [ "$(wc -l <"$OUT2")" -eq 2 ] || fail "the crashed job ran $(wc -l <"$OUT2") times"
 [ "$(psql_q "SELECT attempts FROM $S.job_history WHERE id = $crash_id")" = 2 ] || fail "attempts after the crash"
 psql_q "SELECT errors::text FROM $S.job_history WHERE id = $crash_id" | grep -q "lease expired" || fail "no lease-expired note"
@@ -128,6 +133,7 @@ wc_pid=$!
 wait_for 20 "SELECT count(*) FROM $S.job_history WHERE queue = 'conn' AND status = 'succeeded'" 40
 kill -TERM "$wc_pid"
 wait "$wc_pid" || fail "--connections worker exit status"
+wc_pid=
 grep -q "over 2 connections" "$TMP/wcerr" || { cat "$TMP/wcerr"; fail "not 2 connections"; }
 [ "$(grep -c '"c"' "$OUT3")" -eq 40 ] && [ "$(grep '"c"' "$OUT3" | sort -u | wc -l)" -eq 40 ] || fail "--connections: jobs not run exactly once"
 run 64 "$PG" worker --queue q --connections 17 -- true
@@ -141,6 +147,7 @@ wait_for 10 "SELECT status FROM $S.jobs WHERE id = $stop_id" running
 kill -TERM "$w3"
 timeout 10 tail --pid="$w3" -f /dev/null || fail "the worker did not stop within its grace period"
 wait "$w3" || fail "graceful stop exit status"
+w3=
 grep -q "released 1 unfinished" "$TMP/w3err" || { cat "$TMP/w3err"; fail "no release"; }
 [ "$(status_of "$stop_id")" = pending ] || fail "the job was not released"
 exit 0
