@@ -82,7 +82,8 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
 	}
 	/* Hand the terminal to the child's group when we own it, so that it can read from the
 	 * terminal and ^C reaches it directly. */
-	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() &&
+	           (io == NULL || io->stdin_fd < 0); /* only a child that reads our terminal */
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {

@@ -74,5 +74,7 @@ int cmd_activity(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_terminate(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
+int cmd_queue(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
 
 #endif

@@ -18,9 +18,11 @@ static const cli_command commands[] = {
 	{ "lock", cmd_lock, "show who holds an advisory lock, or a lock name's key" },
 	{ "locks", cmd_locks, "list locks, decoded (relations, rows, advisory keys)" },
 	{ "probe", cmd_probe, "show which locks a statement takes, in a rolled-back transaction" },
+	{ "queue", cmd_queue, "enqueue and inspect jobs of the job queue" },
 	{ "run", cmd_run, "run a command while holding a cluster-wide lock" },
 	{ "terminate", cmd_terminate, "end a session, after showing who it is" },
 	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
+	{ "worker", cmd_worker, "run a command once per job of a queue" },
 	{ NULL, NULL, NULL },
 };
 

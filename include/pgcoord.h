@@ -17,5 +17,6 @@
 #include "pgcoord/tx.h"
 #include "pgcoord/lock.h"
 #include "pgcoord/diag.h"
+#include "pgcoord/queue.h"
 
 #endif

@@ -45,6 +45,7 @@ static const struct {
 	{ PGC_ENOTFOUND, "not found" },
 	{ PGC_EINTERNAL, "internal error" },
 	{ PGC_EINTR, "interrupted" },
+	{ PGC_EDUPLICATE, "a job with this unique key is already pending or running" },
 };
 
 const char *pgc_strerror(int code)

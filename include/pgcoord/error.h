@@ -33,6 +33,11 @@ typedef enum pgc_code {
 	PGC_EINTR = -19              /* interrupted at the caller's request */
 } pgc_code;
 
+/* Job queue codes (-30..-39). */
+enum {
+	PGC_EDUPLICATE = -30 /* a job with this unique key is already pending or running */
+};
+
 /* What a caller should do about an error. */
 typedef enum pgc_error_class {
 	PGC_CLASS_NONE = 0,        /* no error */

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # chaos.sh [short|long] [PART...] - real faults against real processes on a server of its own.
 #
-# Parts: locks (6 `pgcoord run -w --fence` contenders under terminated sessions and SIGKILL:
+# Parts: queue (N jobs through 4 workers, two running a command per job and two running an
+# in-process C handler, under SIGKILL, SIGSTOP past the lease, terminated sessions and one
+# server restart: every job succeeds, each has exactly one result for its final claim, and the
+# duplicate executions that at-least-once delivery allows are counted), locks (6 `pgcoord run -w --fence` contenders under terminated sessions and SIGKILL:
 # a holder that lost its lock has its command killed within the check interval plus a margin,
 # the fenced sink accepts no stale token, nothing is left held), elect (leader election under
 # SIGKILL, SIGSTOP/SIGCONT and terminated sessions; no two leaders' fenced writes interleave). Each part injects faults at random for a bounded time,
@@ -11,13 +14,14 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 PG=${PGCOORD_BIN:-$top/build/pgcoord}
+CHAOS_WORKER=${PGCOORD_CHAOS_WORKER:-$top/build/tests/chaos_worker}
 profile=${1:-short}
 shift || true
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(locks elect)
+[ ${#parts[@]} -gt 0 ] || parts=(queue locks elect)
 case "$profile" in
-short) ELECT_SECS=20 LOCK_SECS=20 ;;
-long) ELECT_SECS=300 LOCK_SECS=300 ;;
+short) ELECT_SECS=20 LOCK_SECS=20 QUEUE_JOBS=20000 QUEUE_FAULT_SECS=25 ;;
+long) ELECT_SECS=300 LOCK_SECS=300 QUEUE_JOBS=1000000 QUEUE_FAULT_SECS=600 ;;
 *) echo "chaos: unknown profile $profile (short or long)" >&2; exit 64 ;;
 esac
 
@@ -32,6 +36,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+PGBIN=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -n 1)")
+[ -x "$PGBIN/pg_ctl" ] || PGBIN=$(dirname "$(command -v pg_ctl)")
 DSN=$("$top/scripts/pg-tmp" start "$work/pg") || { echo "chaos: cannot start a server" >&2; exit 1; }
 export PGCOORD_DSN="$DSN"
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$DSN" -c "$1"; }
@@ -75,16 +81,26 @@ W
 	}
 	for i in 0 1 2; do start_candidate "$i"; done
 	local kills=0 stops=0 terms=0 end=$(( $(date +%s) + ELECT_SECS ))
+	# Two faults in three hit the leader (its holder ID is HOST:PID), the others a candidate
+	# picked at random.
+	leader_slot() {
+		local pid j
+		pid=$(psql_q "SELECT split_part(holder, ':', 2) FROM pgcoord.leases
+		              WHERE name = 'chaos' AND expires_at > clock_timestamp()")
+		for j in 0 1 2; do [ "${cand[$j]}" = "$pid" ] && { echo "$j"; return; }; done
+		rand 3
+	}
 	while [ "$(date +%s)" -lt "$end" ]; do
 		sleep "0.$(( 5 + $(rand 5) ))"
-		i=$(rand 3)
+		if [ "$(rand 3)" -eq 0 ]; then i=$(rand 3); else i=$(leader_slot); fi
 		case $(rand 3) in
 		0) kill -KILL "${cand[$i]}" 2>/dev/null
 		   start_candidate "$i"; kills=$((kills + 1)) ;;
 		1) kill -STOP "${cand[$i]}" 2>/dev/null; sleep 2.5; kill -CONT "${cand[$i]}" 2>/dev/null
 		   stops=$((stops + 1)) ;;
 		2) psql_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		           WHERE application_name = 'pgcoord/elect' ORDER BY random() LIMIT 1" >/dev/null
+		           WHERE application_name = 'pgcoord/elect' AND pid IN (SELECT pid FROM pg_locks)
+		           ORDER BY random() LIMIT 1" >/dev/null
 		   terms=$((terms + 1)) ;;
 		esac
 	done
@@ -101,6 +117,110 @@ W
 	row elect "faults: sigkill=$kills sigstop=$stops terminate=$terms; writes=$writes leaders=$leaders stale-writes-committed=$backwards violations=$v"
 }
 
+
+# --- queue -------------------------------------------------------------------------------
+# Jobs are enqueued in waves while 4 workers drain them; each handler appends (job id, claim
+# token or attempt) to chaos_results in its own transaction. Faults, at random: SIGKILL a
+# worker (a new one starts), pg_terminate_backend a worker's session, SIGSTOP a worker past its
+# 2 s lease then SIGCONT, and once a fast restart of the server. Promises: at the end every job
+# succeeded and nothing is pending or running; each job has exactly one result row for its
+# final claim (attempt); executions >= completions, the difference being the duplicates that
+# at-least-once delivery allows.
+chaos_queue() {
+	psql_q "CREATE TABLE chaos_results (job_id bigint NOT NULL, token bigint, attempt int NOT NULL,
+	        via text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())" || return 1
+	local handler="$work/handler.sh"
+	cat >"$handler" <<'H'
+#!/bin/sh
+# The command handler: one result row per execution, in its own transaction.
+exec psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_DSN" -c \
+	"INSERT INTO chaos_results (job_id, attempt, via) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT, 'cmd')" >/dev/null
+H
+	chmod +x "$handler"
+	local cmd_jobs=$((QUEUE_JOBS / 10)) c_jobs=$((QUEUE_JOBS - QUEUE_JOBS / 10))
+	local wpid=() wkind=(cmd cmd c c) i
+	start_worker() {
+		if [ "${wkind[$1]}" = cmd ]; then
+			"$PG" -q worker --queue chaos_cmd --concurrency 4 --lease 2s --backoff 200ms \
+				--backoff-max 1s --grace 2s -- "$handler" >>"$work/worker.$1.log" 2>&1 &
+		else
+			"$CHAOS_WORKER" chaos_c 8 2000 >>"$work/worker.$1.log" 2>&1 &
+		fi
+		wpid[$1]=$!
+		pids_to_kill+=($!)
+		disown $!
+	}
+	for i in 0 1 2 3; do start_worker "$i"; done
+	# The producer: waves of enqueues (all or nothing each) while the faults go on.
+	(
+		waves=10 w=0
+		while [ $w -lt $waves ]; do
+			seq $((w * c_jobs / waves + 1)) $(((w + 1) * c_jobs / waves)) | sed 's/.*/{"n":&}/' |
+				"$PG" -q queue enqueue chaos_c --max-attempts 100 - || echo "wave $w of chaos_c failed" >&2
+			seq $((w * cmd_jobs / waves + 1)) $(((w + 1) * cmd_jobs / waves)) | sed 's/.*/{"n":&}/' |
+				"$PG" -q queue enqueue chaos_cmd --max-attempts 100 - || echo "wave $w of chaos_cmd failed" >&2
+			w=$((w + 1))
+			sleep 1
+		done
+	) >"$work/producer.log" 2>&1 &
+	local producer=$!
+	pids_to_kill+=($producer)
+	local kills=0 stops=0 terms=0 restarts=0 restart_at=$(( QUEUE_FAULT_SECS / 2 ))
+	local t0=$(date +%s) end=$(( $(date +%s) + QUEUE_FAULT_SECS ))
+	while [ "$(date +%s)" -lt "$end" ]; do
+		sleep "0.$(( 5 + $(rand 5) ))"
+		i=$(rand 4)
+		if [ "$restarts" -eq 0 ] && [ $(( $(date +%s) - t0 )) -ge "$restart_at" ]; then
+			local owner
+			owner=$(stat -c %U "$work/pg/data")
+			if [ "$(id -u)" -eq 0 ]; then
+				runuser -u "$owner" -- "$PGBIN/pg_ctl" -D "$work/pg/data" -w -t 60 -m fast \
+					-o "-p $(cat "$work/pg/port")" restart >/dev/null 2>&1
+			else
+				"$PGBIN/pg_ctl" -D "$work/pg/data" -w -t 60 -m fast -o "-p $(cat "$work/pg/port")" \
+					restart >/dev/null 2>&1
+			fi
+			restarts=1
+			continue
+		fi
+		case $(rand 3) in
+		0) kill -KILL "${wpid[$i]}" 2>/dev/null; start_worker "$i"; kills=$((kills + 1)) ;;
+		1) kill -STOP "${wpid[$i]}" 2>/dev/null; sleep 3; kill -CONT "${wpid[$i]}" 2>/dev/null
+		   stops=$((stops + 1)) ;;
+		2) psql_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		           WHERE application_name IN ('pgcoord/worker', 'pgcoord/chaos-worker')
+		           ORDER BY random() LIMIT 1" >/dev/null 2>&1
+		   terms=$((terms + 1)) ;;
+		esac
+	done
+	timeout 120 tail --pid="$producer" -f /dev/null
+	# Let the workers finish: bounded.
+	local left=1 waited=0
+	while [ "$waited" -lt 300 ]; do
+		left=$(psql_q "SELECT count(*) FROM pgcoord.jobs" 2>/dev/null || echo 1)
+		[ "$left" = 0 ] && break
+		sleep 1
+		waited=$((waited + 1))
+	done
+	for i in 0 1 2 3; do kill -TERM "${wpid[$i]}" 2>/dev/null; done
+	for i in 0 1 2 3; do timeout 20 tail --pid="${wpid[$i]}" -f /dev/null; kill -KILL "${wpid[$i]}" 2>/dev/null; done
+	local total succeeded notdone wrong executions dups
+	total=$(psql_q "SELECT count(*) FROM pgcoord.job_history WHERE queue IN ('chaos_c', 'chaos_cmd')")
+	succeeded=$(psql_q "SELECT count(*) FROM pgcoord.job_history WHERE queue IN ('chaos_c', 'chaos_cmd') AND status = 'succeeded'")
+	notdone=$(psql_q "SELECT count(*) FROM pgcoord.jobs")
+	# Exactly one result for the final claim of every succeeded job.
+	wrong=$(psql_q "SELECT count(*) FROM pgcoord.job_history h
+	                WHERE h.queue IN ('chaos_c', 'chaos_cmd') AND
+	                (SELECT count(*) FROM chaos_results r WHERE r.job_id = h.id AND r.attempt = h.attempts) <> 1")
+	executions=$(psql_q "SELECT count(*) FROM chaos_results")
+	dups=$((executions - succeeded))
+	local v=$(( wrong + notdone ))
+	[ "$total" -eq "$QUEUE_JOBS" ] || { v=$((v + 1)); echo "chaos queue: $total of $QUEUE_JOBS jobs finished" >&2; }
+	[ "$succeeded" -eq "$total" ] || { v=$((v + 1)); echo "chaos queue: $((total - succeeded)) jobs did not succeed" >&2; }
+	[ "$dups" -ge 0 ] || { v=$((v + 1)); echo "chaos queue: fewer executions ($executions) than completions ($succeeded)" >&2; }
+	violations=$((violations + v))
+	row queue "faults: sigkill=$kills sigstop=$stops terminate=$terms restart=$restarts; jobs=$QUEUE_JOBS succeeded=$succeeded left=$notdone executions=$executions duplicates=$dups final-claim-mismatches=$wrong violations=$v"
+}
 
 # --- locks -------------------------------------------------------------------------------
 # Six contenders run `pgcoord run -w --fence` on one name in a loop; each command logs its
@@ -199,6 +319,7 @@ J
 
 for part in "${parts[@]}"; do
 	case "$part" in
+	queue) chaos_queue ;;
 	locks) chaos_locks ;;
 	elect) chaos_elect ;;
 	*) echo "chaos: unknown part $part" >&2; exit 64 ;;

@@ -1,0 +1,958 @@
+/* cmd_queue.c - pgcoord queue: enqueue, stats, list, show, retry, cancel, purge, pause, resume,
+ * config */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: pgcoord [-d DSN] queue SUBCOMMAND [OPTIONS] [ARGS]\n"
+	      "\n"
+	      "Subcommands:\n"
+	      "  enqueue QUEUE [--payload JSON | --file FILE | -] [--priority N]\n"
+	      "          [--delay D | --run-at TIME] [--max-attempts N] [--unique-key K]\n"
+	      "                       add jobs (a file: one JSON value per line, all or\n"
+	      "                       nothing)\n"
+	      "  stats [QUEUE] [--prometheus] [--watch D]\n"
+	      "                       counts by status, oldest pending job, last-minute\n"
+	      "                       throughput, dead tuples and the xmin horizon\n"
+	      "  list [QUEUE] [--status S] [--limit N]\n"
+	      "                       jobs, newest first (default limit 50)\n"
+	      "  show ID              one job with its payload and error history\n"
+	      "  retry ID             run a failed or cancelled job again\n"
+	      "  cancel ID            cancel a pending or scheduled job\n"
+	      "  purge [QUEUE] [--status S] [--older-than D]\n"
+	      "                       delete finished jobs from the history\n"
+	      "  pause QUEUE          stop claims from QUEUE\n"
+	      "  resume QUEUE         allow claims again\n"
+	      "  config [--aging D] [--succeeded-retention D] [--failed-retention D]\n"
+	      "         [--max-payload BYTES]\n"
+	      "                       show or change the queue settings\n"
+	      "\n"
+	      "Options for every subcommand:\n"
+	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
+	      "      --json           one JSON object per result\n"
+	      "  -h, --help           show this help and exit\n"
+	      "\n"
+	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 ok; 1 duplicate unique key or job\n"
+	      "running; 64 usage; 65 bad data (invalid JSON, payload over the limit, unknown\n"
+	      "queue or job); 69 database unavailable or schema missing; 70 internal error.\n"
+	      "See pgcoord-queue(1).\n", f);
+}
+
+enum {
+	O_SCHEMA = 256, O_JSON, O_PAYLOAD, O_FILE, O_PRIORITY, O_DELAY, O_RUN_AT, O_MAX_ATTEMPTS,
+	O_UNIQUE_KEY, O_PROMETHEUS, O_WATCH, O_STATUS, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET,
+	O_FRET, O_MAX_PAYLOAD
+};
+
+typedef struct qargs {
+	const char *schema;
+	const char *payload, *file, *run_at, *unique_key, *status;
+	long long priority, max_attempts, limit, max_payload;
+	int64_t delay_ms, watch_ms, older_than_ms, aging_ms, sret_ms, fret_ms;
+	bool has_delay, has_priority, prometheus;
+	char *pos[2];
+	int npos;
+} qargs;
+
+static int qreport(const pgc_error *err)
+{
+	int code = cli_report(err);
+	switch (err->code) {
+	case PGC_EDUPLICATE:
+	case PGC_EBUSY: return EXIT_CONFLICT;
+	case PGC_ENOTFOUND: return EXIT_DATAERR;
+	case PGC_ENOSCHEMA: return EXIT_UNAVAILABLE;
+	default: return code;
+	}
+}
+
+static bool parse_duration(const char *sub, const char *opt, const char *text, int64_t *out, int *rc)
+{
+	pgc_error e;
+	if (pgc_duration_parse(text, out, &e) != PGC_OK) {
+		char cmd[40];
+		snprintf(cmd, sizeof cmd, "queue %s", sub);
+		*rc = cli_usage_error(cmd, "%s: %s", opt, e.message);
+		return false;
+	}
+	return true;
+}
+
+/* Parses the options every subcommand shares and its own; positional arguments go to a->pos. */
+static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
+{
+	static const struct option longopts[] = {
+		{ "schema", required_argument, NULL, O_SCHEMA },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "payload", required_argument, NULL, O_PAYLOAD },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "priority", required_argument, NULL, O_PRIORITY },
+		{ "delay", required_argument, NULL, O_DELAY },
+		{ "run-at", required_argument, NULL, O_RUN_AT },
+		{ "max-attempts", required_argument, NULL, O_MAX_ATTEMPTS },
+		{ "unique-key", required_argument, NULL, O_UNIQUE_KEY },
+		{ "prometheus", no_argument, NULL, O_PROMETHEUS },
+		{ "watch", required_argument, NULL, O_WATCH },
+		{ "status", required_argument, NULL, O_STATUS },
+		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "older-than", required_argument, NULL, O_OLDER_THAN },
+		{ "aging", required_argument, NULL, O_AGING },
+		{ "succeeded-retention", required_argument, NULL, O_SRET },
+		{ "failed-retention", required_argument, NULL, O_FRET },
+		{ "max-payload", required_argument, NULL, O_MAX_PAYLOAD },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	memset(a, 0, sizeof *a);
+	a->schema = PGC_SCHEMA_DEFAULT;
+	a->max_attempts = 0;
+	a->limit = 50;
+	a->max_payload = -1;
+	a->aging_ms = a->sret_ms = a->fret_ms = -1;
+	int ch, rc = 0;
+	optind = 0; /* glibc: start over */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_SCHEMA: a->schema = optarg; break;
+		case O_JSON: g_cli.json = true; break;
+		case O_PAYLOAD: a->payload = optarg; break;
+		case O_FILE: a->file = optarg; break;
+		case O_RUN_AT: a->run_at = optarg; break;
+		case O_UNIQUE_KEY: a->unique_key = optarg; break;
+		case O_STATUS: a->status = optarg; break;
+		case O_PROMETHEUS: a->prometheus = true; break;
+		case O_PRIORITY:
+			if (!cli_parse_int(optarg, PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, &a->priority))
+				return cli_usage_error(cmd, "--priority must be an integer from %d to %d, not \"%s\"",
+				                       PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, optarg);
+			a->has_priority = true;
+			break;
+		case O_MAX_ATTEMPTS:
+			if (!cli_parse_int(optarg, 1, 1000000, &a->max_attempts))
+				return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", optarg);
+			break;
+		case O_LIMIT:
+			if (!cli_parse_int(optarg, 1, 1000000, &a->limit))
+				return cli_usage_error(cmd, "--limit must be an integer from 1 to 1000000, not \"%s\"", optarg);
+			break;
+		case O_MAX_PAYLOAD:
+			if (!cli_parse_int(optarg, 1, 1073741823, &a->max_payload))
+				return cli_usage_error(cmd, "--max-payload must be a positive number of bytes, not \"%s\"", optarg);
+			break;
+		case O_DELAY:
+			if (!parse_duration(sub, "--delay", optarg, &a->delay_ms, &rc))
+				return rc;
+			a->has_delay = true;
+			break;
+		case O_WATCH:
+			if (!parse_duration(sub, "--watch", optarg, &a->watch_ms, &rc))
+				return rc;
+			if (a->watch_ms < 100)
+				return cli_usage_error(cmd, "--watch must be at least 100ms");
+			break;
+		case O_OLDER_THAN:
+			if (!parse_duration(sub, "--older-than", optarg, &a->older_than_ms, &rc))
+				return rc;
+			break;
+		case O_AGING:
+			if (!parse_duration(sub, "--aging", optarg, &a->aging_ms, &rc))
+				return rc;
+			if (a->aging_ms == 0)
+				return cli_usage_error(cmd, "--aging must be positive");
+			break;
+		case O_SRET:
+			if (!parse_duration(sub, "--succeeded-retention", optarg, &a->sret_ms, &rc))
+				return rc;
+			break;
+		case O_FRET:
+			if (!parse_duration(sub, "--failed-retention", optarg, &a->fret_ms, &rc))
+				return rc;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		case ':':
+			return cli_usage_error(cmd, "option %s needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
+		}
+	}
+	/* Which options belong to which subcommand. */
+	struct { bool set; const char *name; const char *subs; } owned[] = {
+		{ a->payload != NULL, "--payload", "enqueue" },
+		{ a->file != NULL, "--file", "enqueue" },
+		{ a->run_at != NULL, "--run-at", "enqueue" },
+		{ a->unique_key != NULL, "--unique-key", "enqueue" },
+		{ a->has_priority, "--priority", "enqueue" },
+		{ a->has_delay, "--delay", "enqueue" },
+		{ a->max_attempts != 0, "--max-attempts", "enqueue" },
+		{ a->prometheus, "--prometheus", "stats" },
+		{ a->watch_ms != 0, "--watch", "stats" },
+		{ a->status != NULL, "--status", "list purge" },
+		{ a->limit != 50, "--limit", "list" },
+		{ a->older_than_ms != 0, "--older-than", "purge" },
+		{ a->aging_ms >= 0, "--aging", "config" },
+		{ a->sret_ms >= 0, "--succeeded-retention", "config" },
+		{ a->fret_ms >= 0, "--failed-retention", "config" },
+		{ a->max_payload >= 0, "--max-payload", "config" },
+	};
+	for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
+		if (!owned[i].set)
+			continue;
+		const char *p = strstr(owned[i].subs, sub);
+		size_t l = strlen(sub);
+		if (p == NULL || (p[l] != '\0' && p[l] != ' '))
+			return cli_usage_error(cmd, "%s does not apply to queue %s", owned[i].name, sub);
+	}
+	if (*a->schema == '\0')
+		return cli_usage_error(cmd, "--schema must not be empty");
+	for (; optind < argc; optind++) {
+		if (a->npos >= max_pos)
+			return cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+		a->pos[a->npos++] = argv[optind];
+	}
+	return 0;
+}
+
+static int open_queue(const char *sub, const char *schema, pgc_conn **conn, pgc_queue **q)
+{
+	char app[40];
+	snprintf(app, sizeof app, "queue-%s", sub);
+	int rc = cli_connect(app, conn);
+	if (rc != 0)
+		return rc;
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = schema;
+	qo.prepare = false; /* one-shot commands */
+	pgc_error err;
+	if (pgc_queue_open(*conn, &qo, q, &err) != PGC_OK) {
+		rc = qreport(&err);
+		pgc_conn_close(*conn);
+		return rc;
+	}
+	return 0;
+}
+
+static bool parse_id(const char *sub, const char *text, int64_t *id, int *rc)
+{
+	long long v;
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	if (text == NULL) {
+		*rc = cli_usage_error(cmd, "a job ID is required");
+		return false;
+	}
+	if (!cli_parse_int(text, 1, INT64_MAX, &v)) {
+		*rc = cli_usage_error(cmd, "job ID must be a positive integer, not \"%s\"", text);
+		return false;
+	}
+	*id = v;
+	return true;
+}
+
+/* ---- enqueue -------------------------------------------------------------------------------- */
+
+typedef struct lines {
+	char *buf;
+	char **line;   /* pointers into buf */
+	long *lineno;
+	size_t n;
+} lines;
+
+static void lines_free(lines *l)
+{
+	free(l->buf);
+	free(l->line);
+	free(l->lineno);
+}
+
+/* Reads FILE (or stdin for "-") and splits it into non-blank lines. */
+static int read_lines(const char *path, lines *l)
+{
+	memset(l, 0, sizeof *l);
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (f == NULL) {
+		cli_errorf("cannot open %s: %s", path, strerror(errno));
+		return EXIT_DATAERR;
+	}
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	while (buf != NULL) {
+		if (len + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		size_t r = fread(buf + len, 1, cap - len - 1, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	bool bad = f != stdin ? ferror(f) : ferror(stdin);
+	if (f != stdin)
+		fclose(f);
+	if (buf == NULL) {
+		cli_errorf("out of memory reading %s", path);
+		return EXIT_SOFTWARE;
+	}
+	if (bad) {
+		free(buf);
+		cli_errorf("cannot read %s", path);
+		return EXIT_DATAERR;
+	}
+	buf[len] = '\0';
+	if (memchr(buf, '\0', len) != NULL) {
+		free(buf);
+		cli_errorf("%s contains a NUL byte: not a file of JSON lines", strcmp(path, "-") ? path : "standard input");
+		return EXIT_DATAERR;
+	}
+	size_t count = 1;
+	for (size_t i = 0; i < len; i++)
+		count += buf[i] == '\n';
+	l->buf = buf;
+	l->line = malloc(count * sizeof *l->line);
+	l->lineno = malloc(count * sizeof *l->lineno);
+	if (l->line == NULL || l->lineno == NULL) {
+		lines_free(l);
+		cli_errorf("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	long no = 0;
+	char *p = buf;
+	while (*p != '\0' || (p == buf && len == 0)) {
+		if (len == 0)
+			break;
+		char *nl = strchr(p, '\n');
+		if (nl != NULL)
+			*nl = '\0';
+		no++;
+		size_t ll = strlen(p);
+		if (ll > 0 && p[ll - 1] == '\r')
+			p[--ll] = '\0';
+		bool blank = true;
+		for (char *s = p; *s; s++)
+			if (*s != ' ' && *s != '\t')
+				blank = false;
+		if (!blank) {
+			l->line[l->n] = p;
+			l->lineno[l->n] = no;
+			l->n++;
+		}
+		if (nl == NULL)
+			break;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+static const char *strip_payload_prefix(const char *msg)
+{
+	/* "payload 3 is not valid JSON: ..." -> "not valid JSON: ..." */
+	if (strncmp(msg, "payload ", 8) != 0)
+		return msg;
+	const char *p = msg + 8;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (strncmp(p, " is ", 4) == 0)
+		return p + 4;
+	return msg;
+}
+
+static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const char *path,
+                        const pgc_job_options *jo)
+{
+	lines l;
+	int rc = read_lines(path, &l);
+	if (rc != 0)
+		return rc;
+	const char *name = strcmp(path, "-") == 0 ? "standard input" : path;
+	if (l.n == 0) {
+		lines_free(&l);
+		cli_errorf("%s has no jobs (no non-blank line)", name);
+		return EXIT_DATAERR;
+	}
+	pgc_error err;
+	bool tty = isatty(STDERR_FILENO) && !g_cli.quiet && l.n >= 10000;
+	/* One transaction: all or nothing. */
+	if (pgc_exec(conn, "BEGIN", &err) != PGC_OK) {
+		lines_free(&l);
+		return qreport(&err);
+	}
+	size_t chunk = 5000, total = 0;
+	for (size_t at = 0; at < l.n; at += chunk) {
+		size_t k = l.n - at < chunk ? l.n - at : chunk;
+		size_t ins = 0;
+		long bad = -1;
+		rc = pgc_queue_enqueue_many(q, queue, k, (const char *const *)l.line + at, NULL, jo, NULL,
+		                            &ins, &bad, &err);
+		if (rc != PGC_OK) {
+			pgc_error e2;
+			(void)!pgc_exec(conn, "ROLLBACK", &e2);
+			if (tty)
+				fputc('\n', stderr);
+			if (bad >= 0 && (size_t)bad < k) {
+				cli_errorf("%s line %ld: %s%s%s", name, l.lineno[at + (size_t)bad],
+				           strip_payload_prefix(err.message), err.detail[0] ? ": " : "", err.detail);
+				cli_errorf("nothing was enqueued");
+				lines_free(&l);
+				return EXIT_DATAERR;
+			}
+			rc = qreport(&err);
+			cli_errorf("nothing was enqueued");
+			lines_free(&l);
+			return rc;
+		}
+		total += ins;
+		if (tty)
+			fprintf(stderr, "\renqueued %zu/%zu", at + k, l.n);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	if (pgc_exec(conn, "COMMIT", &err) != PGC_OK) {
+		lines_free(&l);
+		return qreport(&err);
+	}
+	if (g_cli.json) {
+		fputs("{\"queue\":", stdout);
+		json_str(stdout, queue);
+		printf(",\"enqueued\":%zu,\"skipped\":%zu}\n", total, l.n - total);
+	} else if (!g_cli.quiet) {
+		printf("enqueued %zu job%s in queue %s", total, total == 1 ? "" : "s", queue);
+		if (l.n > total)
+			printf(" (%zu skipped: unique key taken)", l.n - total);
+		putchar('\n');
+	}
+	lines_free(&l);
+	return 0;
+}
+
+static int do_enqueue(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("enqueue", argc, argv, &a, 2);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (a.npos == 0)
+		return cli_usage_error("queue enqueue", "a queue name is required");
+	const char *queue = a.pos[0];
+	if (*queue == '\0')
+		return cli_usage_error("queue enqueue", "the queue name must not be empty");
+	if (strlen(queue) > PGC_QUEUE_NAME_MAX)
+		return cli_usage_error("queue enqueue", "the queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+	if (a.npos == 2) {
+		if (strcmp(a.pos[1], "-") != 0)
+			return cli_usage_error("queue enqueue", "unexpected argument \"%s\"", a.pos[1]);
+		if (a.file != NULL)
+			return cli_usage_error("queue enqueue", "give --file or -, not both");
+		a.file = "-";
+	}
+	if (a.payload != NULL && a.file != NULL)
+		return cli_usage_error("queue enqueue", "give --payload or --file, not both");
+	if (a.has_delay && a.run_at != NULL)
+		return cli_usage_error("queue enqueue", "give --delay or --run-at, not both");
+	if (a.unique_key != NULL && a.file != NULL)
+		return cli_usage_error("queue enqueue", "--unique-key applies to one job, not to a file");
+	if (a.unique_key != NULL && *a.unique_key == '\0')
+		return cli_usage_error("queue enqueue", "--unique-key must not be empty");
+	if (a.run_at != NULL && *a.run_at == '\0')
+		return cli_usage_error("queue enqueue", "--run-at must not be empty");
+
+	pgc_job_options jo = PGC_JOB_OPTIONS_INIT;
+	jo.priority = (int)a.priority;
+	jo.delay_ms = a.delay_ms;
+	jo.run_at = a.run_at;
+	jo.max_attempts = (int)a.max_attempts;
+
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	if (a.file != NULL) {
+		rc = enqueue_file(conn, q, queue, a.file, &jo);
+	} else {
+		jo.unique_key = a.unique_key;
+		int64_t id = 0;
+		if (pgc_queue_enqueue(q, queue, a.payload ? a.payload : "{}", &jo, &id, &err) != PGC_OK) {
+			if (strncmp(err.message, "payload 1 is ", 13) == 0) {
+				/* Name the option rather than an array position. */
+				char msg[PGC_ERROR_MESSAGE_MAX + 16];
+				snprintf(msg, sizeof msg, "--payload is %s", err.message + 13);
+				snprintf(err.message, sizeof err.message, "%s", msg);
+			}
+			rc = qreport(&err);
+		} else if (g_cli.json) {
+			fputs("{\"queue\":", stdout);
+			json_str(stdout, queue);
+			printf(",\"id\":%lld}\n", (long long)id);
+		} else if (!g_cli.quiet) {
+			printf("enqueued job %lld in queue %s\n", (long long)id, queue);
+		}
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+/* ---- stats ---------------------------------------------------------------------------------- */
+
+static void prom_label(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n') {
+			fputs("\\n", f);
+			continue;
+		}
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_health *h,
+                        bool prometheus)
+{
+	if (prometheus) {
+		puts("# HELP pgcoord_queue_jobs Jobs by queue and status (finished ones: retained history).");
+		puts("# TYPE pgcoord_queue_jobs gauge");
+		for (size_t i = 0; i < n; i++) {
+			const char *names[] = { "pending", "scheduled", "running", "succeeded", "failed", "cancelled" };
+			long v[] = { st[i].pending, st[i].scheduled, st[i].running, st[i].succeeded,
+			             st[i].failed, st[i].cancelled };
+			for (int k = 0; k < 6; k++) {
+				fputs("pgcoord_queue_jobs{queue=", stdout);
+				prom_label(stdout, st[i].queue);
+				printf(",status=\"%s\"} %ld\n", names[k], v[k]);
+			}
+		}
+		struct { const char *name, *help, *type; int which; } m[] = {
+			{ "pgcoord_queue_oldest_pending_seconds", "Age of the oldest runnable job.", "gauge", 0 },
+			{ "pgcoord_queue_completed_last_minute", "Jobs succeeded in the last minute.", "gauge", 1 },
+			{ "pgcoord_queue_failed_last_minute", "Jobs failed for good in the last minute.", "gauge", 2 },
+			{ "pgcoord_queue_paused", "1 when the queue is paused.", "gauge", 3 },
+		};
+		for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+			printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+			for (size_t i = 0; i < n; i++) {
+				printf("%s{queue=", m[k].name);
+				prom_label(stdout, st[i].queue);
+				switch (m[k].which) {
+				case 0: printf("} %.3f\n", st[i].oldest_pending_s); break;
+				case 1: printf("} %ld\n", st[i].completed_1m); break;
+				case 2: printf("} %ld\n", st[i].failed_1m); break;
+				default: printf("} %d\n", st[i].paused ? 1 : 0); break;
+				}
+			}
+		}
+		puts("# HELP pgcoord_queue_dead_tuples Dead tuples in the queue tables.");
+		puts("# TYPE pgcoord_queue_dead_tuples gauge");
+		printf("pgcoord_queue_dead_tuples{table=\"jobs\"} %ld\n", h->jobs_dead_tuples);
+		printf("pgcoord_queue_dead_tuples{table=\"job_history\"} %ld\n", h->history_dead_tuples);
+		puts("# HELP pgcoord_queue_live_tuples Live tuples in the queue tables.");
+		puts("# TYPE pgcoord_queue_live_tuples gauge");
+		printf("pgcoord_queue_live_tuples{table=\"jobs\"} %ld\n", h->jobs_live_tuples);
+		printf("pgcoord_queue_live_tuples{table=\"job_history\"} %ld\n", h->history_live_tuples);
+		puts("# HELP pgcoord_xmin_horizon_age_xids Age in transactions of the oldest backend xmin.");
+		puts("# TYPE pgcoord_xmin_horizon_age_xids gauge");
+		printf("pgcoord_xmin_horizon_age_xids %ld\n", h->horizon_xmin_age);
+		puts("# HELP pgcoord_xmin_horizon_xact_seconds How long the transaction holding the horizon has been open.");
+		puts("# TYPE pgcoord_xmin_horizon_xact_seconds gauge");
+		printf("pgcoord_xmin_horizon_xact_seconds %.3f\n", h->horizon_xact_age_s);
+		return;
+	}
+	if (g_cli.json) {
+		fputs("{\"queues\":[", stdout);
+		for (size_t i = 0; i < n; i++) {
+			fputs(i ? ",{\"queue\":" : "{\"queue\":", stdout);
+			json_str(stdout, st[i].queue);
+			printf(",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"running\":%ld,"
+			       "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,"
+			       "\"completed_1m\":%ld,\"failed_1m\":%ld}",
+			       st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].running,
+			       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
+			       st[i].completed_1m, st[i].failed_1m);
+		}
+		printf("],\"tables\":{\"jobs\":{\"live_tuples\":%ld,\"dead_tuples\":%ld,\"last_autovacuum\":",
+		       h->jobs_live_tuples, h->jobs_dead_tuples);
+		json_str(stdout, h->jobs_last_autovacuum[0] ? h->jobs_last_autovacuum : NULL);
+		printf("},\"job_history\":{\"live_tuples\":%ld,\"dead_tuples\":%ld,\"last_autovacuum\":",
+		       h->history_live_tuples, h->history_dead_tuples);
+		json_str(stdout, h->history_last_autovacuum[0] ? h->history_last_autovacuum : NULL);
+		fputs("}},\"xmin_horizon\":", stdout);
+		if (h->horizon_pid == 0) {
+			fputs("null", stdout);
+		} else {
+			printf("{\"pid\":%d,\"xmin_age\":%ld,\"xact_age_s\":%.3f,\"application_name\":",
+			       h->horizon_pid, h->horizon_xmin_age, h->horizon_xact_age_s);
+			json_str(stdout, h->horizon_application);
+			fputs(",\"state\":", stdout);
+			json_str(stdout, h->horizon_state);
+			fputc('}', stdout);
+		}
+		fputs(",\"replication_slot\":", stdout);
+		if (h->horizon_slot[0] == '\0') {
+			fputs("null", stdout);
+		} else {
+			fputs("{\"name\":", stdout);
+			json_str(stdout, h->horizon_slot);
+			printf(",\"xmin_age\":%ld}", h->horizon_slot_xmin_age);
+		}
+		fputs("}\n", stdout);
+		return;
+	}
+	printf("%-20s %6s %8s %9s %7s %9s %7s %9s %9s %7s %9s\n", "QUEUE", "PAUSED", "PENDING",
+	       "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "OLDEST_S", "DONE/1M",
+	       "FAILED/1M");
+	for (size_t i = 0; i < n; i++)
+		printf("%-20s %6s %8ld %9ld %7ld %9ld %7ld %9ld %9.1f %7ld %9ld\n", st[i].queue,
+		       st[i].paused ? "yes" : "no", st[i].pending, st[i].scheduled, st[i].running,
+		       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
+		       st[i].completed_1m, st[i].failed_1m);
+	if (n == 0)
+		puts("(no queues yet)");
+	printf("\ntable jobs: %ld live, %ld dead tuples, last vacuum %s\n", h->jobs_live_tuples,
+	       h->jobs_dead_tuples, h->jobs_last_autovacuum[0] ? h->jobs_last_autovacuum : "never");
+	printf("table job_history: %ld live, %ld dead tuples, last vacuum %s\n", h->history_live_tuples,
+	       h->history_dead_tuples, h->history_last_autovacuum[0] ? h->history_last_autovacuum : "never");
+	if (h->horizon_pid != 0)
+		printf("xmin horizon: pid %d (%s, %s) holds xmin %ld transactions old, transaction open %.1f s\n",
+		       h->horizon_pid, h->horizon_application[0] ? h->horizon_application : "?",
+		       h->horizon_state[0] ? h->horizon_state : "?", h->horizon_xmin_age, h->horizon_xact_age_s);
+	else
+		puts("xmin horizon: no other session holds back vacuum");
+	if (h->horizon_slot[0] != '\0')
+		printf("replication slot %s holds xmin %ld transactions old\n", h->horizon_slot,
+		       h->horizon_slot_xmin_age);
+}
+
+static int do_stats(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("stats", argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (a.prometheus && g_cli.json)
+		return cli_usage_error("queue stats", "give --json or --prometheus, not both");
+	const char *queue = a.npos ? a.pos[0] : NULL;
+	if (queue != NULL && *queue == '\0')
+		return cli_usage_error("queue stats", "the queue name must not be empty");
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("stats", a.schema, &conn, &q)) != 0)
+		return rc;
+	for (;;) {
+		pgc_queue_stat *st;
+		size_t n;
+		pgc_queue_health h;
+		pgc_error err;
+		if (pgc_queue_stats(q, queue, &st, &n, &h, &err) != PGC_OK) {
+			rc = qreport(&err);
+			break;
+		}
+		print_stats(st, n, &h, a.prometheus);
+		pgc_free(st);
+		fflush(stdout);
+		if (a.watch_ms == 0)
+			break;
+		if (!g_cli.json && !a.prometheus)
+			putchar('\n');
+		struct timespec ts = { (time_t)(a.watch_ms / 1000), (long)(a.watch_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+/* ---- list and show -------------------------------------------------------------------------- */
+
+static void print_info_json(const pgc_job_info *j)
+{
+	printf("{\"id\":%lld,\"queue\":", (long long)j->id);
+	json_str(stdout, j->queue);
+	fputs(",\"status\":", stdout);
+	json_str(stdout, j->status);
+	printf(",\"priority\":%d,\"aged\":%s,\"attempts\":%d,\"max_attempts\":%d", j->priority,
+	       j->aged ? "true" : "false", j->attempts, j->max_attempts);
+	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until",
+	                       "worker", "last_error", "unique_key" };
+	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
+	                       j->worker, j->last_error, j->unique_key };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		printf(",\"%s\":", keys[i]);
+		json_str(stdout, vals[i]);
+	}
+	/* errors and payload are JSON already. */
+	printf(",\"errors\":%s,\"payload\":%s}\n", j->errors ? j->errors : "[]", j->payload ? j->payload : "null");
+}
+
+static int do_list(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("list", argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	const char *queue = a.npos ? a.pos[0] : NULL;
+	if (queue != NULL && *queue == '\0')
+		return cli_usage_error("queue list", "the queue name must not be empty");
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("list", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_job_info **list;
+	size_t n;
+	pgc_error err;
+	if (pgc_queue_list(q, queue, a.status, (long)a.limit, &list, &n, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else {
+		if (!g_cli.json)
+			printf("%-10s %-16s %-10s %5s %8s %-19s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
+			       "ATTEMPTS", "RUN_AT", "LAST_ERROR");
+		for (size_t i = 0; i < n; i++) {
+			const pgc_job_info *j = list[i];
+			if (g_cli.json) {
+				print_info_json(j);
+				continue;
+			}
+			char att[24];
+			snprintf(att, sizeof att, "%d/%d", j->attempts, j->max_attempts);
+			char errl[61] = "";
+			if (j->last_error)
+				snprintf(errl, sizeof errl, "%s", j->last_error);
+			for (char *p = errl; *p; p++)
+				if (*p == '\n')
+					*p = ' ';
+			char when[20] = "";
+			if (j->run_at != NULL) {
+				snprintf(when, sizeof when, "%s", j->run_at); /* 2026-11-30T08:44:57 */
+				if (when[10] == 'T')
+					when[10] = ' ';
+			}
+			printf("%-10lld %-16s %-10s %5d %8s %-19s %s\n", (long long)j->id, j->queue,
+			       j->status, j->priority, att, when, errl);
+		}
+		pgc_queue_infos_free(list, n);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+static int do_show(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("show", argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	int64_t id;
+	if (!parse_id("show", a.npos ? a.pos[0] : NULL, &id, &rc))
+		return rc;
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("show", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_job_info *j;
+	pgc_error err;
+	if (pgc_queue_show(q, id, &j, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else {
+		if (g_cli.json) {
+			print_info_json(j);
+		} else {
+			printf("id:           %lld\nqueue:        %s\nstatus:       %s%s\npriority:     %d\n"
+			       "attempts:     %d of %d\n", (long long)j->id, j->queue, j->status,
+			       j->aged ? " (aged: runs ahead of newer work)" : "", j->priority, j->attempts,
+			       j->max_attempts);
+			const char *keys[] = { "run_at", "created_at", "started_at", "finished_at",
+			                       "lease_until", "worker", "unique_key", "last_error", "errors",
+			                       "payload" };
+			const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at,
+			                       j->lease_until, j->worker, j->unique_key, j->last_error,
+			                       j->errors, j->payload };
+			for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+				if (vals[i] != NULL)
+					printf("%-13s %s\n", keys[i], vals[i]);
+		}
+		pgc_free(j);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+/* ---- retry, cancel, purge, pause, resume, config ------------------------------------------ */
+
+static int do_id_action(const char *sub, int argc, char **argv)
+{
+	qargs a;
+	int rc = parse(sub, argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	int64_t id;
+	if (!parse_id(sub, a.npos ? a.pos[0] : NULL, &id, &rc))
+		return rc;
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue(sub, a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	bool retry = strcmp(sub, "retry") == 0;
+	int r = retry ? pgc_queue_retry(q, id, &err) : pgc_queue_cancel(q, id, &err);
+	if (r != PGC_OK) {
+		rc = qreport(&err);
+	} else if (g_cli.json) {
+		printf("{\"id\":%lld,\"status\":\"%s\"}\n", (long long)id, retry ? "pending" : "cancelled");
+	} else if (!g_cli.quiet) {
+		printf(retry ? "job %lld is pending again\n" : "job %lld cancelled\n", (long long)id);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+static int do_purge(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("purge", argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	const char *queue = a.npos ? a.pos[0] : NULL;
+	if (queue != NULL && *queue == '\0')
+		return cli_usage_error("queue purge", "the queue name must not be empty");
+	if (a.status != NULL && strcmp(a.status, "succeeded") && strcmp(a.status, "failed") &&
+	    strcmp(a.status, "cancelled"))
+		return cli_usage_error("queue purge", "--status must be succeeded, failed or cancelled, not \"%s\"", a.status);
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("purge", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	long n = 0;
+	if (pgc_queue_purge(q, queue, a.status, a.older_than_ms, &n, &err) != PGC_OK)
+		rc = qreport(&err);
+	else if (g_cli.json)
+		printf("{\"purged\":%ld}\n", n);
+	else if (!g_cli.quiet)
+		printf("purged %ld finished job%s\n", n, n == 1 ? "" : "s");
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+static int do_pause(const char *sub, int argc, char **argv)
+{
+	qargs a;
+	int rc = parse(sub, argc, argv, &a, 1);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	if (a.npos == 0)
+		return cli_usage_error(cmd, "a queue name is required");
+	if (*a.pos[0] == '\0')
+		return cli_usage_error(cmd, "the queue name must not be empty");
+	if (strlen(a.pos[0]) > PGC_QUEUE_NAME_MAX)
+		return cli_usage_error(cmd, "the queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue(sub, a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	bool pause = strcmp(sub, "pause") == 0;
+	if (pgc_queue_pause(q, a.pos[0], pause, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else if (g_cli.json) {
+		fputs("{\"queue\":", stdout);
+		json_str(stdout, a.pos[0]);
+		printf(",\"paused\":%s}\n", pause ? "true" : "false");
+	} else if (!g_cli.quiet) {
+		printf("queue %s %s\n", a.pos[0], pause ? "paused" : "resumed");
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+static int do_config(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("config", argc, argv, &a, 0);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("config", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	pgc_queue_config cfg = { a.aging_ms, a.sret_ms, a.fret_ms, (int)a.max_payload };
+	if ((a.aging_ms >= 0 || a.sret_ms >= 0 || a.fret_ms >= 0 || a.max_payload >= 0) &&
+	    pgc_queue_config_set(q, &cfg, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else if (pgc_queue_config_get(q, &cfg, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else if (g_cli.json) {
+		printf("{\"aging_ms\":%lld,\"succeeded_retention_ms\":%lld,\"failed_retention_ms\":%lld,"
+		       "\"max_payload_bytes\":%d}\n", (long long)cfg.aging_ms,
+		       (long long)cfg.succeeded_retention_ms, (long long)cfg.failed_retention_ms,
+		       cfg.max_payload_bytes);
+	} else if (!g_cli.quiet) {
+		printf("aging:               %lld ms\nsucceeded_retention: %lld ms\n"
+		       "failed_retention:    %lld ms\nmax_payload:         %d bytes\n",
+		       (long long)cfg.aging_ms, (long long)cfg.succeeded_retention_ms,
+		       (long long)cfg.failed_retention_ms, cfg.max_payload_bytes);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+int cmd_queue(int argc, char **argv)
+{
+	if (argc < 2) {
+		cli_errorf("no queue subcommand given");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *sub = argv[1];
+	if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	argc--;
+	argv++;
+	if (strcmp(sub, "enqueue") == 0)
+		return do_enqueue(argc, argv);
+	if (strcmp(sub, "stats") == 0)
+		return do_stats(argc, argv);
+	if (strcmp(sub, "list") == 0)
+		return do_list(argc, argv);
+	if (strcmp(sub, "show") == 0)
+		return do_show(argc, argv);
+	if (strcmp(sub, "retry") == 0 || strcmp(sub, "cancel") == 0)
+		return do_id_action(sub, argc, argv);
+	if (strcmp(sub, "purge") == 0)
+		return do_purge(argc, argv);
+	if (strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0)
+		return do_pause(sub, argc, argv);
+	if (strcmp(sub, "config") == 0)
+		return do_config(argc, argv);
+	return cli_usage_error("queue", "unknown queue subcommand \"%s\"", sub);
+}

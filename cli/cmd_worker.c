@@ -1,0 +1,555 @@
+/* cmd_worker.c - pgcoord worker: run COMMAND once per job, from any language
+ *
+ * The payload goes to the command's stdin (a memfd, so a payload of any size never blocks),
+ * the job's id, queue and attempt go to its environment. Exit 0 completes the job, 75 asks for
+ * a retry later, anything else fails it (retried with backoff until max_attempts); the tail of
+ * its stderr becomes the error text. Each command runs in its own process group (cli/child.c)
+ * and the whole group is killed when the job times out or its lease is lost.
+ *
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every thread and taken by the
+ * main thread with sigtimedwait, so they never reach a handler thread and are not forwarded to
+ * the commands: the first one starts a graceful stop (no new jobs, running ones get --grace),
+ * a second one stops at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: pgcoord [-d DSN] worker --queue Q [--queue Q2 ...] [OPTIONS] -- COMMAND\n"
+	      "                [ARGS...]\n"
+	      "\n"
+	      "Runs COMMAND once per job: the payload on its stdin, PGCOORD_JOB_ID,\n"
+	      "PGCOORD_JOB_QUEUE, PGCOORD_JOB_ATTEMPT and PGCOORD_JOB_MAX_ATTEMPTS in its\n"
+	      "environment. Exit 0 completes the job, 75 retries it later (the attempt is\n"
+	      "not counted), anything else fails it; the last lines of its stderr become\n"
+	      "the job's error. SIGINT or SIGTERM stops gracefully; a second one at once.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -q, --queue=Q          queue to take jobs from (repeat for more)\n"
+	      "  -c, --concurrency=K    commands at once (default 4)\n"
+	      "      --connections=N    database connections sharing the K slots (default 1;\n"
+	      "                         more use more server cores for short jobs)\n"
+	      "      --prefetch=N       jobs claimed ahead beyond K (default 0; more for\n"
+	      "                         short jobs: bigger batches)\n"
+	      "      --timeout=D        kill a command's process group after D (default none)\n"
+	      "      --grace=D          on stop, wait D for running commands (default 30s),\n"
+	      "                         then kill them and return their jobs to pending\n"
+	      "      --lease=D          job lease, renewed every D/3 (default 30s)\n"
+	      "      --poll=D           fallback poll interval (default 2s)\n"
+	      "      --retry-delay=D    delay after exit 75 (default 10s)\n"
+	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
+	      "      --backoff-max=D    longest retry delay (default 1h)\n"
+	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
+	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
+	      "                         (default 20000; 0: leave it to autovacuum)\n"
+	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
+	      "  -h, --help             show this help and exit\n"
+	      "\n"
+	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 after a stop on a signal;\n"
+	      "64 usage; 69 database unavailable or schema missing; 70 internal error;\n"
+	      "126 COMMAND not executable; 127 COMMAND not found. See pgcoord-worker(1).\n", f);
+}
+
+typedef struct wctx {
+	char **argv;          /* COMMAND [ARGS...] */
+	int64_t timeout_ms;   /* 0: none */
+	int64_t retry_delay_ms;
+	atomic_long running;
+} wctx;
+
+static void log_line(pgc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == PGC_LOG_DEBUG || (g_cli.quiet && level < PGC_LOG_WARN))
+		return;
+	fprintf(stderr, "pgcoord worker: %s\n", msg);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Kills the child's group: SIGTERM, then SIGKILL after 2 s; reaps it. */
+static void kill_group(pid_t pid, int pidfd, int *status)
+{
+	kill(-pid, SIGTERM);
+	kill(-pid, SIGCONT);
+	int64_t until = now_ms() + 2000;
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r == pid)
+			break;
+		if (now_ms() >= until) {
+			kill(-pid, SIGKILL);
+			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		struct pollfd p = { pidfd, POLLIN, 0 };
+		if (pidfd >= 0)
+			poll(&p, 1, 50);
+		else
+			usleep(10000);
+	}
+	kill(-pid, SIGKILL); /* whatever is left in the group */
+}
+
+/* Keeps the last bytes written to stderr. */
+typedef struct tail {
+	char buf[4096];
+	size_t len;
+} tail;
+
+static void tail_add(tail *t, const char *p, size_t n)
+{
+	if (n >= sizeof t->buf) {
+		p += n - sizeof t->buf;
+		n = sizeof t->buf;
+	}
+	if (t->len + n > sizeof t->buf) {
+		size_t drop = t->len + n - sizeof t->buf;
+		memmove(t->buf, t->buf + drop, t->len - drop);
+		t->len -= drop;
+	}
+	memcpy(t->buf + t->len, p, n);
+	t->len += n;
+}
+
+/* Replaces bytes that are not valid UTF-8 with '?', in place: the error text goes to the
+ * server, which refuses invalid text. */
+static void utf8_sanitize(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = n > 0 && !(n == 2 && *p < 0xc2) && !(n == 4 && *p > 0xf4);
+		for (int i = 1; ok && i < n; i++)
+			ok = (p[i] & 0xc0) == 0x80;
+		if (!ok) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
+/* The last 10 lines of the tail, into out. */
+static void tail_lines(const tail *t, char *out, size_t size)
+{
+	size_t end = t->len;
+	while (end > 0 && (t->buf[end - 1] == '\n' || t->buf[end - 1] == '\r'))
+		end--;
+	size_t start = end;
+	int lines = 0;
+	while (start > 0) {
+		if (t->buf[start - 1] == '\n' && ++lines == 10)
+			break;
+		start--;
+	}
+	size_t n = end - start;
+	if (n >= size)
+		start = end - (n = size - 1);
+	memcpy(out, t->buf + start, n);
+	out[n] = '\0';
+}
+
+static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	wctx *ctx = arg;
+	atomic_fetch_add(&ctx->running, 1);
+	int in = memfd_create("pgcoord-payload", MFD_CLOEXEC);
+	int errp[2] = { -1, -1 };
+	if (in < 0 || pipe2(errp, O_CLOEXEC) != 0) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "worker: cannot create the command's input: %s", strerror(errno));
+		goto out;
+	}
+	size_t len = strlen(job->payload), off = 0;
+	while (off < len) {
+		ssize_t w = write(in, job->payload + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	if (off < len || write(in, "\n", 1) != 1 || lseek(in, 0, SEEK_SET) != 0) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "worker: cannot write the payload for the command");
+		goto out;
+	}
+	char e_id[48], e_queue[160], e_att[48], e_max[48];
+	snprintf(e_id, sizeof e_id, "PGCOORD_JOB_ID=%lld", (long long)job->id);
+	snprintf(e_queue, sizeof e_queue, "PGCOORD_JOB_QUEUE=%s", job->queue);
+	snprintf(e_att, sizeof e_att, "PGCOORD_JOB_ATTEMPT=%d", job->attempt);
+	snprintf(e_max, sizeof e_max, "PGCOORD_JOB_MAX_ATTEMPTS=%d", job->max_attempts);
+	char *env[] = { e_id, e_queue, e_att, e_max, NULL };
+	cli_child_io io = { in, -1, errp[1] };
+	cli_child c;
+	int64_t t0 = now_ms();
+	int src = cli_child_spawn(&c, ctx->argv, env, &io);
+	close(errp[1]);
+	errp[1] = -1;
+	if (src != 0) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "%s: %s", ctx->argv[0],
+		         src == EXIT_NOTFOUND ? "command not found (exit 127)" : "cannot execute (exit 126)");
+		goto out;
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
+	tail t = { .len = 0 };
+	int status = 0;
+	bool exited = false, timed_out = false, lost = false, eof = false;
+	fcntl(errp[0], F_SETFL, fcntl(errp[0], F_GETFL) | O_NONBLOCK);
+	while (!exited) {
+		struct pollfd p[2] = { { eof ? -1 : errp[0], POLLIN, 0 }, { pidfd, POLLIN, 0 } };
+		int timeout = pidfd >= 0 ? 100 : 10;
+		if (ctx->timeout_ms > 0) {
+			int64_t left = t0 + ctx->timeout_ms - now_ms();
+			if (left < timeout)
+				timeout = left < 0 ? 0 : (int)left;
+		}
+		poll(p, 2, timeout);
+		if (!eof) {
+			char buf[4096];
+			ssize_t r;
+			while ((r = read(errp[0], buf, sizeof buf)) > 0) {
+				tail_add(&t, buf, (size_t)r);
+				ssize_t wr = write(STDERR_FILENO, buf, (size_t)r);
+				(void)wr;
+			}
+			if (r == 0)
+				eof = true;
+		}
+		pid_t r = waitpid(c.pid, &status, WNOHANG);
+		if (r == c.pid) {
+			exited = true;
+			kill(-c.pid, SIGKILL); /* leftovers of its group */
+			break;
+		}
+		if (ctx->timeout_ms > 0 && now_ms() - t0 >= ctx->timeout_ms) {
+			timed_out = true;
+			kill_group(c.pid, pidfd, &status);
+			exited = true;
+		} else if (pgc_job_lost(job)) {
+			lost = true;
+			kill_group(c.pid, pidfd, &status);
+			exited = true;
+		}
+	}
+	/* What is left in the pipe (a grandchild may hold it open: do not wait for it). */
+	char buf[4096];
+	ssize_t r;
+	while ((r = read(errp[0], buf, sizeof buf)) > 0) {
+		tail_add(&t, buf, (size_t)r);
+		ssize_t wr = write(STDERR_FILENO, buf, (size_t)r);
+		(void)wr;
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	char last[1600];
+	tail_lines(&t, last, sizeof last);
+	utf8_sanitize(last);
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (timed_out) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "timed out after %lld ms (process group killed)%s%s",
+		         (long long)ctx->timeout_ms, last[0] ? ": " : "", last);
+	} else if (lost) {
+		res->outcome = PGC_JOB_FAIL; /* stale anyway: the job is no longer ours */
+		snprintf(res->error, sizeof res->error, "lease lost: command killed");
+	} else if (code == 0) {
+		res->outcome = PGC_JOB_COMPLETE;
+	} else if (code == EXIT_LOCKLOST) {
+		res->outcome = PGC_JOB_RETRY_LATER;
+		res->delay_ms = ctx->retry_delay_ms;
+	} else {
+		res->outcome = PGC_JOB_FAIL;
+		if (WIFSIGNALED(status))
+			snprintf(res->error, sizeof res->error, "killed by signal %d%s%s", WTERMSIG(status),
+			         last[0] ? ": " : "", last);
+		else
+			snprintf(res->error, sizeof res->error, "exit status %d%s%s", code, last[0] ? ": " : "", last);
+	}
+out:
+	if (in >= 0)
+		close(in);
+	if (errp[0] >= 0)
+		close(errp[0]);
+	if (errp[1] >= 0)
+		close(errp[1]);
+	atomic_fetch_sub(&ctx->running, 1);
+}
+
+typedef struct second_arg {
+	pgc_worker **ws;
+	int n;
+} second_arg;
+
+static void *second_signal(void *arg)
+{
+	second_arg *sa = arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGQUIT);
+	int sig;
+	if (sigwait(&s, &sig) == 0) {
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: %s: stopping now\n", strsignal(sig));
+		for (int i = 0; i < sa->n; i++)
+			pgc_worker_stop(sa->ws[i], 0);
+	}
+	return NULL;
+}
+
+/* 127 when COMMAND cannot be found in PATH, 126 when it is not executable, else 0. */
+static int check_command(const char *cmd)
+{
+	if (strchr(cmd, '/') != NULL) {
+		struct stat st;
+		if (stat(cmd, &st) != 0) {
+			cli_errorf("%s: %s", cmd, strerror(errno));
+			return errno == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
+		}
+		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
+			cli_errorf("%s: not executable", cmd);
+			return EXIT_NOEXEC;
+		}
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	if (path == NULL)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	bool seen = false;
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t n = colon ? (size_t)(colon - path) : strlen(path);
+		char full[4096];
+		snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", cmd);
+		struct stat st;
+		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (access(full, X_OK) == 0)
+				return 0;
+			seen = true;
+		}
+		if (colon == NULL)
+			break;
+		path = colon + 1;
+	}
+	cli_errorf("%s: %s", cmd, seen ? "not executable" : "command not found");
+	return seen ? EXIT_NOEXEC : EXIT_NOTFOUND;
+}
+
+int cmd_worker(int argc, char **argv)
+{
+	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS };
+	static const struct option longopts[] = {
+		{ "queue", required_argument, NULL, 'q' },
+		{ "concurrency", required_argument, NULL, 'c' },
+		{ "prefetch", required_argument, NULL, O_PREFETCH },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "grace", required_argument, NULL, O_GRACE },
+		{ "lease", required_argument, NULL, O_LEASE },
+		{ "poll", required_argument, NULL, O_POLL },
+		{ "retry-delay", required_argument, NULL, O_RETRY_DELAY },
+		{ "backoff", required_argument, NULL, O_BACKOFF },
+		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
+		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
+		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
+		{ "connections", required_argument, NULL, O_CONNECTIONS },
+		{ "schema", required_argument, NULL, O_SCHEMA },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *queues[64];
+	size_t nq = 0;
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	int64_t grace = 30000;
+	int nconn = 1;
+	wctx ctx = { NULL, 0, 10000, 0 };
+	long long v;
+	int ch;
+	opterr = 0;
+	/* "+": stop at COMMAND so that its own options stay its own. */
+	while ((ch = getopt_long(argc, argv, "+:q:c:h", longopts, NULL)) != -1) {
+		int64_t *dur = NULL;
+		const char *name = NULL;
+		switch (ch) {
+		case 'q':
+			if (*optarg == '\0')
+				return cli_usage_error("worker", "--queue must not be empty");
+			if (strlen(optarg) > PGC_QUEUE_NAME_MAX)
+				return cli_usage_error("worker", "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+			if (nq == 64)
+				return cli_usage_error("worker", "at most 64 queues");
+			queues[nq++] = optarg;
+			break;
+		case 'c':
+			if (!cli_parse_int(optarg, 1, 1024, &v))
+				return cli_usage_error("worker", "--concurrency must be an integer from 1 to 1024, not \"%s\"", optarg);
+			o.concurrency = (int)v;
+			break;
+		case O_PREFETCH:
+			if (!cli_parse_int(optarg, 0, 100000, &v))
+				return cli_usage_error("worker", "--prefetch must be an integer from 0 to 100000, not \"%s\"", optarg);
+			o.prefetch = (int)v;
+			break;
+		case O_NO_LISTEN: o.listen = false; break;
+		case O_CONNECTIONS:
+			if (!cli_parse_int(optarg, 1, 16, &v))
+				return cli_usage_error("worker", "--connections must be an integer from 1 to 16, not \"%s\"", optarg);
+			nconn = (int)v;
+			break;
+		case O_VACUUM:
+			if (!cli_parse_int(optarg, 0, 1000000000, &v))
+				return cli_usage_error("worker", "--vacuum-threshold must be a number of dead tuples, not \"%s\"", optarg);
+			o.vacuum_dead_tuples = (long)v;
+			break;
+		case O_SCHEMA:
+			if (*optarg == '\0')
+				return cli_usage_error("worker", "--schema must not be empty");
+			o.schema = optarg;
+			break;
+		case O_TIMEOUT: dur = &ctx.timeout_ms; name = "--timeout"; break;
+		case O_GRACE: dur = &grace; name = "--grace"; break;
+		case O_LEASE: dur = &o.lease_ms; name = "--lease"; break;
+		case O_POLL: dur = &o.poll_ms; name = "--poll"; break;
+		case O_RETRY_DELAY: dur = &ctx.retry_delay_ms; name = "--retry-delay"; break;
+		case O_BACKOFF: dur = &o.backoff.base_ms; name = "--backoff"; break;
+		case O_BACKOFF_MAX: dur = &o.backoff.max_ms; name = "--backoff-max"; break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case ':':
+			return cli_usage_error("worker", "option %s needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("worker", "unknown option %s", argv[optind - 1]);
+		}
+		if (dur != NULL) {
+			pgc_error e;
+			if (pgc_duration_parse(optarg, dur, &e) != PGC_OK)
+				return cli_usage_error("worker", "%s: %s", name, e.message);
+		}
+	}
+	if (nq == 0)
+		return cli_usage_error("worker", "at least one --queue is required");
+	if (optind < argc && strcmp(argv[optind], "--") == 0)
+		optind++;
+	if (optind >= argc)
+		return cli_usage_error("worker", "no COMMAND given (pgcoord worker --queue Q -- COMMAND)");
+	if (o.lease_ms < 100)
+		return cli_usage_error("worker", "--lease must be at least 100ms");
+	if (o.poll_ms < 1)
+		return cli_usage_error("worker", "--poll must be at least 1ms");
+	ctx.argv = argv + optind;
+	int rc = check_command(ctx.argv[0]);
+	if (rc != 0)
+		return rc;
+
+	/* Every thread inherits this mask: only the main thread takes these signals. */
+	sigset_t stop_sigs;
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGINT);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGHUP);
+	sigaddset(&stop_sigs, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (cli_signal_fd() < 0) {
+		cli_errorf("cannot set up signal handling");
+		return EXIT_SOFTWARE;
+	}
+
+	o.dsn = pgc_dsn_resolve(g_cli.dsn, NULL);
+	o.queues = queues;
+	o.n_queues = nq;
+	o.log = log_line;
+	o.application_name = "pgcoord/worker";
+	/* --connections N: N workers of the library, each with its own connection and a share of
+	 * the K slots (a server runs each connection's statements on one core). */
+	if (nconn > o.concurrency)
+		nconn = o.concurrency;
+	pgc_worker *ws[16] = { NULL };
+	pgc_error err;
+	int total_k = o.concurrency, total_prefetch = o.prefetch;
+	for (int i = 0; i < nconn; i++) {
+		pgc_worker_options oi = o;
+		oi.concurrency = total_k / nconn + (i < total_k % nconn);
+		oi.prefetch = total_prefetch / nconn + (i < total_prefetch % nconn);
+		if (pgc_worker_new(&oi, run_job, &ctx, &ws[i], &err) != PGC_OK ||
+		    pgc_worker_start(ws[i], &err) != PGC_OK) {
+			rc = cli_report(&err);
+			if (err.code == PGC_ENOSCHEMA)
+				rc = EXIT_UNAVAILABLE;
+			for (int k = 0; k <= i; k++)
+				pgc_worker_free(ws[k]); /* stops and joins the started ones; NULL is fine */
+			return rc;
+		}
+	}
+	if (!g_cli.quiet) {
+		pgc_worker_stats st;
+		pgc_worker_get_stats(ws[0], &st);
+		fprintf(stderr, "pgcoord worker: pid %d, %d at once over %d connection%s, %s, running %s\n",
+		        (int)getpid(), total_k, nconn, nconn == 1 ? "" : "s",
+		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
+	}
+	int sig;
+	while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
+		;
+	if (!g_cli.quiet)
+		fprintf(stderr, "pgcoord worker: %s: stopping (grace %lld ms)\n", strsignal(sig),
+		        (long long)grace);
+	for (int i = 0; i < nconn; i++)
+		pgc_worker_stop(ws[i], grace);
+	/* A second signal during the grace period stops at once. */
+	second_arg sa = { ws, nconn };
+	pthread_t second;
+	bool have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
+	rc = 0;
+	pgc_worker_stats sum = { 0 };
+	for (int i = 0; i < nconn; i++) {
+		if (pgc_worker_wait(ws[i], &err) != PGC_OK)
+			rc = cli_report(&err);
+		pgc_worker_stats st;
+		pgc_worker_get_stats(ws[i], &st);
+		sum.completed += st.completed;
+		sum.failed += st.failed;
+		sum.retried += st.retried;
+		sum.released += st.released;
+		sum.stale += st.stale;
+	}
+	if (have_second) {
+		pthread_cancel(second);
+		pthread_join(second, NULL);
+	}
+	if (!g_cli.quiet)
+		fprintf(stderr, "pgcoord worker: stopped: %ld completed, %ld failed, %ld retried later, "
+		        "%ld released, %ld stale\n", sum.completed, sum.failed, sum.retried, sum.released,
+		        sum.stale);
+	for (int i = 0; i < nconn; i++)
+		pgc_worker_free(ws[i]);
+	return rc;
+}

@@ -1,0 +1,411 @@
+/* pgcoord/queue.h - the job queue: enqueue, claim with SKIP LOCKED and a claim token, leases,
+ * complete/fail/retry, a reaper, and pgc_worker, a pool of handler threads
+ *
+ * Delivery is at least once. A claim gives every job a fresh claim token and a lease on the
+ * database clock; complete, fail, retry-later and heartbeat take the job id and that token, and
+ * change nothing when the token is no longer current (PGC_ESTALE): the job's lease expired and
+ * the reaper returned it, or another claim owns it now. Finished jobs leave the live table at
+ * once for job_history (succeeded, failed = dead letter, cancelled), trimmed by retention.
+ *
+ * The schema comes from migration 002 (pgc_schema_init). Every function takes a pgc_queue
+ * handle bound to one pgc_conn and one schema. */
+#ifndef PGCOORD_QUEUE_H
+#define PGCOORD_QUEUE_H
+
+#include <stdbool.h>
+
+#include "conn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The advisory key the reaper takes with pg_try_advisory_xact_lock, so that one reaper runs at a
+ * time: 0x7067635f72656170, the ASCII bytes of "pgc_reap". Held for one short transaction. */
+#define PGC_QUEUE_REAPER_LOCK_KEY INT64_C(0x7067635f72656170)
+
+/* The advisory key pgc_queue_vacuum holds (pg_try_advisory_lock, session scope) while it
+ * vacuums, so that one vacuum of the jobs table runs at a time: "pgc_vacu". */
+#define PGC_QUEUE_VACUUM_LOCK_KEY INT64_C(0x7067635f76616375)
+
+/* Bounds checked by the library (the server checks them again). */
+#define PGC_QUEUE_NAME_MAX 128     /* bytes */
+#define PGC_QUEUE_PRIORITY_MIN (-32768)
+#define PGC_QUEUE_PRIORITY_MAX 32767
+#define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
+
+/* A handle on the queue tables of one schema, used through one connection. Not thread-safe
+ * (like its pgc_conn). The connection must outlive the handle. */
+typedef struct pgc_queue pgc_queue;
+
+typedef struct pgc_queue_options {
+	const char *schema; /* NULL: "pgcoord" */
+	/* Prepare the hot statements (enqueue, claim, complete, heartbeat) once per session. Turn
+	 * off behind a transaction-mode pooler that does not support prepared statements. */
+	bool prepare;
+} pgc_queue_options;
+
+#define PGC_QUEUE_OPTIONS_INIT { NULL, true }
+
+/* Opens a handle. Checks that the queue schema is installed.
+ * Errors: PGC_EUSAGE, PGC_ENOSCHEMA (run pgcoord init), PGC_ESQL, PGC_ECONNLOST, PGC_ENOMEM.
+ * On success *out is owned by the caller: pgc_queue_close(). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts,
+                                            pgc_queue **out, pgc_error *err);
+
+/* Frees the handle (not the connection). NULL is accepted. */
+PGC_EXTERN void pgc_queue_close(pgc_queue *q);
+
+/* Options for enqueued jobs. */
+typedef struct pgc_job_options {
+	int priority;           /* higher runs first; -32768..32767; default 0 */
+	int64_t delay_ms;       /* run no earlier than now + delay (database clock); default 0 */
+	const char *run_at;     /* or an absolute timestamptz in any form PostgreSQL accepts;
+	                           NULL: use delay_ms. Setting both is PGC_EUSAGE. */
+	int max_attempts;       /* >= 1; 0 means the default (25) */
+	const char *unique_key; /* NULL, or at most one pending-or-running job per key and queue */
+} pgc_job_options;
+
+#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL }
+
+/* Enqueues one job on q's connection, inside the caller's transaction when one is open (the job
+ * becomes visible only when it commits; the wake-up notification is sent at commit too).
+ * payload is JSON text, validated by the server. opts may be NULL. *out_id (may be NULL) gets
+ * the job's id.
+ * Errors: PGC_EUSAGE (NULL or empty queue, queue over 128 bytes, negative delay, max_attempts
+ * < 0, priority out of range, run_at and delay both set), PGC_EDUPLICATE (unique_key taken;
+ * *out_id is 0), PGC_ESQL (invalid JSON: SQLSTATE 22P02; payload over the size limit: 22023;
+ * bad run_at), PGC_ECONNLOST. Nothing is enqueued on error. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
+                                               const pgc_job_options *opts, int64_t *out_id,
+                                               pgc_error *err);
+
+/* Enqueues n jobs in one statement, all or nothing. payloads[i] is JSON text; unique_keys may be
+ * NULL, or have n entries (each may be NULL). A job whose unique key is taken is skipped: its
+ * ids[i] is 0. ids (may be NULL) receives n ids; *inserted (may be NULL) how many were
+ * enqueued. On a bad payload *bad_index (may be NULL) gets its 0-based index, else -1.
+ * Errors: as pgc_queue_enqueue, except that duplicates are not an error. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n,
+                                                    const char *const *payloads,
+                                                    const char *const *unique_keys,
+                                                    const pgc_job_options *opts, int64_t *ids,
+                                                    size_t *inserted, long *bad_index,
+                                                    pgc_error *err);
+
+/* A claimed job. Strings are owned by the array returned by pgc_queue_claim. */
+typedef struct pgc_job {
+	int64_t id;
+	int64_t token;      /* the claim token: pass it back to complete/fail/retry/heartbeat */
+	const char *queue;
+	const char *payload; /* JSON text */
+	int attempt;         /* 1 for the first run */
+	int max_attempts;
+	int priority;
+	void *internal;      /* used by pgc_worker; NULL otherwise */
+} pgc_job;
+
+/* Claims up to max jobs of queue (highest effective priority first, then run_at, then id),
+ * after promoting its scheduled jobs that are due to pending,
+ * with FOR UPDATE SKIP LOCKED in one statement, in its own implicit transaction or the
+ * caller's. Each gets a fresh token and a lease of lease_ms on the database clock. A paused
+ * queue gives nothing. worker_id (may be NULL) is recorded for inspection.
+ * On success *jobs is an array of *n jobs, freed with pgc_queue_jobs_free().
+ * Errors: PGC_EUSAGE, PGC_EEMPTY (nothing runnable: *n is 0, *jobs NULL), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_claim(pgc_queue *q, const char *queue, int max,
+                                             int64_t lease_ms, const char *worker_id,
+                                             pgc_job **jobs, size_t *n, pgc_error *err);
+
+/* Frees an array from pgc_queue_claim. NULL is accepted. */
+PGC_EXTERN void pgc_queue_jobs_free(pgc_job *jobs, size_t n);
+
+/* Marks a running job succeeded: it leaves the live table (kept in job_history while
+ * succeeded_retention is not zero). Errors: PGC_EUSAGE, PGC_ESTALE (the token is not current:
+ * nothing changed), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token,
+                                                pgc_error *err);
+
+/* Completes n jobs in one statement. stale (may be NULL) gets n flags: true for a job whose
+ * token was not current (nothing changed for it). *done (may be NULL) counts the completed.
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST (then nothing is known to be completed). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids,
+                                                     const int64_t *tokens, bool *stale,
+                                                     size_t *done, pgc_error *err);
+
+/* Backoff after a failure: delay = min(base_ms * 2^(attempt-1), max_ms), then full jitter in
+ * [delay/2, delay], computed by the server. */
+typedef struct pgc_backoff {
+	int64_t base_ms; /* default 1000 */
+	int64_t max_ms;  /* default 3600000 */
+} pgc_backoff;
+
+#define PGC_BACKOFF_INIT { 1000, 3600000 }
+
+/* Records a failed attempt with error text (may be NULL). When attempts remain the job returns
+ * to pending after the backoff (backoff may be NULL for the default); otherwise it moves to
+ * job_history as failed (the dead letter) with its last error and error history. *dead (may be
+ * NULL) says which. Errors: PGC_EUSAGE, PGC_ESTALE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token,
+                                            const char *error_text, const pgc_backoff *backoff,
+                                            bool *dead, pgc_error *err);
+
+/* Returns a running job to pending to run again after delay_ms, without counting the attempt
+ * (a snooze, e.g. a rate limit). Errors: PGC_EUSAGE, PGC_ESTALE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token,
+                                                   int64_t delay_ms, pgc_error *err);
+
+/* Extends the leases of n running jobs to now + lease_ms, in one statement. lost (may be NULL)
+ * gets n flags: true for a job whose token is no longer current. Errors: PGC_EUSAGE, PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_heartbeat(pgc_queue *q, size_t n, const int64_t *ids,
+                                                 const int64_t *tokens, int64_t lease_ms,
+                                                 bool *lost, pgc_error *err);
+
+/* Returns n running jobs to pending at once (a worker shutting down). When started is false
+ * the attempt is not counted (the job never ran). Stale tokens are ignored.
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids,
+                                               const int64_t *tokens, bool started,
+                                               pgc_error *err);
+
+/* What one reaper pass did. */
+typedef struct pgc_reap_result {
+	long returned; /* expired leases returned to pending */
+	long dead;     /* expired leases with no attempts left, moved to failed */
+	long aged;     /* pending jobs raised ahead of newer work after waiting `aging` */
+	long purged;   /* history rows past their retention, deleted */
+} pgc_reap_result;
+
+/* One reaper pass in its own transaction, under pg_try_advisory_xact_lock(
+ * PGC_QUEUE_REAPER_LOCK_KEY): returns expired leases (checking that each job is still running
+ * under the token that expired, so a job that finished is never touched), ages waiting jobs,
+ * trims the history. Must be called outside a transaction. out may be NULL.
+ * Errors: PGC_EUSAGE, PGC_EBUSY (another reaper is running: nothing done), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err);
+
+/* Vacuums the jobs table when the statistics show at least min_dead dead tuples in it, so that
+ * a busy queue does not wait for autovacuum's next round (autovacuum_naptime, a minute by
+ * default) while its claim index fills with dead entries. One vacuum at a time, under
+ * PGC_QUEUE_VACUUM_LOCK_KEY. Must be called outside a transaction. *vacuumed (may be NULL) says
+ * whether it ran. Errors: PGC_EUSAGE, PGC_EBUSY (another session is vacuuming it), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed,
+                                              pgc_error *err);
+
+/* Pauses (paused = true) or resumes a queue: a paused queue's jobs are not claimed. Resuming
+ * wakes the workers. The queue is created when missing. Errors: PGC_EUSAGE, PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused,
+                                             pgc_error *err);
+
+/* Cancels a pending or scheduled job: it moves to job_history as cancelled. Errors: PGC_EUSAGE,
+ * PGC_ENOTFOUND (no such live job), PGC_EBUSY (the job is running: it cannot be cancelled),
+ * PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err);
+
+/* Runs a failed or cancelled job again: it returns from job_history to pending with its
+ * attempts reset. Errors: PGC_EUSAGE, PGC_ENOTFOUND (no failed or cancelled job with this id),
+ * PGC_EDUPLICATE (its unique key is taken again), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err);
+
+/* Deletes finished jobs from job_history that finished more than older_than_ms ago. queue may
+ * be NULL (all queues); status NULL means succeeded, failed and cancelled, else one of them.
+ * *purged (may be NULL) counts them. Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status,
+                                             int64_t older_than_ms, long *purged, pgc_error *err);
+
+/* The queue settings. */
+typedef struct pgc_queue_config {
+	int64_t aging_ms;               /* a pending job that waited this long goes first; 300000 */
+	int64_t succeeded_retention_ms; /* 0 keeps no history of succeeded jobs; 1 day */
+	int64_t failed_retention_ms;    /* failed and cancelled jobs; 7 days */
+	int max_payload_bytes;          /* 1048576 */
+} pgc_queue_config;
+
+/* Reads the settings. Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_config_get(pgc_queue *q, pgc_queue_config *out,
+                                                  pgc_error *err);
+
+/* Sets the settings whose fields are >= 0 in cfg (-1 leaves one unchanged).
+ * Errors: PGC_EUSAGE (aging 0, payload limit 0), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_config_set(pgc_queue *q, const pgc_queue_config *cfg,
+                                                  pgc_error *err);
+
+/* Per-queue figures. */
+typedef struct pgc_queue_stat {
+	char queue[PGC_QUEUE_NAME_MAX + 1];
+	bool paused;
+	long pending;           /* runnable now */
+	long scheduled;         /* waiting for their run_at */
+	long running;
+	long succeeded;         /* in the retained history */
+	long failed;
+	long cancelled;
+	double oldest_pending_s; /* age of the oldest runnable job, seconds; 0 when none */
+	long completed_1m;      /* succeeded in the last minute (needs succeeded_retention > 0) */
+	long failed_1m;         /* failed in the last minute */
+} pgc_queue_stat;
+
+/* Vacuum health of the queue tables, and what holds the xmin horizon back. */
+typedef struct pgc_queue_health {
+	long jobs_live_tuples, jobs_dead_tuples;
+	long history_live_tuples, history_dead_tuples;
+	char jobs_last_autovacuum[40];    /* timestamptz text, "" when never */
+	char history_last_autovacuum[40];
+	int horizon_pid;                  /* the backend with the oldest xmin, 0 when none */
+	long horizon_xmin_age;            /* its age(backend_xmin) in transactions */
+	double horizon_xact_age_s;        /* how long its transaction has been open */
+	char horizon_application[64];
+	char horizon_state[32];
+	char horizon_slot[64];            /* a replication slot holding the horizon, or "" */
+	long horizon_slot_xmin_age;
+} pgc_queue_health;
+
+/* Counts per queue (queue NULL: every queue, ordered by name) and, when health is non-NULL,
+ * the tables' vacuum health. *stats is an array of *n entries, free with pgc_free.
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND (queue given and unknown), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_stats(pgc_queue *q, const char *queue,
+                                             pgc_queue_stat **stats, size_t *n,
+                                             pgc_queue_health *health, pgc_error *err);
+
+/* A job as inspected (live or finished). Strings point into the same allocation; NULL when the
+ * column is NULL. */
+typedef struct pgc_job_info {
+	int64_t id;
+	const char *queue;
+	const char *status; /* scheduled (run_at in the future), pending, running, succeeded, failed,
+	                       cancelled */
+	int priority;
+	bool aged;          /* raised ahead by the aging rule */
+	int attempts;
+	int max_attempts;
+	const char *run_at, *created_at, *started_at, *finished_at, *lease_until; /* ISO 8601 */
+	const char *worker;
+	const char *last_error;
+	const char *errors;  /* JSON array of {attempt, error} (the last 5), or NULL */
+	const char *unique_key;
+	const char *payload; /* JSON */
+} pgc_job_info;
+
+/* One job by id (live first, then history). *out is freed with pgc_free.
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out,
+                                            pgc_error *err);
+
+/* Lists up to limit jobs of queue (NULL: all) with status (NULL: all), newest id first.
+ * *out is an array of *n, freed with pgc_queue_infos_free.
+ * Errors: PGC_EUSAGE (unknown status, limit < 1), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_list(pgc_queue *q, const char *queue, const char *status,
+                                            long limit, pgc_job_info ***out, size_t *n,
+                                            pgc_error *err);
+PGC_EXTERN void pgc_queue_infos_free(pgc_job_info **infos, size_t n);
+
+/* The notification channel of q's schema (owned by q). */
+PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
+
+/* ---- pgc_worker: handlers on K threads ------------------------------------------------- */
+
+/* A pgc_worker owns one connection and one dispatcher thread that claims jobs in batches for
+ * its K handler threads and sends their completions (many per statement) together with the
+ * next claim and the lease renewals in one pipelined round trip; the threads never touch the
+ * connection. One connection's statements use one server core: to use more, run more workers
+ * (the benchmark's "2 workers" rows; `pgcoord worker --connections N`). Each listening worker
+ * registers a channel of its own in SCHEMA.workers so that an enqueue wakes one worker with
+ * free slots, not all of them. Every worker also runs the reaper (one at a time per database)
+ * and, on a second connection, vacuums the jobs table when dead tuples pile up. */
+
+typedef enum pgc_job_outcome {
+	PGC_JOB_COMPLETE = 0,    /* done */
+	PGC_JOB_FAIL = 1,        /* failed: retried with backoff, or dead after max_attempts */
+	PGC_JOB_RETRY_LATER = 2  /* not now: run again after delay_ms, attempt not counted */
+} pgc_job_outcome;
+
+#define PGC_JOB_ERROR_MAX 2048
+
+typedef struct pgc_job_result {
+	pgc_job_outcome outcome; /* preset to PGC_JOB_COMPLETE */
+	int64_t delay_ms;        /* for PGC_JOB_RETRY_LATER */
+	char error[PGC_JOB_ERROR_MAX]; /* for PGC_JOB_FAIL */
+} pgc_job_result;
+
+/* Runs one job. Called on one of the worker's threads; must be thread-safe with itself. */
+typedef void (*pgc_job_handler)(const pgc_job *job, pgc_job_result *result, void *arg);
+
+typedef enum pgc_log_level { PGC_LOG_DEBUG = 0, PGC_LOG_INFO = 1, PGC_LOG_WARN = 2,
+                             PGC_LOG_ERROR = 3 } pgc_log_level;
+
+/* Receives the worker's log lines (one line, no newline). Called from the worker's threads. */
+typedef void (*pgc_log_fn)(pgc_log_level level, const char *message, void *arg);
+
+typedef struct pgc_worker_options {
+	const char *dsn;            /* as pgc_connect; NULL: environment */
+	const char *schema;         /* NULL: "pgcoord" */
+	const char *const *queues;  /* queue names, n_queues of them (required) */
+	size_t n_queues;
+	int concurrency;            /* handler threads; default 4 */
+	int prefetch;               /* claimed jobs held ready beyond the running ones; default 0:
+	                               claim only for idle threads, so that no job waits in one
+	                               worker while another is idle. Short jobs gain from more
+	                               (bigger batches per round trip). */
+	int64_t lease_ms;           /* default 30000; renewed every lease/3 */
+	int64_t poll_ms;            /* fallback poll with LISTEN; default 2000 */
+	int64_t flush_ms;           /* completions wait at most this for company; default 1 */
+	int64_t reap_ms;            /* reaper period; default 1000 (0: never reap) */
+	pgc_backoff backoff;        /* failures */
+	bool listen;                /* LISTEN/NOTIFY wake-ups (default true); without, or behind a
+	                               transaction pooler, adaptive polling 10 ms..poll_ms */
+	const char *worker_id;      /* recorded on claimed jobs; NULL: host:pid */
+	const char *application_name; /* NULL: "pgcoord/worker" */
+	pgc_log_fn log;             /* may be NULL */
+	void *log_arg;
+	long vacuum_dead_tuples;    /* a maintenance thread (own connection) vacuums the jobs table
+	                               when it has this many dead tuples, checked every second;
+	                               default 20000; 0: leave it to autovacuum */
+} pgc_worker_options;
+
+#define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000 }
+
+typedef struct pgc_worker pgc_worker;
+
+typedef struct pgc_worker_stats {
+	long claimed, completed, failed, retried, stale, released;
+	long reaped;   /* jobs this worker's reaper returned or failed */
+	bool listening;
+	long wakeups;  /* notifications received that named one of its queues */
+} pgc_worker_stats;
+
+/* Creates a worker (connects, checks the schema, LISTENs). Nothing runs until
+ * pgc_worker_start. Errors: PGC_EUSAGE, PGC_ECONNECT, PGC_ENOSCHEMA, PGC_ESQL, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_worker_new(const pgc_worker_options *opts,
+                                            pgc_job_handler handler, void *handler_arg,
+                                            pgc_worker **out, pgc_error *err);
+
+/* Starts the dispatcher and the handler threads. Errors: PGC_EUSAGE (already started),
+ * PGC_ENOMEM, PGC_EINTERNAL (thread creation). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_worker_start(pgc_worker *w, pgc_error *err);
+
+/* Asks the worker to stop: no new claims; running handlers get grace_ms to finish, then their
+ * jobs are released to pending and pgc_job_lost() turns true for them. Async-signal-safe
+ * (one write to a pipe) and thread-safe. */
+PGC_EXTERN void pgc_worker_stop(pgc_worker *w, int64_t grace_ms);
+
+/* Waits for the worker to stop (after pgc_worker_stop, or after a fatal error) and joins its
+ * threads; handlers still running are waited for. Returns the fatal error, if any. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_worker_wait(pgc_worker *w, pgc_error *err);
+
+/* Counters so far. Thread-safe. */
+PGC_EXTERN void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out);
+
+/* Frees a stopped worker (stops and waits first if needed). NULL is accepted. */
+PGC_EXTERN void pgc_worker_free(pgc_worker *w);
+
+/* True once the job passed to a handler is no longer this worker's: its lease was lost, or
+ * the worker stopped past its grace period. A handler should give up then. Thread-safe. */
+PGC_EXTERN bool pgc_job_lost(const pgc_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1382 @@
+/* worker.c - pgc_worker: one dispatcher connection feeding K handler threads
+ *
+ * Design: a single dispatcher thread owns the worker's one connection. It LISTENs, claims jobs
+ * in batches into a local ready list, and flushes the completions the handler threads leave in a
+ * done list: the completions of many jobs and the next claim go to the server in one pipeline
+ * (libpq pipeline mode), which the server runs as one implicit transaction, so a busy worker
+ * pays one round trip and one commit per batch rather than two per job. Handler threads never
+ * touch the connection. A job counts as completed only once the statement that deleted it
+ * has committed (the pipeline's sync came back without error).
+ *
+ * Leases are renewed for every held job (ready, running, done-but-unflushed) every lease/3.
+ * A job whose heartbeat comes back empty is lost: it is dropped when it has not started, and
+ * pgc_job_lost() turns true for its handler when it has.
+ *
+ * Wake-ups: a NOTIFY on the schema's channel naming one of our queues, a completion that frees
+ * capacity, the timer of the earliest scheduled run_at, or the fallback poll. When LISTEN cannot
+ * work (a transaction-mode pooler hands us a different backend per transaction) the worker polls
+ * adaptively, 10 ms doubling up to poll_ms while the queues are empty. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "queue_int.h"
+
+typedef struct wjob {
+	pgc_job job;
+	atomic_bool lost;
+	bool started;
+	pgc_job_result result;
+	struct wjob *next;      /* in the ready or done list */
+	struct wjob *hnext, *hprev; /* in the held list */
+} wjob;
+
+struct pgc_worker {
+	pgc_worker_options o;
+	char **queues;
+	char *dsn, *schema, *worker_id, *app;
+	pgc_job_handler handler;
+	void *handler_arg;
+
+	pgc_conn *conn;
+	pgc_queue *q;
+	bool listening;
+	bool pooled, pooler_logged;
+	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
+	bool registered, register_warned;
+	bool started;
+	pthread_t dispatcher;
+	pthread_t vacuumer;
+	bool have_vacuumer;
+	pthread_t *threads;
+	int n_threads;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;        /* handler threads wait for ready jobs */
+	wjob *ready_head, *ready_tail;
+	int n_ready, n_running;
+	wjob *done_head;
+	int n_done;
+	wjob held;                /* sentinel of the held list (ready, running, done) */
+	int n_held;
+	bool exit_threads;
+
+	int wake[2];              /* the dispatcher's wake-up pipe */
+	int vac_wake[2];          /* the maintenance thread's */
+	atomic_bool wake_pending;
+	atomic_bool stop_requested;
+	atomic_llong grace_ms;
+	bool stopped;
+
+	int rc;
+	pgc_error err;
+
+	atomic_long s_claimed, s_completed, s_failed, s_retried, s_stale, s_released, s_reaped;
+	atomic_long s_wakeups;
+};
+
+static void wlog(pgc_worker *w, pgc_log_level level, const char *fmt, ...) PGC_PRINTF(3, 4);
+static void wlog(pgc_worker *w, pgc_log_level level, const char *fmt, ...)
+{
+	if (w->o.log == NULL)
+		return;
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	w->o.log(level, buf, w->o.log_arg);
+}
+
+static void wake(pgc_worker *w)
+{
+	if (atomic_exchange(&w->wake_pending, true))
+		return;
+	char b = 1;
+	ssize_t n = write(w->wake[1], &b, 1);
+	(void)n; /* a full pipe wakes the loop anyway */
+}
+
+bool pgc_job_lost(const pgc_job *job)
+{
+	if (job == NULL || job->internal == NULL)
+		return false;
+	return atomic_load(&((const wjob *)job->internal)->lost);
+}
+
+static void held_add(pgc_worker *w, wjob *j)
+{
+	j->hnext = w->held.hnext;
+	j->hprev = &w->held;
+	w->held.hnext->hprev = j;
+	w->held.hnext = j;
+	w->n_held++;
+}
+
+static void held_remove(pgc_worker *w, wjob *j)
+{
+	j->hprev->hnext = j->hnext;
+	j->hnext->hprev = j->hprev;
+	j->hnext = j->hprev = NULL;
+	w->n_held--;
+}
+
+/* ---- handler threads ---------------------------------------------------------------------- */
+
+static void *handler_main(void *arg)
+{
+	pgc_worker *w = arg;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (w->ready_head == NULL && !w->exit_threads)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (w->exit_threads)
+			break;
+		wjob *j = w->ready_head;
+		w->ready_head = j->next;
+		if (w->ready_head == NULL)
+			w->ready_tail = NULL;
+		w->n_ready--;
+		w->n_running++;
+		j->started = true;
+		pthread_mutex_unlock(&w->mu);
+
+		memset(&j->result, 0, sizeof j->result);
+		j->result.outcome = PGC_JOB_COMPLETE;
+		if (!atomic_load(&j->lost))
+			w->handler(&j->job, &j->result, w->handler_arg);
+
+		pthread_mutex_lock(&w->mu);
+		w->n_running--;
+		j->next = w->done_head;
+		w->done_head = j;
+		w->n_done++;
+		wake(w);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* ---- connection --------------------------------------------------------------------------- */
+
+static int prepare_all(pgc_worker *w, pgc_error *err)
+{
+	PGconn *pg = w->conn->pg;
+	int stmts[] = { QS_PROMOTE, QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
+	for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+		int s = stmts[i];
+		if (w->q->prepared[s])
+			continue;
+		PGresult *res = PQprepare(pg, w->q->stmt_name[s], w->q->sql[s], 0, NULL);
+		if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
+			int rc = pgc__err_result(err, pg, res, "prepare");
+			PQclear(res);
+			return rc;
+		}
+		PQclear(res);
+		w->q->prepared[s] = true;
+	}
+	return PGC_OK;
+}
+
+/* The library never prints: server notices (and libpq's report of a terminated session) go to
+ * the worker's log. */
+static void on_notice(void *arg, const char *message)
+{
+	pgc_worker *w = arg;
+	char line[512];
+	pgc__copy_line(line, sizeof line, message);
+	wlog(w, PGC_LOG_DEBUG, "server: %s", line);
+}
+
+static void register_self(pgc_worker *w, int slots);
+
+/* Waits up to timeout_ms for a notification on channel; true when one came. */
+static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
+{
+	PGconn *pg = w->conn->pg;
+	int64_t end = pgc__now_ms() + timeout_ms;
+	for (;;) {
+		PQconsumeInput(pg);
+		PGnotify *n;
+		bool got = false;
+		while ((n = PQnotifies(pg)) != NULL) {
+			if (strcmp(n->relname, channel) == 0)
+				got = true;
+			PQfreemem(n);
+		}
+		if (got)
+			return true;
+		int64_t left = end - pgc__now_ms();
+		if (left <= 0)
+			return false;
+		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
+		poll(&pfd, 1, (int)left);
+	}
+}
+
+/* Detects a transaction-mode pooler, then LISTENs. Behind a pooler the session changes between
+ * transactions: the backend pid moves, or a notification to ourselves never arrives. Then
+ * LISTEN cannot work and session-level prepared statements cannot either, so the worker polls
+ * and sends its statements unprepared. */
+static int setup_session(pgc_worker *w, pgc_error *err)
+{
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = w->schema;
+	pgc_queue_close(w->q);
+	w->q = NULL;
+	int rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	if (rc != PGC_OK)
+		return rc;
+	w->listening = false;
+	int first = 0;
+	bool pooled = false;
+	for (int i = 0; i < 4 && !pooled; i++) {
+		PGresult *res = pgc__exec(w->conn, "SELECT pg_backend_pid()", 0, NULL, &rc, err);
+		if (res == NULL)
+			return rc;
+		int pid = atoi(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		if (i == 0)
+			first = pid;
+		else if (pid != first)
+			pooled = true;
+	}
+	if (!pooled) {
+		char probe[64];
+		snprintf(probe, sizeof probe, "pgcoord_probe_%d_%d", (int)getpid(), first);
+		char sql[128];
+		snprintf(sql, sizeof sql, "LISTEN %s", probe);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+		/* Notify from a second session: through a transaction pooler it either lands on our
+		 * own server connection (same backend pid: the pool shares it) or on another one,
+		 * and either way the notification never reaches us. Directly, it arrives at once. */
+		pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+		co.application_name = w->app;
+		pgc_conn *other = NULL;
+		if ((rc = pgc_connect(w->dsn, &co, &other, err)) != PGC_OK)
+			return rc;
+		PQsetNoticeProcessor(other->pg, on_notice, w);
+		const char *v[1] = { probe };
+		PGresult *res = pgc__exec(other, "SELECT pg_backend_pid(), pg_notify($1, '')", 1, v, &rc, err);
+		if (res == NULL) {
+			pgc_conn_close(other);
+			return rc;
+		}
+		if (atoi(PQgetvalue(res, 0, 0)) == first)
+			pooled = true;
+		PQclear(res);
+		pgc_conn_close(other);
+		if (!pooled)
+			pooled = !probe_notify(w, probe, 2000);
+		snprintf(sql, sizeof sql, "UNLISTEN %s", probe);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+	}
+	w->pooled = pooled;
+	if (pooled) {
+		w->q->prepare = false;
+		if (!w->pooler_logged)
+			wlog(w, PGC_LOG_WARN,
+			     "the server session changes between transactions (a transaction-mode pooler?): "
+			     "LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle), "
+			     "statements unprepared", (long long)w->o.poll_ms);
+		w->pooler_logged = true;
+		return PGC_OK;
+	}
+	/* The queue's statements are short; JIT compilation (triggered by estimates on small,
+	 * freshly created tables) would cost more than it saves. */
+	if ((rc = pgc_exec(w->conn, "SET jit = off", err)) != PGC_OK)
+		return rc;
+	if (w->o.listen) {
+		char *ch = pgc__quote_ident(w->conn, w->q->channel, err);
+		if (ch == NULL)
+			return PGC_EUSAGE;
+		char sql[160];
+		snprintf(sql, sizeof sql, "LISTEN %s", ch);
+		PQfreemem(ch);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+		/* And a channel of our own: an enqueue wakes one worker with free slots. */
+		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
+		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
+		ch = pgc__quote_ident(w->conn, w->own_channel, err);
+		if (ch == NULL)
+			return PGC_EUSAGE;
+		snprintf(sql, sizeof sql, "LISTEN %s", ch);
+		PQfreemem(ch);
+		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+			return rc;
+		w->listening = true;
+		register_self(w, w->o.concurrency + w->o.prefetch - w->n_ready - w->n_running);
+	}
+	return prepare_all(w, err);
+}
+
+/* ---- the dispatcher ----------------------------------------------------------------------- */
+
+
+static wjob *job_from_row(PGresult *res, int r, const char *queue)
+{
+	size_t qlen = strlen(queue) + 1, plen = (size_t)PQgetlength(res, r, 5) + 1;
+	wjob *j = calloc(1, sizeof *j + qlen + plen);
+	if (j == NULL)
+		return NULL;
+	char *qn = (char *)(j + 1), *pl = qn + qlen;
+	memcpy(qn, queue, qlen);
+	memcpy(pl, PQgetvalue(res, r, 5), plen);
+	j->job.id = atoll(PQgetvalue(res, r, 0));
+	j->job.token = atoll(PQgetvalue(res, r, 1));
+	j->job.attempt = atoi(PQgetvalue(res, r, 2));
+	j->job.max_attempts = atoi(PQgetvalue(res, r, 3));
+	j->job.priority = atoi(PQgetvalue(res, r, 4));
+	j->job.queue = qn;
+	j->job.payload = pl;
+	j->job.internal = j;
+	atomic_init(&j->lost, false);
+	return j;
+}
+
+/* Puts claimed rows on the ready list. */
+static void take_claimed(pgc_worker *w, PGresult *res, const char *queue)
+{
+	int rows = PQntuples(res);
+	if (rows == 0)
+		return;
+	wjob *head = NULL, *tail = NULL;
+	for (int r = 0; r < rows; r++) {
+		wjob *j = job_from_row(res, r, queue);
+		if (j == NULL) {
+			/* Out of memory: the job comes back to pending when its lease expires. */
+			wlog(w, PGC_LOG_ERROR, "out of memory: job %s left to its lease", PQgetvalue(res, r, 0));
+			continue;
+		}
+		if (tail)
+			tail->next = j;
+		else
+			head = j;
+		tail = j;
+	}
+	long taken = 0;
+	for (wjob *j = head; j; j = j->next)
+		taken++;
+	atomic_fetch_add(&w->s_claimed, taken);
+	pthread_mutex_lock(&w->mu);
+	for (wjob *j = head; j; j = j->next) {
+		held_add(w, j);
+		w->n_ready++;
+	}
+	if (head != NULL) {
+		if (w->ready_tail)
+			w->ready_tail->next = head;
+		else
+			w->ready_head = head;
+		w->ready_tail = tail;
+	}
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static int free_slots(pgc_worker *w)
+{
+	int cap = w->o.concurrency + w->o.prefetch;
+	pthread_mutex_lock(&w->mu);
+	int used = w->n_ready + w->n_running;
+	pthread_mutex_unlock(&w->mu);
+	return cap - used;
+}
+
+static void job_free(pgc_worker *w, wjob *j)
+{
+	pthread_mutex_lock(&w->mu);
+	held_remove(w, j);
+	pthread_mutex_unlock(&w->mu);
+	free(j);
+}
+
+typedef struct dstate {
+	bool *more;          /* per queue: worth claiming */
+	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
+	size_t rr;           /* next queue to claim from */
+	int64_t next_claim;  /* monotonic ms when the timer says claim */
+	int64_t next_hb, next_reap, next_register;
+	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
+	bool stopping;
+	int64_t stop_started, stop_deadline;
+} dstate;
+
+/* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
+static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
+{
+	wjob **pp = done;
+	while (*pp) {
+		wjob *j = *pp;
+		if (j->result.outcome == PGC_JOB_COMPLETE && !atomic_load(&j->lost)) {
+			pp = &j->next;
+			continue;
+		}
+		int rc = PGC_OK;
+		if (atomic_load(&j->lost)) {
+			atomic_fetch_add(&w->s_stale, 1);
+		} else if (j->result.outcome == PGC_JOB_RETRY_LATER) {
+			rc = pgc_queue_retry_later(w->q, j->job.id, j->job.token,
+			                           j->result.delay_ms < 0 ? 0 : j->result.delay_ms, err);
+			if (rc == PGC_OK)
+				atomic_fetch_add(&w->s_retried, 1);
+		} else {
+			bool dead = false;
+			j->result.error[sizeof j->result.error - 1] = '\0';
+			rc = pgc_queue_fail(w->q, j->job.id, j->job.token, j->result.error, &w->o.backoff,
+			                    &dead, err);
+			if (rc == PGC_ESQL && strncmp(err->sqlstate, "22", 2) == 0) {
+				/* The server refused the text itself (not valid in its encoding): record the
+				 * failure anyway, or the job would stay running under our heartbeats. */
+				char why[PGC_JOB_ERROR_MAX];
+				snprintf(why, sizeof why, "(the handler's error text was rejected: %s)", err->message);
+				for (char *c = why; *c; c++)
+					if ((unsigned char)*c >= 0x80)
+						*c = '?';
+				rc = pgc_queue_fail(w->q, j->job.id, j->job.token, why, &w->o.backoff, &dead, err);
+			}
+			if (rc == PGC_OK) {
+				atomic_fetch_add(&w->s_failed, 1);
+				if (dead)
+					wlog(w, PGC_LOG_WARN, "job %lld failed for good after %d attempts: %.300s",
+					     (long long)j->job.id, j->job.attempt, j->result.error);
+			}
+		}
+		if (rc == PGC_ESTALE) {
+			atomic_fetch_add(&w->s_stale, 1);
+			wlog(w, PGC_LOG_WARN, "job %lld: %s", (long long)j->job.id, err->message);
+			rc = PGC_OK;
+		}
+		if (rc != PGC_OK)
+			return rc; /* keep it (and the rest) for the next round */
+		/* The job may be due again soon: a claim (empty or not) recomputes the run_at timer. */
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			if (strcmp(w->o.queues[i], j->job.queue) == 0)
+				d->more[i] = true;
+		*pp = j->next;
+		job_free(w, j);
+	}
+	return PGC_OK;
+}
+
+/* Heartbeat of every held job, in the pipeline. Builds the arrays; returns false if none. */
+static bool heartbeat_arrays(pgc_worker *w, pgc__sb *ia, pgc__sb *ta, int64_t **ids_out,
+                             size_t *n_out)
+{
+	pthread_mutex_lock(&w->mu);
+	size_t n = (size_t)w->n_held;
+	int64_t *ids = n ? malloc(n * 2 * sizeof *ids) : NULL;
+	size_t k = 0;
+	if (ids != NULL)
+		for (wjob *j = w->held.hnext; j != &w->held && k < n; j = j->hnext, k++) {
+			ids[k] = j->job.id;
+			ids[n + k] = j->job.token;
+		}
+	pthread_mutex_unlock(&w->mu);
+	if (ids == NULL || k == 0) {
+		free(ids);
+		return false;
+	}
+	pgc__sb_int_array(ia, k, ids);
+	pgc__sb_int_array(ta, k, ids + n);
+	*ids_out = ids;
+	*n_out = k;
+	return !(ia->oom || ta->oom);
+}
+
+static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n)
+{
+	int rows = PQntuples(res);
+	if ((size_t)rows == n)
+		return;
+	bool *alive = calloc(n, sizeof *alive);
+	if (alive == NULL)
+		return;
+	for (int r = 0; r < rows; r++) {
+		int64_t id = atoll(PQgetvalue(res, r, 0));
+		for (size_t i = 0; i < n; i++)
+			if (ids[i] == id)
+				alive[i] = true;
+	}
+	pthread_mutex_lock(&w->mu);
+	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext) {
+		for (size_t i = 0; i < n; i++) {
+			if (ids[i] == j->job.id && !alive[i] && !atomic_load(&j->lost)) {
+				atomic_store(&j->lost, true);
+				wlog(w, PGC_LOG_WARN, "job %lld: lease lost (reaped or reclaimed elsewhere)",
+				     (long long)j->job.id);
+			}
+		}
+	}
+	/* Lost jobs that have not started are dropped from the ready list. */
+	wjob **pp = &w->ready_head;
+	w->ready_tail = NULL;
+	while (*pp) {
+		wjob *j = *pp;
+		if (atomic_load(&j->lost)) {
+			*pp = j->next;
+			w->n_ready--;
+			held_remove(w, j);
+			free(j);
+			continue;
+		}
+		w->ready_tail = j;
+		pp = &j->next;
+	}
+	pthread_mutex_unlock(&w->mu);
+	free(alive);
+}
+
+static int send_stmt(pgc_worker *w, int stmt, int n, const char *const *v)
+{
+	if (w->q->prepare)
+		return PQsendQueryPrepared(w->conn->pg, w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
+	return PQsendQueryParams(w->conn->pg, w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
+}
+
+/* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
+ * and claims for the queues worth claiming, as one pipeline. */
+static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
+{
+	PGconn *pg = w->conn->pg;
+	int rc = PGC_OK;
+	size_t n_done = 0;
+	for (wjob *j = *done; j; j = j->next)
+		n_done++;
+	pgc__sb cia = { 0 }, cta = { 0 }, hia = { 0 }, hta = { 0 };
+	int64_t *cids = NULL, *hb_ids = NULL;
+	size_t n_hb = 0;
+	if (n_done > 0) {
+		cids = malloc(n_done * 2 * sizeof *cids);
+		if (cids == NULL)
+			return pgc__err(err, PGC_ENOMEM, "out of memory");
+		size_t k = 0;
+		for (wjob *j = *done; j; j = j->next, k++) {
+			cids[k] = j->job.id;
+			cids[n_done + k] = j->job.token;
+		}
+		pgc__sb_int_array(&cia, n_done, cids);
+		pgc__sb_int_array(&cta, n_done, cids + n_done);
+	}
+	if (do_hb && !heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
+		do_hb = false;
+
+	/* Which queues to claim from, and how many. */
+	size_t nq = w->o.n_queues;
+	int slots = d->stopping ? 0 : free_slots(w);
+	int claim_n[64];
+	size_t claim_q[64], n_claims = 0;
+	int eligible = 0;
+	for (size_t i = 0; i < nq; i++)
+		eligible += d->more[i];
+	/* The queues worth claiming share the free slots; the first in turn (rr) gets the rest of
+	 * the division, and the turn advances every trip. */
+	for (size_t i = 0; i < nq && slots > 0 && eligible > 0; i++) {
+		size_t qi = (d->rr + i) % nq;
+		if (!d->more[qi])
+			continue;
+		int share = slots / eligible + (n_claims == 0 ? slots % eligible : 0);
+		if (share < 1)
+			break;
+		claim_q[n_claims] = qi;
+		claim_n[n_claims] = share > 1000 ? 1000 : share;
+		n_claims++;
+	}
+	d->rr = (d->rr + 1) % nq;
+
+	int n_stmts = (n_done > 0) + do_hb + 2 * (int)n_claims; /* promote + claim per queue */
+	if (n_stmts == 0)
+		goto out;
+	if (cia.oom || cta.oom || hia.oom || hta.oom) {
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (PQenterPipelineMode(pg) != 1) {
+		rc = pgc__err_result(err, pg, NULL, "pipeline");
+		goto out;
+	}
+	char lease[24], maxs[64][16];
+	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
+	bool ok = true;
+	if (n_done > 0) {
+		const char *v[2] = { cia.buf, cta.buf };
+		ok = ok && send_stmt(w, QS_COMPLETE, 2, v);
+	}
+	if (do_hb) {
+		const char *v[3] = { hia.buf, hta.buf, lease };
+		ok = ok && send_stmt(w, QS_HEARTBEAT, 3, v);
+	}
+	for (size_t c = 0; c < n_claims; c++) {
+		snprintf(maxs[c], sizeof maxs[c], "%d", claim_n[c]);
+		const char *v[4] = { w->o.queues[claim_q[c]], maxs[c], lease, w->worker_id };
+		ok = ok && send_stmt(w, QS_PROMOTE, 1, v);
+		ok = ok && send_stmt(w, QS_CLAIM, 4, v);
+	}
+	ok = ok && PQpipelineSync(pg);
+	if (!ok) {
+		rc = pgc__err_result(err, pg, NULL, "pipeline");
+		goto drain;
+	}
+	/* Read every statement's result, then the sync. Keep results until the sync confirms the
+	 * implicit transaction committed. */
+	PGresult *results[2 * 64 + 2] = { 0 };
+	for (int s = 0; s < n_stmts; s++) {
+		PGresult *res, *keep = NULL;
+		while ((res = PQgetResult(pg)) != NULL) {
+			if (keep == NULL)
+				keep = res;
+			else
+				PQclear(res);
+		}
+		results[s] = keep;
+		ExecStatusType st = keep ? PQresultStatus(keep) : PGRES_FATAL_ERROR;
+		if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && rc == PGC_OK) {
+			if (st == PGRES_PIPELINE_ABORTED)
+				continue;
+			rc = pgc__err_result(err, pg, keep, NULL);
+		}
+	}
+	PGresult *sync = PQgetResult(pg);
+	bool synced = sync != NULL && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+	PQclear(sync);
+	if (!synced && rc == PGC_OK)
+		rc = pgc__err_result(err, pg, NULL, "pipeline sync");
+	if (rc == PGC_OK) {
+		int s = 0;
+		if (n_done > 0) {
+			PGresult *res = results[s++];
+			int rows = PQntuples(res);
+			atomic_fetch_add(&w->s_completed, rows);
+			if ((size_t)rows != n_done) {
+				atomic_fetch_add(&w->s_stale, (long)n_done - rows);
+				wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
+				     n_done - (size_t)rows);
+			}
+			while (*done) {
+				wjob *j = *done;
+				*done = j->next;
+				job_free(w, j);
+			}
+		}
+		if (do_hb)
+			mark_lost(w, results[s++], hb_ids, n_hb);
+		for (size_t c = 0; c < n_claims; c++) {
+			s++; /* the promotion */
+			PGresult *res = results[s++];
+			size_t qi = claim_q[c];
+			int rows = PQntuples(res);
+			if (rows < claim_n[c])
+				d->more[qi] = false;
+			take_claimed(w, res, w->o.queues[qi]);
+			if (rows > 0)
+				d->idle_poll = 10;
+		}
+	}
+	for (int s = 0; s < n_stmts; s++)
+		PQclear(results[s]);
+drain:
+	if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF) {
+		PGresult *res;
+		while (PQstatus(pg) == CONNECTION_OK && PQexitPipelineMode(pg) != 1) {
+			while ((res = PQgetResult(pg)) != NULL)
+				PQclear(res);
+			if (PQisBusy(pg) == 0 && PQexitPipelineMode(pg) == 1)
+				break;
+			if (PQstatus(pg) != CONNECTION_OK)
+				break;
+		}
+	}
+out:
+	pgc__sb_free(&cia);
+	pgc__sb_free(&cta);
+	pgc__sb_free(&hia);
+	pgc__sb_free(&hta);
+	free(cids);
+	free(hb_ids);
+	return rc;
+}
+
+/* Our queue names as an array literal. */
+static void queues_array(pgc_worker *w, pgc__sb *a);
+
+/* How long until the earliest scheduled job of our queues, in ms (-1: none). */
+static int64_t next_run_ms(pgc_worker *w)
+{
+	pgc__sb a = { 0 };
+	queues_array(w, &a);
+	if (a.oom) {
+		pgc__sb_free(&a);
+		return -1;
+	}
+	const char *v[1] = { a.buf };
+	int rc;
+	pgc_error e;
+	PGresult *res = pgc__queue_run(w->q, QS_NEXT_RUN, 1, v, &rc, &e);
+	pgc__sb_free(&a);
+	if (res == NULL)
+		return -1;
+	bool none = PQgetisnull(res, 0, 0);
+	int64_t ms = none ? -1 : (int64_t)atof(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (!none && ms < 0)
+		ms = 0;
+	return ms;
+}
+
+static void queues_array(pgc_worker *w, pgc__sb *a_out)
+{
+	pgc__sb a = { 0 };
+	pgc__sb_putc(&a, '{');
+	for (size_t i = 0; i < w->o.n_queues; i++) {
+		if (i)
+			pgc__sb_putc(&a, ',');
+		pgc__sb_putc(&a, '"');
+		for (const char *p = w->o.queues[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				pgc__sb_putc(&a, '\\');
+			pgc__sb_putc(&a, *p);
+		}
+		pgc__sb_putc(&a, '"');
+	}
+	pgc__sb_putc(&a, '}');
+	*a_out = a;
+}
+
+/* Registers (or refreshes) this worker's channel and free slots. Errors are logged, not fatal:
+ * without a registration the worker is still woken by the broadcast and the poll. */
+static void register_self(pgc_worker *w, int slots)
+{
+	if (!w->listening)
+		return;
+	pgc__sb a = { 0 };
+	queues_array(w, &a);
+	char *sql = pgc__queue_sql(w->q,
+	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
+	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
+	        " seen_at = clock_timestamp()");
+	char fs[16];
+	snprintf(fs, sizeof fs, "%d", slots < 0 ? 0 : slots);
+	const char *v[3] = { w->own_channel, a.buf, fs };
+	int rc;
+	pgc_error e;
+	PGresult *res = (sql && !a.oom) ? pgc__exec(w->conn, sql, 3, v, &rc, &e) : NULL;
+	if (res != NULL)
+		w->registered = true;
+	else if (sql != NULL && !a.oom && !w->register_warned) {
+		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups (woken with everyone instead): %s",
+		     e.message);
+		w->register_warned = true;
+	}
+	PQclear(res);
+	free(sql);
+	pgc__sb_free(&a);
+}
+
+static void unregister_self(pgc_worker *w)
+{
+	if (!w->registered || PQstatus(w->conn->pg) != CONNECTION_OK)
+		return;
+	char *sql = pgc__queue_sql(w->q, "DELETE FROM @S@.workers WHERE channel = $1");
+	const char *v[1] = { w->own_channel };
+	int rc;
+	pgc_error e;
+	PGresult *res = sql ? pgc__exec(w->conn, sql, 1, v, &rc, &e) : NULL;
+	PQclear(res);
+	free(sql);
+	w->registered = false;
+}
+
+/* Notifications may also have arrived during another statement: libpq keeps them queued. */
+static void read_notifications(pgc_worker *w, dstate *d, bool consume)
+{
+	PGconn *pg = w->conn->pg;
+	if (consume)
+		PQconsumeInput(pg);
+	PGnotify *n;
+	while ((n = PQnotifies(pg)) != NULL) {
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			if (strcmp(n->extra, w->o.queues[i]) == 0) {
+				d->more[i] = true;
+				atomic_fetch_add(&w->s_wakeups, 1);
+				/* Picked for a wake-up while full (our registration is up to a second
+				 * old): pass it on to everyone, or the job would wait for our slots. */
+				if (strcmp(n->relname, w->own_channel) == 0 && free_slots(w) <= 0)
+					d->forward[i] = true;
+			}
+		PQfreemem(n);
+	}
+}
+
+/* Releases the unstarted jobs, or (started_ones) the running ones; jobs whose handler already
+ * returned (in the threads' done list or in `flushing`, the dispatcher's) are left alone: their
+ * outcome is on its way. */
+static void release_jobs(pgc_worker *w, bool started_ones, wjob *flushing)
+{
+	/* Collect ready (unstarted) or running jobs and give them back. */
+	pthread_mutex_lock(&w->mu);
+	size_t n = 0;
+	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext)
+		n++;
+	int64_t *ids = n ? malloc(2 * n * sizeof *ids) : NULL;
+	size_t k = 0;
+	if (!started_ones) {
+		wjob *j = w->ready_head;
+		w->ready_head = w->ready_tail = NULL;
+		w->n_ready = 0;
+		while (j) {
+			wjob *next = j->next;
+			if (ids != NULL) {
+				ids[k] = j->job.id;
+				ids[n + k] = j->job.token;
+				k++;
+			}
+			held_remove(w, j);
+			free(j);
+			j = next;
+		}
+	} else if (ids != NULL) {
+		for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext) {
+			if (!j->started || atomic_load(&j->lost))
+				continue;
+			bool in_done = false;
+			for (wjob *x = w->done_head; x; x = x->next)
+				if (x == j)
+					in_done = true;
+			for (wjob *x = flushing; x; x = x->next)
+				if (x == j)
+					in_done = true;
+			if (in_done)
+				continue;
+			atomic_store(&j->lost, true);
+			ids[k] = j->job.id;
+			ids[n + k] = j->job.token;
+			k++;
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (k > 0) {
+		pgc_error e;
+		if (pgc_queue_release(w->q, k, ids, ids + n, started_ones, &e) == PGC_OK) {
+			atomic_fetch_add(&w->s_released, (long)k);
+			wlog(w, PGC_LOG_INFO, "released %zu %s job(s) back to pending", k,
+			     started_ones ? "unfinished" : "unstarted");
+		} else {
+			wlog(w, PGC_LOG_WARN, "cannot release %zu job(s) (they return after their lease): %s",
+			     k, e.message);
+		}
+	}
+	free(ids);
+}
+
+static bool reconnect(pgc_worker *w, dstate *d)
+{
+	int64_t delay = 100;
+	while (!atomic_load(&w->stop_requested)) {
+		PQreset(w->conn->pg);
+		if (PQstatus(w->conn->pg) == CONNECTION_OK) {
+			w->conn->backend_pid = PQbackendPID(w->conn->pg);
+			pgc_error e;
+			if (setup_session(w, &e) == PGC_OK) {
+				wlog(w, PGC_LOG_INFO, "reconnected");
+				for (size_t i = 0; i < w->o.n_queues; i++)
+					d->more[i] = true;
+				return true;
+			}
+			wlog(w, PGC_LOG_WARN, "after reconnecting: %s", e.message);
+		}
+		struct pollfd pfd = { w->wake[0], POLLIN, 0 };
+		poll(&pfd, 1, (int)delay);
+		delay = delay * 2 > 5000 ? 5000 : delay * 2;
+	}
+	return false;
+}
+
+static void *dispatcher_main(void *arg)
+{
+	pgc_worker *w = arg;
+	dstate d;
+	memset(&d, 0, sizeof d);
+	d.more = calloc(w->o.n_queues, sizeof *d.more);
+	d.forward = calloc(w->o.n_queues, sizeof *d.forward);
+	if (d.more == NULL || d.forward == NULL) {
+		w->rc = pgc__err(&w->err, PGC_ENOMEM, "out of memory");
+		goto exit;
+	}
+	for (size_t i = 0; i < w->o.n_queues; i++)
+		d.more[i] = true;
+	int64_t now = pgc__now_ms();
+	int64_t hb_every = w->o.lease_ms / 3 > 0 ? w->o.lease_ms / 3 : 1;
+	d.next_hb = now + hb_every;
+	d.next_reap = now + (w->o.reap_ms > 0 ? w->o.reap_ms / 2 : 0);
+	d.next_claim = now;
+	d.idle_poll = 10;
+	wjob *pending_done = NULL; /* completions taken from the threads, not yet committed */
+	int64_t first_done_at = 0;
+	char last_error[PGC_ERROR_MESSAGE_MAX] = "";
+	int64_t last_error_at = 0;
+
+	for (;;) {
+		now = pgc__now_ms();
+		if (d.stopping && d.stop_deadline != INT64_MAX &&
+		    d.stop_started + atomic_load(&w->grace_ms) < d.stop_deadline)
+			d.stop_deadline = d.stop_started + atomic_load(&w->grace_ms); /* stop sooner */
+		if (!d.stopping && atomic_load(&w->stop_requested)) {
+			d.stopping = true;
+			d.stop_started = now;
+			d.stop_deadline = now + atomic_load(&w->grace_ms);
+			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
+			     (long long)atomic_load(&w->grace_ms));
+			release_jobs(w, false, pending_done);
+			unregister_self(w);
+		}
+		/* Take the finished jobs. */
+		pthread_mutex_lock(&w->mu);
+		wjob *fresh = w->done_head;
+		w->done_head = NULL;
+		w->n_done = 0;
+		int running = w->n_running, ready = w->n_ready;
+		pthread_mutex_unlock(&w->mu);
+		atomic_store(&w->wake_pending, false);
+		while (fresh) {
+			wjob *next = fresh->next;
+			fresh->next = pending_done;
+			pending_done = fresh;
+			fresh = next;
+		}
+		if (d.stopping && running == 0 && ready == 0 && pending_done == NULL)
+			break;
+		if (d.stopping && now >= d.stop_deadline && running > 0) {
+			wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", running);
+			release_jobs(w, true, pending_done);
+			d.stop_deadline = INT64_MAX;
+		}
+		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
+			break;
+
+		if (PQstatus(w->conn->pg) != CONNECTION_OK) {
+			if (d.stopping)
+				break; /* what we hold returns to pending after its lease */
+			wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
+			if (!reconnect(w, &d))
+				continue;
+		}
+		read_notifications(w, &d, false);
+		for (size_t i = 0; i < w->o.n_queues; i++) {
+			if (!d.forward[i])
+				continue;
+			d.forward[i] = false;
+			const char *fv[2] = { w->q->channel, w->o.queues[i] };
+			int frc;
+			pgc_error fe;
+			PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
+			register_self(w, 0);
+			d.next_register = now + 1000;
+		}
+		pgc_error e;
+		int rc = settle_others(w, &d, &pending_done, &e);
+		if (rc == PGC_OK) {
+			if (now >= d.next_claim)
+				for (size_t i = 0; i < w->o.n_queues; i++)
+					d.more[i] = true;
+			bool do_hb = now >= d.next_hb;
+			bool want_claim = false;
+			if (!d.stopping) {
+				int slots = free_slots(w);
+				int cap = w->o.concurrency + w->o.prefetch;
+				for (size_t i = 0; i < w->o.n_queues; i++)
+					if (d.more[i])
+						want_claim = slots > 0 && (ready < w->o.concurrency || slots * 2 >= cap);
+			}
+			if (pending_done != NULL && first_done_at == 0)
+				first_done_at = now;
+			if (pending_done != NULL && !want_claim && !do_hb && !d.stopping &&
+			    now - first_done_at < w->o.flush_ms) {
+				/* Give other handlers a moment to finish so their completions share a trip. */
+				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
+				poll(&pfd, 1, (int)(w->o.flush_ms - (now - first_done_at)));
+				continue;
+			}
+			first_done_at = 0;
+			if (pending_done != NULL || do_hb || want_claim) {
+				bool any_more_before = false;
+				for (size_t i = 0; i < w->o.n_queues; i++)
+					any_more_before |= d.more[i];
+				if (!want_claim) {
+					/* Complete/heartbeat only: do not claim in this trip. */
+					bool *saved = d.more;
+					bool none[64] = { false };
+					d.more = none;
+					rc = round_trip(w, &d, &pending_done, do_hb, &e);
+					d.more = saved;
+				} else {
+					rc = round_trip(w, &d, &pending_done, do_hb, &e);
+				}
+				if (rc == PGC_OK && do_hb)
+					d.next_hb = pgc__now_ms() + hb_every;
+				if (rc == PGC_OK && want_claim && any_more_before) {
+					bool any_more = false;
+					for (size_t i = 0; i < w->o.n_queues; i++)
+						any_more |= d.more[i];
+					if (!any_more) {
+						/* Empty: sleep until the next run_at, a notification or the poll. */
+						int64_t nr = next_run_ms(w);
+						int64_t wait = w->listening ? w->o.poll_ms : d.idle_poll;
+						if (!w->listening)
+							d.idle_poll = d.idle_poll * 2 > w->o.poll_ms ? w->o.poll_ms : d.idle_poll * 2;
+						if (nr >= 0 && nr < wait)
+							wait = nr < 5 ? 5 : nr;
+						d.next_claim = pgc__now_ms() + wait;
+					}
+				}
+			}
+		}
+		if (rc != PGC_OK && rc != PGC_ESTALE) {
+			/* The same error over and over is said once every 10 s. */
+			if (strcmp(e.message, last_error) != 0 || now - last_error_at >= 10000) {
+				wlog(w, PGC_LOG_WARN, "%s", e.message);
+				snprintf(last_error, sizeof last_error, "%s", e.message);
+				last_error_at = now;
+			}
+			if (PQstatus(w->conn->pg) == CONNECTION_OK) {
+				/* A server error (not the connection): pause a little before trying again. */
+				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
+				poll(&pfd, 1, 200);
+			}
+			continue;
+		}
+		now = pgc__now_ms();
+		if (!d.stopping && w->listening && now >= d.next_register) {
+			register_self(w, free_slots(w));
+			d.next_register = now + 1000;
+		}
+		if (!d.stopping && w->o.reap_ms > 0 && now >= d.next_reap) {
+			pgc_reap_result rr;
+			int r2 = pgc_queue_reap(w->q, &rr, &e);
+			if (r2 == PGC_OK) {
+				long n = rr.returned + rr.dead;
+				if (n > 0) {
+					atomic_fetch_add(&w->s_reaped, n);
+					wlog(w, PGC_LOG_INFO, "reaper: %ld expired lease(s) returned to pending, %ld failed",
+					     rr.returned, rr.dead);
+				}
+			} else if (r2 != PGC_EBUSY) {
+				wlog(w, PGC_LOG_WARN, "reaper: %s", e.message);
+			}
+			/* Jitter the period so that workers do not line up. */
+			d.next_reap = now + w->o.reap_ms / 2 + (int64_t)(random() % (w->o.reap_ms + 1));
+		}
+
+		/* Sleep until something happens. */
+		pthread_mutex_lock(&w->mu);
+		bool work = w->done_head != NULL;
+		pthread_mutex_unlock(&w->mu);
+		if (work)
+			continue;
+		now = pgc__now_ms();
+		bool any_more = false;
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			any_more |= d.more[i];
+		int64_t until = d.next_hb;
+		if (!d.stopping) {
+			if (any_more && free_slots(w) > 0)
+				until = now;
+			if (d.next_claim < until)
+				until = d.next_claim;
+			if (w->o.reap_ms > 0 && d.next_reap < until)
+				until = d.next_reap;
+		} else if (d.stop_deadline < until) {
+			until = d.stop_deadline;
+		}
+		int timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
+		if (timeout == 0 && any_more && free_slots(w) > 0)
+			continue;
+		struct pollfd pfd[2] = { { w->wake[0], POLLIN, 0 }, { PQsocket(w->conn->pg), POLLIN, 0 } };
+		int np = PQsocket(w->conn->pg) >= 0 ? 2 : 1;
+		int r = poll(pfd, (nfds_t)np, timeout);
+		if (r > 0 && (pfd[0].revents & POLLIN)) {
+			char buf[64];
+			while (read(w->wake[0], buf, sizeof buf) > 0)
+				;
+		}
+		if (r > 0 && np == 2 && pfd[1].revents != 0)
+			read_notifications(w, &d, true);
+	}
+exit:
+	/* Whatever is still held is no longer ours to finish (released, or left to its lease when
+	 * the connection is gone): tell the handlers still running. */
+	pthread_mutex_lock(&w->mu);
+	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext)
+		atomic_store(&j->lost, true);
+	w->exit_threads = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	free(d.more);
+	free(d.forward);
+	return NULL;
+}
+
+/* ---- maintenance: vacuum the jobs table between autovacuum rounds ------------------------- */
+
+static void *vacuum_main(void *arg)
+{
+	pgc_worker *w = arg;
+	pgc_conn *c = NULL;
+	pgc_queue *q = NULL;
+	int64_t delay = 1000;
+	while (!atomic_load(&w->stop_requested)) {
+		struct pollfd pfd = { w->vac_wake[0], POLLIN, 0 };
+		poll(&pfd, 1, (int)delay);
+		if (atomic_load(&w->stop_requested))
+			break;
+		pgc_error e;
+		if (c == NULL) {
+			pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+			co.application_name = w->app;
+			pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+			qo.schema = w->schema;
+			qo.prepare = false;
+			if (pgc_connect(w->dsn, &co, &c, &e) != PGC_OK || pgc_queue_open(c, &qo, &q, &e) != PGC_OK) {
+				pgc_conn_close(c);
+				c = NULL;
+				delay = 5000;
+				continue;
+			}
+			PQsetNoticeProcessor(c->pg, on_notice, w);
+		}
+		bool did = false;
+		int rc = pgc_queue_vacuum(q, w->o.vacuum_dead_tuples, &did, &e);
+		delay = 1000;
+		if (rc == PGC_OK && did)
+			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
+		else if (rc != PGC_OK && rc != PGC_EBUSY)
+			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
+		if (PQstatus(c->pg) != CONNECTION_OK) {
+			pgc_queue_close(q);
+			pgc_conn_close(c);
+			q = NULL;
+			c = NULL;
+		}
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(c);
+	return NULL;
+}
+
+/* ---- public ------------------------------------------------------------------------------- */
+
+static char *dup_or(const char *s, const char *fallback)
+{
+	return strdup(s ? s : fallback);
+}
+
+int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void *handler_arg,
+                   pgc_worker **out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL || opts == NULL || handler == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: opts, handler and out must not be NULL");
+	*out = NULL;
+	if (opts->queues == NULL || opts->n_queues == 0 || opts->n_queues > 64)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: give 1 to 64 queues");
+	for (size_t i = 0; i < opts->n_queues; i++)
+		if (opts->queues[i] == NULL || *opts->queues[i] == '\0' ||
+		    strlen(opts->queues[i]) > PGC_QUEUE_NAME_MAX)
+			return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: queue name %zu is empty or too long", i + 1);
+	if (opts->concurrency < 1 || opts->concurrency > 1024 || opts->prefetch < 0 || opts->prefetch > 100000)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: concurrency must be 1..1024, prefetch 0..100000");
+	if (opts->lease_ms < 100 || opts->poll_ms < 1 || opts->flush_ms < 0 || opts->reap_ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: lease >= 100 ms, poll >= 1 ms, flush and reap >= 0");
+	if (opts->backoff.base_ms < 0 || opts->backoff.max_ms < 0 || opts->vacuum_dead_tuples < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: backoff and vacuum_dead_tuples must not be negative");
+
+	pgc_worker *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	w->o = *opts;
+	w->handler = handler;
+	w->handler_arg = handler_arg;
+	w->wake[0] = w->wake[1] = -1;
+	w->vac_wake[0] = w->vac_wake[1] = -1;
+	w->held.hnext = w->held.hprev = &w->held;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	char host[128] = "";
+	gethostname(host, sizeof host - 1);
+	char wid[200];
+	snprintf(wid, sizeof wid, "%s:%d", host, (int)getpid());
+	w->queues = calloc(opts->n_queues, sizeof *w->queues);
+	w->dsn = opts->dsn ? strdup(opts->dsn) : NULL;
+	w->schema = dup_or(opts->schema, PGC_SCHEMA_DEFAULT);
+	w->worker_id = dup_or(opts->worker_id, wid);
+	w->app = dup_or(opts->application_name, "pgcoord/worker");
+	bool oom = w->queues == NULL || (opts->dsn && !w->dsn) || !w->schema || !w->worker_id || !w->app;
+	for (size_t i = 0; !oom && i < opts->n_queues; i++)
+		oom = (w->queues[i] = strdup(opts->queues[i])) == NULL;
+	if (oom) {
+		pgc_worker_free(w);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	w->o.queues = (const char *const *)w->queues;
+	w->o.dsn = w->dsn;
+	w->o.schema = w->schema;
+	w->o.worker_id = w->worker_id;
+	w->o.application_name = w->app;
+	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(w->vac_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+		pgc_worker_free(w);
+		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
+	}
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	co.application_name = w->app;
+	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
+	if (rc == PGC_OK) {
+		PQsetNoticeProcessor(w->conn->pg, on_notice, w);
+		rc = setup_session(w, err);
+	}
+	if (rc != PGC_OK) {
+		pgc_worker_free(w);
+		return rc;
+	}
+	*out = w;
+	return PGC_OK;
+}
+
+int pgc_worker_start(pgc_worker *w, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (w == NULL || w->started)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_start: no worker, or already started");
+	w->threads = calloc((size_t)w->o.concurrency, sizeof *w->threads);
+	if (w->threads == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (int i = 0; i < w->o.concurrency; i++) {
+		if (pthread_create(&w->threads[i], &attr, handler_main, w) != 0) {
+			pthread_mutex_lock(&w->mu);
+			w->exit_threads = true;
+			pthread_cond_broadcast(&w->cv);
+			pthread_mutex_unlock(&w->mu);
+			for (int k = 0; k < i; k++)
+				pthread_join(w->threads[k], NULL);
+			pthread_attr_destroy(&attr);
+			return pgc__err(err, PGC_EINTERNAL, "cannot start a handler thread");
+		}
+		w->n_threads++;
+	}
+	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
+		w->have_vacuumer = pthread_create(&w->vacuumer, &attr, vacuum_main, w) == 0;
+	if (pthread_create(&w->dispatcher, &attr, dispatcher_main, w) != 0) {
+		pthread_mutex_lock(&w->mu);
+		w->exit_threads = true;
+		pthread_cond_broadcast(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		for (int k = 0; k < w->n_threads; k++)
+			pthread_join(w->threads[k], NULL);
+		w->n_threads = 0;
+		pthread_attr_destroy(&attr);
+		return pgc__err(err, PGC_EINTERNAL, "cannot start the dispatcher thread");
+	}
+	pthread_attr_destroy(&attr);
+	w->started = true;
+	return PGC_OK;
+}
+
+void pgc_worker_stop(pgc_worker *w, int64_t grace_ms)
+{
+	if (w == NULL)
+		return;
+	atomic_store(&w->grace_ms, grace_ms < 0 ? 0 : grace_ms);
+	atomic_store(&w->stop_requested, true);
+	char b = 1;
+	ssize_t n = write(w->wake[1], &b, 1);
+	n = write(w->vac_wake[1], &b, 1);
+	(void)n;
+}
+
+int pgc_worker_wait(pgc_worker *w, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (w == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_wait: w must not be NULL");
+	if (w->started && !w->stopped) {
+		pthread_join(w->dispatcher, NULL);
+		if (w->have_vacuumer)
+			pthread_join(w->vacuumer, NULL);
+		for (int i = 0; i < w->n_threads; i++)
+			pthread_join(w->threads[i], NULL);
+		w->stopped = true;
+		/* Free what is left (released or lost jobs). */
+		pthread_mutex_lock(&w->mu);
+		while (w->held.hnext != &w->held) {
+			wjob *j = w->held.hnext;
+			held_remove(w, j);
+			free(j);
+		}
+		pthread_mutex_unlock(&w->mu);
+	}
+	if (w->rc != PGC_OK && err != NULL)
+		*err = w->err;
+	return w->rc;
+}
+
+void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out)
+{
+	if (w == NULL || out == NULL)
+		return;
+	out->claimed = atomic_load(&w->s_claimed);
+	out->completed = atomic_load(&w->s_completed);
+	out->failed = atomic_load(&w->s_failed);
+	out->retried = atomic_load(&w->s_retried);
+	out->stale = atomic_load(&w->s_stale);
+	out->released = atomic_load(&w->s_released);
+	out->reaped = atomic_load(&w->s_reaped);
+	out->wakeups = atomic_load(&w->s_wakeups);
+	out->listening = w->listening;
+}
+
+void pgc_worker_free(pgc_worker *w)
+{
+	if (w == NULL)
+		return;
+	if (w->started && !w->stopped) {
+		pgc_worker_stop(w, 0);
+		pgc_error e;
+		if (pgc_worker_wait(w, &e) != PGC_OK)
+			e.code = 0; /* the error was for the caller of wait */
+	}
+	pgc_queue_close(w->q);
+	pgc_conn_close(w->conn);
+	if (w->wake[0] >= 0)
+		close(w->wake[0]);
+	if (w->wake[1] >= 0)
+		close(w->wake[1]);
+	if (w->vac_wake[0] >= 0)
+		close(w->vac_wake[0]);
+	if (w->vac_wake[1] >= 0)
+		close(w->vac_wake[1]);
+	if (w->queues)
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			free(w->queues[i]);
+	free(w->queues);
+	free(w->dsn);
+	free(w->schema);
+	free(w->worker_id);
+	free(w->app);
+	free(w->threads);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w);
+}
