@@ -54,6 +54,14 @@ int cli_connect(const char *cmd, pgc_conn **out);
 /* Writes s as a JSON string literal (with quotes); NULL becomes null. */
 void json_str(FILE *f, const char *s);
 
+/* Parses the duration value of option opt of command cmd ("500ms", "2s", "5m") into *out, in
+ * [min_ms, max_ms]; on failure prints the usage error and sets *rc to EXIT_USAGE. */
+bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
+                      int64_t max_ms, int64_t *out, int *rc);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t cli_now_ms(void);
+
 /* Parses a whole decimal integer in [min, max]; false when text is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 

@@ -223,13 +223,6 @@ static void alarm_disarm(void)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void say(const char *fmt, ...) PGC_PRINTF(1, 2);
 static void say(const char *fmt, ...)
 {
@@ -302,7 +295,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 	for (;;) {
 		int64_t left = -1;
 		if (e->wait_ms >= 0) {
-			left = started + e->wait_ms - now_ms();
+			left = started + e->wait_ms - cli_now_ms();
 			if (left <= 0) {
 				cli_errorf("not elected for \"%s\" within the --wait time", e->name);
 				return EXIT_CONFLICT;
@@ -327,7 +320,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 				return 128 + sig;
 			continue; /* SIGCHLD or a stray wake-up */
 		}
-		if (rc == PGC_ETIMEDOUT && e->wait_ms >= 0 && now_ms() >= started + e->wait_ms) {
+		if (rc == PGC_ETIMEDOUT && e->wait_ms >= 0 && cli_now_ms() >= started + e->wait_ms) {
 			cli_errorf("not elected for \"%s\" within the --wait time", e->name);
 			return EXIT_CONFLICT;
 		}
@@ -380,7 +373,7 @@ static int renew_once(elect *e, pgc_lease *lease, pid_t pgid, int64_t term_at, p
 {
 	if (!conn_ok(e)) {
 		drop_conn(e);
-		alarm_arm(pgid, term_at - now_ms(), lease->deadline_ms - term_at);
+		alarm_arm(pgid, term_at - cli_now_ms(), lease->deadline_ms - term_at);
 		int rc = try_connect(e);
 		alarm_disarm();
 		if (alarm_fired)
@@ -392,7 +385,7 @@ static int renew_once(elect *e, pgc_lease *lease, pid_t pgid, int64_t term_at, p
 		}
 	}
 	pgc_lease_options o = e->lopts;
-	int64_t left = term_at - now_ms();
+	int64_t left = term_at - cli_now_ms();
 	o.timeout_ms = left > 1 ? left : 1;
 	int rc = pgc_lease_renew(e->conn, lease, &o, err);
 	if (rc == PGC_ECONNLOST || rc == PGC_ETIMEDOUT)
@@ -430,7 +423,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 	bool refused = false; /* the server said no: stop at once */
 	for (;;) {
 		int64_t term_at = lease->deadline_ms - e->kill_after_ms;
-		int64_t now = now_ms();
+		int64_t now = cli_now_ms();
 		if (now >= term_at) {
 			snprintf(reason, sizeof reason, "no renewal succeeded in time (%" PRId64 " ms left)",
 			         lease->deadline_ms - now);
@@ -446,7 +439,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 			release(e, lease);
 			return LEAD_EXITED;
 		}
-		now = now_ms();
+		now = cli_now_ms();
 		if (now < next_renew || now >= term_at)
 			continue;
 		pgc_error err = PGC_ERROR_INIT;
@@ -469,11 +462,11 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 		if (!e->warned)
 			say("warning: renewing \"%s\": %s; retrying", e->name, err.message[0] ? err.message : pgc_strerror(rc));
 		e->warned = true;
-		next_renew = now_ms() + RETRY_MS;
+		next_renew = cli_now_ms() + RETRY_MS;
 	}
 
 	say("lease \"%s\" lost (token %" PRId64 "): %s; stopping the command", e->name, lease->token, why);
-	int64_t grace = refused ? e->kill_after_ms : lease->deadline_ms - now_ms();
+	int64_t grace = refused ? e->kill_after_ms : lease->deadline_ms - cli_now_ms();
 	cli_child_terminate(&child, grace > 0 ? (int)grace : 0);
 	watchdog_set(e, 0);
 	return LEAD_LOST;
@@ -481,12 +474,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 
 static bool parse_duration(const char *opt, const char *text, int64_t *out, int *rc)
 {
-	pgc_error err = PGC_ERROR_INIT;
-	if (pgc_duration_parse(text, out, &err) != PGC_OK) {
-		*rc = cli_usage_error("elect", "%s: %s", opt, err.message);
-		return false;
-	}
-	return true;
+	return cli_duration_opt("elect", opt, text, 0, INT64_MAX, out, rc);
 }
 
 int cmd_elect(int argc, char **argv)
@@ -626,7 +614,7 @@ int cmd_elect(int argc, char **argv)
 		watchdog_stop(&e);
 		return rc;
 	}
-	int64_t started = now_ms();
+	int64_t started = cli_now_ms();
 	for (;;) {
 		pgc_lease lease;
 		rc = campaign(&e, &lease, started);
@@ -647,7 +635,7 @@ int cmd_elect(int argc, char **argv)
 		}
 		if (conn_ok(&e))
 			release(&e, &lease);
-		started = now_ms();
+		started = cli_now_ms();
 		say("campaigning again for \"%s\"", e.name);
 	}
 	pgc_conn_close(e.conn);

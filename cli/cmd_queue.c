@@ -76,14 +76,9 @@ static int qreport(const pgc_error *err)
 
 static bool parse_duration(const char *sub, const char *opt, const char *text, int64_t *out, int *rc)
 {
-	pgc_error e;
-	if (pgc_duration_parse(text, out, &e) != PGC_OK) {
-		char cmd[40];
-		snprintf(cmd, sizeof cmd, "queue %s", sub);
-		*rc = cli_usage_error(cmd, "%s: %s", opt, e.message);
-		return false;
-	}
-	return true;
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	return cli_duration_opt(cmd, opt, text, 0, INT64_MAX, out, rc);
 }
 
 /* Parses the options every subcommand shares and its own; positional arguments go to a->pos. */

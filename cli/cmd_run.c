@@ -65,13 +65,6 @@ static void usage(FILE *f)
 	      "127 COMMAND not found.\n", f);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 typedef struct run_env {
 	char *entries[8]; /* "NAME=value", malloc'd; NULL-terminated */
 	int n;
@@ -120,16 +113,8 @@ static void env_free(run_env *e)
 
 static bool parse_duration_opt(const char *opt, const char *text, int64_t min_ms, int64_t *out)
 {
-	pgc_error err;
-	if (pgc_duration_parse(text, out, &err) != PGC_OK) {
-		cli_usage_error("run", "%s: %s", opt, err.message);
-		return false;
-	}
-	if (*out < min_ms) {
-		cli_usage_error("run", "%s must be at least %lldms", opt, (long long)min_ms);
-		return false;
-	}
-	return true;
+	int rc;
+	return cli_duration_opt("run", opt, text, min_ms, INT64_MAX, out, &rc);
 }
 
 /* Returns 0 to go on, or the exit code (also 0 for --help, with *done set). */
@@ -280,7 +265,7 @@ static int acquire(run_ctx *r)
 	o.cancel_fd = cli_signal_fd();
 	o.schema = r->schema;
 	pgc_error err;
-	int64_t t0 = now_ms();
+	int64_t t0 = cli_now_ms();
 	int rc;
 	if (!r->nonblock && !g_cli.quiet && isatty(STDERR_FILENO)) {
 		/* On a terminal, say who we are waiting for rather than hang silently. */
@@ -298,7 +283,7 @@ done:
 	case PGC_OK:
 		if (r->verbose)
 			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms\n", r->shared ? "shared" : "exclusive",
-			        r->desc, (long long)(now_ms() - t0));
+			        r->desc, (long long)(cli_now_ms() - t0));
 		return 0;
 	case PGC_EBUSY:
 	case PGC_ETIMEDOUT:
@@ -376,16 +361,16 @@ static int lost(run_ctx *r, const pgc_error *err)
 static int supervise(run_ctx *r)
 {
 	int sigfd = cli_signal_fd();
-	int64_t next_beat = now_ms() + r->check_ms;
+	int64_t next_beat = cli_now_ms() + r->check_ms;
 	pgc_error err;
 	for (;;) {
 		if (cli_child_poll(&r->child))
 			break;
-		int64_t now = now_ms();
+		int64_t now = cli_now_ms();
 		if (now >= next_beat) {
 			if (pgc_conn_check(r->conn, (int)r->heartbeat_ms, &err) != PGC_OK)
 				return lost(r, &err);
-			next_beat = now_ms() + r->check_ms;
+			next_beat = cli_now_ms() + r->check_ms;
 			continue;
 		}
 		struct pollfd fds[2] = { { sigfd, POLLIN, 0 }, { pgc_conn_socket(r->conn), POLLIN, 0 } };

@@ -482,16 +482,8 @@ static char *read_all(FILE *f, size_t *len)
 
 static bool parse_duration(const char *opt, const char *text, int64_t *out)
 {
-	pgc_error err;
-	if (pgc_duration_parse(text, out, &err) != PGC_OK) {
-		cli_usage_error("tx", "%s: %s", opt, err.message);
-		return false;
-	}
-	if (*out <= 0 || *out > INT32_MAX) {
-		cli_usage_error("tx", "%s: must be between 1ms and 24 days", opt);
-		return false;
-	}
-	return true;
+	int rc;
+	return cli_duration_opt("tx", opt, text, 1, INT32_MAX, out, &rc);
 }
 
 static void print_json(const char *status, const pgc_tx_stats *st, const script_run *r,

@@ -81,24 +81,17 @@ static void log_line(pgc_log_level level, const char *msg, void *arg)
 	fprintf(stderr, "pgcoord worker: %s\n", msg);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Kills the child's group: SIGTERM, then SIGKILL after 2 s; reaps it. */
 static void kill_group(pid_t pid, int pidfd, int *status)
 {
 	kill(-pid, SIGTERM);
 	kill(-pid, SIGCONT);
-	int64_t until = now_ms() + 2000;
+	int64_t until = cli_now_ms() + 2000;
 	for (;;) {
 		pid_t r = waitpid(pid, status, WNOHANG);
 		if (r == pid)
 			break;
-		if (now_ms() >= until) {
+		if (cli_now_ms() >= until) {
 			kill(-pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -205,7 +198,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 	char *env[] = { e_id, e_queue, e_att, e_max, NULL };
 	cli_child_io io = { in, -1, errp[1] };
 	cli_child c;
-	int64_t t0 = now_ms();
+	int64_t t0 = cli_now_ms();
 	int src = cli_child_spawn(&c, ctx->argv, env, &io);
 	close(errp[1]);
 	errp[1] = -1;
@@ -224,7 +217,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 		struct pollfd p[2] = { { eof ? -1 : errp[0], POLLIN, 0 }, { pidfd, POLLIN, 0 } };
 		int timeout = pidfd >= 0 ? 100 : 10;
 		if (ctx->timeout_ms > 0) {
-			int64_t left = t0 + ctx->timeout_ms - now_ms();
+			int64_t left = t0 + ctx->timeout_ms - cli_now_ms();
 			if (left < timeout)
 				timeout = left < 0 ? 0 : (int)left;
 		}
@@ -246,7 +239,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 			kill(-c.pid, SIGKILL); /* leftovers of its group */
 			break;
 		}
-		if (ctx->timeout_ms > 0 && now_ms() - t0 >= ctx->timeout_ms) {
+		if (ctx->timeout_ms > 0 && cli_now_ms() - t0 >= ctx->timeout_ms) {
 			timed_out = true;
 			kill_group(c.pid, pidfd, &status);
 			exited = true;

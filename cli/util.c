@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -118,4 +119,30 @@ bool cli_parse_int(const char *text, long long min, long long max, long long *ou
 		return false;
 	*out = v;
 	return true;
+}
+
+bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
+                      int64_t max_ms, int64_t *out, int *rc)
+{
+	pgc_error err;
+	if (pgc_duration_parse(text, out, &err) != PGC_OK) {
+		*rc = cli_usage_error(cmd, "%s: %s", opt, err.message);
+		return false;
+	}
+	if (*out < min_ms) {
+		*rc = cli_usage_error(cmd, "%s must be at least %lldms", opt, (long long)min_ms);
+		return false;
+	}
+	if (*out > max_ms) {
+		*rc = cli_usage_error(cmd, "%s must be at most %lldms", opt, (long long)max_ms);
+		return false;
+	}
+	return true;
+}
+
+int64_t cli_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
