@@ -137,7 +137,10 @@ exec psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_DSN" -c \
 	"INSERT INTO chaos_results (job_id, attempt, via) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT, 'cmd')" >/dev/null
 H
 	chmod +x "$handler"
-	local cmd_jobs=$((QUEUE_JOBS / 10)) c_jobs=$((QUEUE_JOBS - QUEUE_JOBS / 10))
+	# A tenth of the jobs, at most 20,000, go to the command workers (a process per job).
+	local cmd_jobs=$((QUEUE_JOBS / 10))
+	[ "$cmd_jobs" -le 20000 ] || cmd_jobs=20000
+	local c_jobs=$((QUEUE_JOBS - cmd_jobs))
 	local wpid=() wkind=(cmd cmd c c) i
 	start_worker() {
 		if [ "${wkind[$1]}" = cmd ]; then
