@@ -1,6 +1,8 @@
 # diag_lib.sh - helpers for the diagnostics tests: a database of the test's own, and sessions
 # held open through FIFOs so that they can sit idle in a transaction. Sourced after lib.sh.
 # Every session gives up by itself (timeout, lock_timeout) and cleanup terminates them all.
+# Under valgrind every pgcoord run takes seconds: sessions live longer there.
+[ -n "${PGCOORD_VALGRIND:-}" ] && SESSION_LIFETIME=600
 skip_without_pg
 DB=pgc_diag_$$
 APP=diagtest-$$
@@ -32,11 +34,16 @@ open() {
 	mkfifo "$TMP/$name.in"
 	(
 		for f in "${FD[@]}"; do eval "exec $f>&-"; done
-		PGAPPNAME="$APP-$name" exec timeout 90 psql -X -q "$DB_DSN" <"$TMP/$name.in" >"$TMP/$name.log" 2>&1
+		PGAPPNAME="$APP-$name" exec timeout "${SESSION_LIFETIME:-90}" psql -X -q "$DB_DSN" <"$TMP/$name.in" >"$TMP/$name.log" 2>&1
 	) &
 	exec {fd}>"$TMP/$name.in"
 	FD[$name]=$fd
-	send "$name" "SET lock_timeout = '30s'; SET statement_timeout = '40s'; SET idle_in_transaction_session_timeout = '60s';"
+	# Under valgrind every pgcoord run takes seconds: the sessions must outlive the whole test.
+	if [ -n "${PGCOORD_VALGRIND:-}" ]; then
+		send "$name" "SET lock_timeout = '300s'; SET statement_timeout = '400s'; SET idle_in_transaction_session_timeout = '600s';"
+	else
+		send "$name" "SET lock_timeout = '30s'; SET statement_timeout = '40s'; SET idle_in_transaction_session_timeout = '60s';"
+	fi
 }
 send() { echo "$2" >&"${FD[$1]}"; }
 # pid NAME: the backend pid of a session (waits up to 10 s for it to connect).

@@ -8,16 +8,21 @@ contend() { # EXPECTED-CONFLICT-CODE RUN-OPTIONS...
 	local want=$1 i
 	shift
 	: >"$TMP/ran"
+	rm -f "$TMP"/rc.*
 	local pids=()
+	# The command that runs holds the lock until the seven others have given up (at most 60 s),
+	# so that "started together" holds however slow the machine (or valgrind) is.
 	for i in 1 2 3 4 5 6 7 8; do
-		timeout 60 "$PG" -d "$DSN" run "$@" "$name" -- sh -c "echo $i >>'$TMP/ran'; sleep 2" \
-			>"$TMP/out.$i" 2>&1 &
+		( timeout 90 "$PG" -d "$DSN" run "$@" "$name" -- sh -c "echo $i >>'$TMP/ran'; n=0
+			while [ \$(ls '$TMP' | grep -c '^rc\.') -lt 7 ] && [ \$n -lt 600 ]; do sleep 0.1; n=\$((n + 1)); done" \
+			>"$TMP/out.$i" 2>&1
+		  echo $? >"$TMP/rc.$i" ) &
 		pids+=($!)
 	done
 	local ok=0 conflict=0 other=0
 	for i in "${!pids[@]}"; do
 		wait "${pids[$i]}"
-		case $? in
+		case $(cat "$TMP/rc.$((i + 1))") in
 		0) ok=$((ok + 1)) ;;
 		"$want") conflict=$((conflict + 1)) ;;
 		*) other=$((other + 1)); cat "$TMP/out.$((i + 1))" ;;
