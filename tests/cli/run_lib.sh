@@ -3,26 +3,27 @@ skip_without_pg
 DSN=$PGCOORD_TEST_DSN
 pgc() { "$PG" -d "$DSN" "$@"; }
 # sessions NAME [granted|waiting|all]: how many sessions hold / wait for / touch the lock NAME.
+# (An observer, so never under valgrind: it must stay quick.)
 sessions() {
-	"$PG" -d "$DSN" --json lock status "$1" | python3 -c '
+	"$PGCOORD_BIN" -d "$DSN" --json lock status "$1" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 want = sys.argv[1]
 print(sum(1 for s in d["sessions"] if want == "all" or s["granted"] == (want == "granted")))' "${2:-all}"
 }
-# wait_sessions NAME KIND COUNT: waits (at most 20 s) until exactly COUNT sessions match.
+# wait_sessions NAME KIND COUNT: waits (at most 60 s) until exactly COUNT sessions match.
 wait_sessions() {
 	local i n
-	for i in $(seq 1 400); do
+	for i in $(seq 1 1200); do
 		n=$(sessions "$1" "$2")
 		[ "$n" -eq "$3" ] && return 0
 		sleep 0.05
 	done
-	fail "lock $1: $n $2 sessions after 20 s, expected $3"
+	fail "lock $1: $n $2 sessions after 60 s, expected $3"
 }
 # The pid of the backend holding NAME.
 holder_pid() {
-	"$PG" -d "$DSN" --json lock status "$1" | python3 -c '
+	"$PGCOORD_BIN" -d "$DSN" --json lock status "$1" | python3 -c '
 import json, sys
 print([s["pid"] for s in json.load(sys.stdin)["sessions"] if s["granted"]][0])'
 }

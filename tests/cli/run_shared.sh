@@ -3,15 +3,19 @@
 . "$(dirname "$0")/run_lib.sh"
 name="shared-$$"
 pids=()
+# Each shared holder keeps its lock until the test has seen all four holding and the
+# exclusive one waiting (at most 60 s), however slowly the processes start.
 for i in 1 2 3 4; do
-	timeout 60 "$PG" -d "$DSN" run -s -n "$name" -- sh -c \
-		"a=\$(date +%s%N); sleep 2; b=\$(date +%s%N); echo \"\$a \$b\" >>'$TMP/shared'" >"$TMP/s.$i" 2>&1 &
+	timeout 120 "$PG" -d "$DSN" run -s -n "$name" -- sh -c \
+		"a=\$(date +%s%N); n=0; while [ ! -f '$TMP/go' ] && [ \$n -lt 600 ]; do sleep 0.1; n=\$((n + 1)); done
+		 sleep 0.2; b=\$(date +%s%N); echo \"\$a \$b\" >>'$TMP/shared'" >"$TMP/s.$i" 2>&1 &
 	pids+=($!)
 done
 wait_sessions "$name" granted 4
-timeout 60 "$PG" -d "$DSN" run -w 30 "$name" -- sh -c "date +%s%N >'$TMP/excl'" >"$TMP/x" 2>&1 &
+timeout 120 "$PG" -d "$DSN" run -w 90 "$name" -- sh -c "date +%s%N >'$TMP/excl'" >"$TMP/x" 2>&1 &
 xpid=$!
 wait_sessions "$name" waiting 1
+touch "$TMP/go"
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || { cat "$TMP/s.$((i + 1))"; fail "shared holder $((i + 1)) failed"; }
 done
