@@ -25,6 +25,14 @@ static int check_schema_name(const char *schema, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "schema name is empty");
 	if (strlen(schema) > SCHEMA_NAME_MAX)
 		return pgc__err(err, PGC_EUSAGE, "schema name is longer than %d bytes", SCHEMA_NAME_MAX);
+	/* The migrations put the quoted name inside dollar-quoted function bodies, where a '$'
+	 * could end the quote early and turn the rest of the name into SQL. */
+	if (strchr(schema, '$') != NULL)
+		return pgc__err(err, PGC_EUSAGE, "schema name must not contain '$'");
+	/* A line break would end a line comment around it just as early. */
+	for (const unsigned char *p = (const unsigned char *)schema; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return pgc__err(err, PGC_EUSAGE, "schema name must not contain control characters");
 	return PGC_OK;
 }
 

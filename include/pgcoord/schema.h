@@ -26,7 +26,8 @@ PGC_EXTERN int pgc_schema_latest(void);
  * from many processes at once: each migration is applied exactly once. schema may be NULL for
  * "pgcoord". applied (may be NULL) receives how many migrations this call applied; version
  * (may be NULL) the schema version afterwards. Must be called outside a transaction.
- * Errors: PGC_EUSAGE (empty or over-long schema name, or called inside a transaction),
+ * Errors: PGC_EUSAGE (empty or over-long schema name, a name with '$' or a control character,
+ * or called inside a transaction),
  * PGC_ESCHEMA_VERSION (the schema is newer than this library), PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied,
                                              int *version, pgc_error *err);

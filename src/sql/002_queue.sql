@@ -1,5 +1,5 @@
 -- 002_queue: the job queue.
--- @schema@ is replaced by the quoted schema name.
+-- The schema placeholder is replaced by the quoted schema name.
 --
 -- Layout for speed and for vacuum:
 --  * jobs holds only live work (scheduled, pending and running). Finished jobs leave it at once: a
