@@ -55,7 +55,9 @@ typedef struct pgc_worker_role_options {
  *   claim_token_seq.
  * Enough to claim, heartbeat, complete, fail, retry later, release and reap jobs, to register
  * for targeted wake-ups and to LISTEN; nothing on the lock registry, leases, fencing tokens,
- * migrations or any other table, no CREATE on the schema, and no enqueueing. The role cannot
+ * migrations or any other table, no CREATE on the schema, and no enqueueing. These are table
+ * and column grants: the role can change the state of any live job of the schema (complete,
+ * fail or delete it), not only of those it claimed, though never its payload. The role cannot
  * VACUUM the jobs table (only its owner can): run such workers with vacuuming off. The schema
  * must be installed at the latest version (pgc_schema_init); re-run after an upgrade so new
  * tables are covered. Runs in its own transaction under PGC_MIGRATION_LOCK_KEY; must be called
