@@ -383,6 +383,22 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 		return EXIT_DATAERR;
 	}
 	pgc_error err;
+	/* Check the size limit here first: a line far over it (say 100 MB) would otherwise be
+	 * escaped into a second copy, sent, and parsed by the server only to be refused. The
+	 * server's check stays the authority. */
+	pgc_queue_config cfg;
+	if (pgc_queue_config_get(q, &cfg, &err) == PGC_OK && cfg.max_payload_bytes > 0) {
+		for (size_t i = 0; i < l.n; i++) {
+			size_t len = strlen(l.line[i]);
+			if (len > (size_t)cfg.max_payload_bytes) {
+				cli_errorf("%s line %ld: %zu bytes, over the limit of %d bytes", name, l.lineno[i],
+				           len, cfg.max_payload_bytes);
+				cli_errorf("nothing was enqueued");
+				lines_free(&l);
+				return EXIT_DATAERR;
+			}
+		}
+	}
 	bool tty = isatty(STDERR_FILENO) && !g_cli.quiet && l.n >= 10000;
 	/* One transaction: all or nothing. */
 	if (pgc_exec(conn, "BEGIN", &err) != PGC_OK) {

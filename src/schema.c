@@ -25,6 +25,14 @@ static int check_schema_name(const char *schema, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "schema name is empty");
 	if (strlen(schema) > SCHEMA_NAME_MAX)
 		return pgc__err(err, PGC_EUSAGE, "schema name is longer than %d bytes", SCHEMA_NAME_MAX);
+	/* The migrations put the quoted name inside dollar-quoted function bodies, where a '$'
+	 * could end the quote early and turn the rest of the name into SQL. */
+	if (strchr(schema, '$') != NULL)
+		return pgc__err(err, PGC_EUSAGE, "schema name must not contain '$'");
+	/* A line break would end a line comment around it just as early. */
+	for (const unsigned char *p = (const unsigned char *)schema; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return pgc__err(err, PGC_EUSAGE, "schema name must not contain control characters");
 	return PGC_OK;
 }
 
@@ -216,4 +224,184 @@ int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied, int *versi
 	if (version)
 		*version = pgc__migration_count;
 	return PGC_OK;
+}
+
+/* ---- the least-privilege worker role -------------------------------------------------------- */
+
+/* The statements that give a worker role its rights, "@S@" standing for the quoted schema and
+ * "@R@" for the quoted role. The REVOKEs come first so that a re-run ends with exactly this set: revoking a
+ * table's privileges also revokes its column privileges. */
+static const char *const worker_grants[] = {
+	"REVOKE ALL ON ALL TABLES IN SCHEMA @S@ FROM @R@",
+	"REVOKE ALL ON ALL SEQUENCES IN SCHEMA @S@ FROM @R@",
+	"REVOKE ALL ON SCHEMA @S@ FROM @R@",
+	"GRANT USAGE ON SCHEMA @S@ TO @R@",
+	"GRANT SELECT ON @S@.queue_settings, @S@.queues TO @R@",
+	"GRANT SELECT, DELETE ON @S@.jobs TO @R@",
+	"GRANT UPDATE (status, attempts, token, lease_until, worker, started_at, last_error, errors,"
+	" eff_priority, run_at) ON @S@.jobs TO @R@",
+	"GRANT INSERT, DELETE ON @S@.job_history TO @R@",
+	"GRANT SELECT (id, queue, status, finished_at) ON @S@.job_history TO @R@",
+	"GRANT SELECT, INSERT, UPDATE, DELETE ON @S@.workers TO @R@",
+	"GRANT USAGE ON SEQUENCE @S@.claim_token_seq TO @R@",
+	"GRANT EXECUTE ON FUNCTION @S@.push_error(jsonb, integer, text) TO @R@",
+};
+
+static int check_role_name(const char *role, pgc_error *err)
+{
+	if (role == NULL || *role == '\0')
+		return pgc__err(err, PGC_EUSAGE, "worker role name is empty");
+	if (strlen(role) > SCHEMA_NAME_MAX)
+		return pgc__err(err, PGC_EUSAGE, "worker role name is longer than %d bytes", SCHEMA_NAME_MAX);
+	/* GRANT ... TO "public" means every role, whatever the quoting; "none" and "pg_" names are
+	 * reserved by the server. */
+	if (strcmp(role, "public") == 0 || strcmp(role, "none") == 0)
+		return pgc__err(err, PGC_EUSAGE, "worker role name \"%s\" is reserved", role);
+	if (strncmp(role, "pg_", 3) == 0)
+		return pgc__err(err, PGC_EUSAGE, "worker role name \"%s\" is reserved: names starting with pg_ belong to the server", role);
+	return PGC_OK;
+}
+
+/* Runs one grant statement, its @S@ and @R@ replaced by the quoted schema and role in a single
+ * pass, so that a tag inside a quoted name is never expanded again. */
+static int run_grant(pgc_conn *conn, const char *tmpl, const char *qs, const char *qr, pgc_error *err)
+{
+	size_t n = strlen(tmpl) + 1, ls = strlen(qs), lr = strlen(qr);
+	for (const char *p = tmpl; (p = strchr(p, '@')) != NULL; p++)
+		n += ls + lr; /* generous: at most one name per '@' */
+	char *sql = malloc(n), *o = sql;
+	if (sql == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	for (const char *p = tmpl; *p;) {
+		if (strncmp(p, "@S@", 3) == 0) {
+			memcpy(o, qs, ls);
+			o += ls;
+			p += 3;
+		} else if (strncmp(p, "@R@", 3) == 0) {
+			memcpy(o, qr, lr);
+			o += lr;
+			p += 3;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	int rc = pgc_exec(conn, sql, err);
+	free(sql);
+	return rc;
+}
+
+static int grant_worker(pgc_conn *conn, const char *schema, const char *qs, const char *role,
+                        const char *qr, bool login, bool *created, pgc_error *err)
+{
+	int rc;
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)PGC_MIGRATION_LOCK_KEY);
+	const char *kp[1] = { key };
+	PGresult *res = pgc__exec(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp, &rc, err);
+	if (res == NULL)
+		return rc;
+	PQclear(res);
+
+	int version;
+	if ((rc = read_version(conn, schema, &version, err)) != PGC_OK)
+		return rc;
+	if (version < pgc__migration_count)
+		return pgc__err(err, PGC_ENOSCHEMA,
+		                "schema %s is at version %d, not %d: run pgcoord init first", schema,
+		                version, pgc__migration_count);
+
+	const char *rp[2] = { role, schema };
+	res = pgc__exec(conn,
+	        "SELECT r.rolsuper, r.rolname = current_user, r.rolcanlogin"
+	        " FROM pg_catalog.pg_roles r WHERE r.rolname = $1", 1, rp, &rc, err);
+	if (res == NULL)
+		return rc;
+	bool exists = PQntuples(res) == 1;
+	bool super = exists && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	bool self = exists && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	bool can_login = exists && strcmp(PQgetvalue(res, 0, 2), "t") == 0;
+	PQclear(res);
+	if (super)
+		return pgc__err(err, PGC_EUSAGE, "role %s is a superuser: a worker role must be an ordinary role", role);
+	if (self)
+		return pgc__err(err, PGC_EUSAGE, "role %s is the current user: a worker role must be a role of its own", role);
+
+	const char *fmt = NULL;
+	if (!exists)
+		fmt = login ? "CREATE ROLE @R@ LOGIN" : "CREATE ROLE @R@ NOLOGIN";
+	else if (login && !can_login)
+		fmt = "ALTER ROLE @R@ LOGIN";
+	if (fmt != NULL && (rc = run_grant(conn, fmt, qs, qr, err)) != PGC_OK)
+		return rc;
+	for (size_t i = 0; i < sizeof worker_grants / sizeof worker_grants[0]; i++)
+		if ((rc = run_grant(conn, worker_grants[i], qs, qr, err)) != PGC_OK)
+			return rc;
+
+	/* A role that reaches more than we granted (through membership in the schema owner, in
+	 * pg_read_all_data or pg_write_all_data, or grants by another user) would make the promise
+	 * of least privilege false: refuse it rather than report success. */
+	res = pgc__exec(conn,
+	        "SELECT pg_catalog.has_schema_privilege($1, n.oid, 'CREATE')"
+	        "  OR pg_catalog.has_table_privilege($1, m.oid, 'SELECT, INSERT, UPDATE, DELETE')"
+	        "  OR pg_catalog.has_table_privilege($1, j.oid, 'INSERT')"
+	        "  OR pg_catalog.has_column_privilege($1, j.oid, 'payload', 'UPDATE')"
+	        " FROM pg_catalog.pg_namespace n"
+	        " JOIN pg_catalog.pg_class m ON m.relnamespace = n.oid AND m.relname = 'migrations'"
+	        " JOIN pg_catalog.pg_class j ON j.relnamespace = n.oid AND j.relname = 'jobs'"
+	        " WHERE n.nspname = $2", 2, rp, &rc, err);
+	if (res == NULL)
+		return rc;
+	bool more = PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "f") != 0;
+	PQclear(res);
+	if (more)
+		return pgc__err(err, PGC_EUSAGE,
+		                "role %s has more rights on schema %s than a worker needs (through a"
+		                " membership or other grants): use a role of its own", role, schema);
+	if (created)
+		*created = !exists;
+	return PGC_OK;
+}
+
+int pgc_schema_grant_worker(pgc_conn *conn, const char *schema, const char *role,
+                            const pgc_worker_role_options *opts, bool *created, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (created)
+		*created = false;
+	if (conn == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_schema_grant_worker: conn must not be NULL");
+	if (schema == NULL)
+		schema = PGC_SCHEMA_DEFAULT;
+	int rc = check_schema_name(schema, err);
+	if (rc != PGC_OK)
+		return rc;
+	if ((rc = check_role_name(role, err)) != PGC_OK)
+		return rc;
+	if (pgc__in_transaction(conn))
+		return pgc__err(err, PGC_EUSAGE, "pgc_schema_grant_worker must run outside a transaction");
+	pgc_worker_role_options defaults = PGC_WORKER_ROLE_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+
+	char *qs = pgc__quote_ident(conn, schema, err);
+	if (qs == NULL)
+		return PGC_EUSAGE;
+	char *qr = pgc__quote_ident(conn, role, err);
+	if (qr == NULL) {
+		PQfreemem(qs);
+		return PGC_EUSAGE;
+	}
+	if ((rc = pgc_exec(conn, "BEGIN", err)) == PGC_OK) {
+		rc = grant_worker(conn, schema, qs, role, qr, opts->login, created, err);
+		if (rc == PGC_OK)
+			rc = pgc_exec(conn, "COMMIT", err);
+		else if (PQstatus(conn->pg) == CONNECTION_OK)
+			rollback(conn);
+		if (rc != PGC_OK && created)
+			*created = false;
+	}
+	PQfreemem(qs);
+	PQfreemem(qr);
+	return rc;
 }

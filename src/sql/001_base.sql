@@ -1,5 +1,5 @@
 -- 001_base: the name registry for advisory lock keys.
--- @schema@ is replaced by the quoted schema name.
+-- The schema placeholder is replaced by the quoted schema name.
 CREATE TABLE @schema@.lock_names (
     key        bigint      PRIMARY KEY,
     name       text        NOT NULL UNIQUE CHECK (name <> ''),

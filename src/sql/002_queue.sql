@@ -1,5 +1,5 @@
 -- 002_queue: the job queue.
--- @schema@ is replaced by the quoted schema name.
+-- The schema placeholder is replaced by the quoted schema name.
 --
 -- Layout for speed and for vacuum:
 --  * jobs holds only live work (scheduled, pending and running). Finished jobs leave it at once: a
@@ -190,12 +190,12 @@ BEGIN
             RETURNING j.id
         )
         SELECT input.i, ins.id FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i;
-    EXCEPTION WHEN invalid_text_representation THEN
+    EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
         -- Find the first bad payload to name it; this runs only on failure.
         FOR bad IN SELECT generate_subscripts(p_payloads, 1) LOOP
             BEGIN
                 PERFORM p_payloads[bad]::jsonb;
-            EXCEPTION WHEN invalid_text_representation THEN
+            EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
                 GET STACKED DIAGNOSTICS why = PG_EXCEPTION_DETAIL;
                 RAISE EXCEPTION 'payload % is not valid JSON: %', bad, SQLERRM
                     USING ERRCODE = '22P02', COLUMN = bad::text, DETAIL = why;

@@ -1,5 +1,5 @@
 -- 003_lease: leases on the database clock, fencing tokens, and fence_check() for writers.
--- @schema@ is replaced by the quoted schema name.
+-- The schema placeholder is replaced by the quoted schema name.
 --
 -- One row per name, kept for ever: token is the last fencing token handed out for the name,
 -- by a lease grant (kind 'lease') or by fence_next() for an advisory-lock holder (kind 'lock').

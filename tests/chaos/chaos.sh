@@ -156,12 +156,27 @@ H
 	for i in 0 1 2 3; do start_worker "$i"; done
 	# The producer: waves of enqueues (all or nothing each) while the faults go on.
 	(
+		# wave QUEUE FROM TO: enqueues one wave; a wave that could not connect (the server is
+		# restarting) sent nothing and is tried again, for up to 30 s.
+		wave() {
+			local try out rc
+			for try in $(seq 60); do
+				out=$(seq "$2" "$3" | sed 's/.*/{"n":&}/' |
+					"$PG" -q queue enqueue "$1" --max-attempts 100 - 2>&1)
+				rc=$?
+				[ $rc -eq 0 ] && return 0
+				case $rc:$out in
+				69:*"cannot connect"*) sleep 0.5 ;;
+				*) break ;;
+				esac
+			done
+			echo "$out" >&2
+			echo "wave $w of $1 failed" >&2
+		}
 		waves=10 w=0
 		while [ $w -lt $waves ]; do
-			seq $((w * c_jobs / waves + 1)) $(((w + 1) * c_jobs / waves)) | sed 's/.*/{"n":&}/' |
-				"$PG" -q queue enqueue chaos_c --max-attempts 100 - || echo "wave $w of chaos_c failed" >&2
-			seq $((w * cmd_jobs / waves + 1)) $(((w + 1) * cmd_jobs / waves)) | sed 's/.*/{"n":&}/' |
-				"$PG" -q queue enqueue chaos_cmd --max-attempts 100 - || echo "wave $w of chaos_cmd failed" >&2
+			wave chaos_c $((w * c_jobs / waves + 1)) $(((w + 1) * c_jobs / waves))
+			wave chaos_cmd $((w * cmd_jobs / waves + 1)) $(((w + 1) * cmd_jobs / waves))
 			w=$((w + 1))
 			sleep 1
 		done
@@ -218,7 +233,7 @@ H
 	executions=$(psql_q "SELECT count(*) FROM chaos_results")
 	dups=$((executions - succeeded))
 	local v=$(( wrong + notdone ))
-	[ "$total" -eq "$QUEUE_JOBS" ] || { v=$((v + 1)); echo "chaos queue: $total of $QUEUE_JOBS jobs finished" >&2; }
+	[ "$total" -eq "$QUEUE_JOBS" ] || { v=$((v + 1)); echo "chaos queue: $total of $QUEUE_JOBS jobs finished" >&2; cat "$work/producer.log" >&2; }
 	[ "$succeeded" -eq "$total" ] || { v=$((v + 1)); echo "chaos queue: $((total - succeeded)) jobs did not succeed" >&2; }
 	[ "$dups" -ge 0 ] || { v=$((v + 1)); echo "chaos queue: fewer executions ($executions) than completions ($succeeded)" >&2; }
 	violations=$((violations + v))
