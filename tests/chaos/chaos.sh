@@ -21,7 +21,7 @@ parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(queue locks elect)
 case "$profile" in
 short) ELECT_SECS=20 LOCK_SECS=20 QUEUE_JOBS=20000 QUEUE_FAULT_SECS=25 ;;
-long) ELECT_SECS=300 LOCK_SECS=300 QUEUE_JOBS=1000000 QUEUE_FAULT_SECS=600 ;;
+long) ELECT_SECS=180 LOCK_SECS=180 QUEUE_JOBS=1000000 QUEUE_FAULT_SECS=300 ;;
 *) echo "chaos: unknown profile $profile (short or long)" >&2; exit 64 ;;
 esac
 
@@ -228,8 +228,9 @@ H
 	notdone=$(psql_q "SELECT count(*) FROM pgcoord.jobs")
 	# Exactly one result for the final claim of every succeeded job.
 	wrong=$(psql_q "SELECT count(*) FROM pgcoord.job_history h
-	                WHERE h.queue IN ('chaos_c', 'chaos_cmd') AND
-	                (SELECT count(*) FROM chaos_results r WHERE r.job_id = h.id AND r.attempt = h.attempts) <> 1")
+	                LEFT JOIN (SELECT job_id, attempt, count(*) AS n FROM chaos_results
+	                           GROUP BY job_id, attempt) r ON r.job_id = h.id AND r.attempt = h.attempts
+	                WHERE h.queue IN ('chaos_c', 'chaos_cmd') AND coalesce(r.n, 0) <> 1")
 	executions=$(psql_q "SELECT count(*) FROM chaos_results")
 	dups=$((executions - succeeded))
 	local v=$(( wrong + notdone ))
