@@ -21,13 +21,13 @@ BIG=100000000
 	timeout 120 "$PG" queue enqueue big --schema "$S" - >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ "$rc" -eq 65 ] || { cat "$TMP/err"; fail "100 MB payload exited $rc, expected 65"; }
-err_has "standard input line 1: 100000008 bytes, over the limit of 1048576 bytes"
+err_has "standard input line 1: $((BIG + 8)) bytes, over the limit of 1048576 bytes"
 err_has "nothing was enqueued"
 [ "$(jobs)" = 0 ] || fail "the 100 MB payload was enqueued"
 # The same from a file, after good lines: nothing of the batch is enqueued.
 { printf '{"ok":1}\n{"ok":2}\n{"x":"'; head -c $BIG /dev/zero | tr '\0' b; printf '"}\n{"ok":3}\n'; } >"$TMP/big.jsonl"
 run 65 timeout 120 "$PG" queue enqueue big --schema "$S" --file "$TMP/big.jsonl"
-err_has "big.jsonl line 3: 100000008 bytes, over the limit"
+err_has "big.jsonl line 3: $((BIG + 8)) bytes, over the limit"
 rm -f "$TMP/big.jsonl"
 [ "$(jobs)" = 0 ] || fail "part of the batch with a 100 MB line was enqueued"
 # A low limit and an over-limit line after a good one: named, and the batch refused whole.
