@@ -213,8 +213,11 @@ H
 	done
 	timeout 120 tail --pid="$producer" -f /dev/null
 	# Let the workers finish: bounded.
-	local left=1 waited=0
-	while [ "$waited" -lt 300 ]; do
+	# At least 5 minutes, and 1 s per 500 jobs: a million jobs with one fsync'd results
+	# transaction each drain at a few hundred to a few thousand per second on a small machine.
+	local left=1 waited=0 bound=$((QUEUE_JOBS / 500))
+	[ "$bound" -ge 300 ] || bound=300
+	while [ "$waited" -lt "$bound" ]; do
 		left=$(psql_q "SELECT count(*) FROM pgcoord.jobs" 2>/dev/null || echo 1)
 		[ "$left" = 0 ] && break
 		sleep 1
