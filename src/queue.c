@@ -466,8 +466,9 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 	if (rc != PGC_OK)
 		return rc;
 	if (PQntuples(res) != 1) {
+		int rows = PQntuples(res);
 		PQclear(res);
-		return pgc__err(err, PGC_EINTERNAL, "enqueue returned %d rows", PQntuples(res));
+		return pgc__err(err, PGC_EINTERNAL, "enqueue returned %d rows", rows);
 	}
 	if (PQgetisnull(res, 0, 1)) {
 		PQclear(res);
