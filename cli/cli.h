@@ -51,7 +51,8 @@ int cli_exit_code(const pgc_error *err);
  * line and returns EXIT_UNAVAILABLE (or another exit code); 0 on success. */
 int cli_connect(const char *cmd, pgc_conn **out);
 
-/* Writes s as a JSON string literal (with quotes); NULL becomes null. */
+/* Writes s as a JSON string literal (with quotes); NULL becomes null. Bytes that are not
+ * well-formed UTF-8 become U+FFFD, so the output is always valid JSON. */
 void json_str(FILE *f, const char *s);
 
 /* Parses the duration value of option opt of command cmd ("500ms", "2s", "5m") into *out, in
@@ -59,11 +60,34 @@ void json_str(FILE *f, const char *s);
 bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
                       int64_t max_ms, int64_t *out, int *rc);
 
+/* A file of JSON lines, split: the non-blank lines (a final CR removed) with their 1-based
+ * line numbers, pointing into buf. */
+typedef struct cli_lines {
+	char *buf;
+	char **line;
+	long *lineno;
+	size_t n;
+} cli_lines;
+
+enum { CLI_LINES_NUL = -1, CLI_LINES_NOMEM = -2 };
+
+/* Reads FILE ("-" for standard input) and splits it; on failure prints one line and returns
+ * the exit code (65 unreadable or a NUL byte, 70 out of memory). */
+int cli_read_lines(const char *path, cli_lines *l);
+/* Splits buf[0..len) (buf[len] must be writable, it becomes a terminator) into l, which takes
+ * buf over: cli_lines_free frees it, whatever this returns. 0, CLI_LINES_NUL when buf holds a
+ * NUL byte, or CLI_LINES_NOMEM. Prints nothing. */
+int cli_split_lines(char *buf, size_t len, cli_lines *l);
+void cli_lines_free(cli_lines *l);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 
 /* Parses a whole decimal integer in [min, max]; false when text is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
+
+/* The whole tool: global options, then the subcommand; returns the exit status. */
+int cli_main(int argc, char **argv);
 
 /* Subcommands. */
 int cmd_init(int argc, char **argv);

@@ -258,104 +258,6 @@ static bool parse_id(const char *sub, const char *text, int64_t *id, int *rc)
 
 /* ---- enqueue -------------------------------------------------------------------------------- */
 
-typedef struct lines {
-	char *buf;
-	char **line;   /* pointers into buf */
-	long *lineno;
-	size_t n;
-} lines;
-
-static void lines_free(lines *l)
-{
-	free(l->buf);
-	free(l->line);
-	free(l->lineno);
-}
-
-/* Reads FILE (or stdin for "-") and splits it into non-blank lines. */
-static int read_lines(const char *path, lines *l)
-{
-	memset(l, 0, sizeof *l);
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	if (f == NULL) {
-		cli_errorf("cannot open %s: %s", path, strerror(errno));
-		return EXIT_DATAERR;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
-	while (buf != NULL) {
-		if (len + 1 >= cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (nb == NULL) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		size_t r = fread(buf + len, 1, cap - len - 1, f);
-		len += r;
-		if (r == 0)
-			break;
-	}
-	bool bad = f != stdin ? ferror(f) : ferror(stdin);
-	if (f != stdin)
-		fclose(f);
-	if (buf == NULL) {
-		cli_errorf("out of memory reading %s", path);
-		return EXIT_SOFTWARE;
-	}
-	if (bad) {
-		free(buf);
-		cli_errorf("cannot read %s", path);
-		return EXIT_DATAERR;
-	}
-	buf[len] = '\0';
-	if (memchr(buf, '\0', len) != NULL) {
-		free(buf);
-		cli_errorf("%s contains a NUL byte: not a file of JSON lines", strcmp(path, "-") ? path : "standard input");
-		return EXIT_DATAERR;
-	}
-	size_t count = 1;
-	for (size_t i = 0; i < len; i++)
-		count += buf[i] == '\n';
-	l->buf = buf;
-	l->line = malloc(count * sizeof *l->line);
-	l->lineno = malloc(count * sizeof *l->lineno);
-	if (l->line == NULL || l->lineno == NULL) {
-		lines_free(l);
-		cli_errorf("out of memory");
-		return EXIT_SOFTWARE;
-	}
-	long no = 0;
-	char *p = buf;
-	while (*p != '\0' || (p == buf && len == 0)) {
-		if (len == 0)
-			break;
-		char *nl = strchr(p, '\n');
-		if (nl != NULL)
-			*nl = '\0';
-		no++;
-		size_t ll = strlen(p);
-		if (ll > 0 && p[ll - 1] == '\r')
-			p[--ll] = '\0';
-		bool blank = true;
-		for (char *s = p; *s; s++)
-			if (*s != ' ' && *s != '\t')
-				blank = false;
-		if (!blank) {
-			l->line[l->n] = p;
-			l->lineno[l->n] = no;
-			l->n++;
-		}
-		if (nl == NULL)
-			break;
-		p = nl + 1;
-	}
-	return 0;
-}
-
 static const char *strip_payload_prefix(const char *msg)
 {
 	/* "payload 3 is not valid JSON: ..." -> "not valid JSON: ..." */
@@ -372,13 +274,13 @@ static const char *strip_payload_prefix(const char *msg)
 static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const char *path,
                         const pgc_job_options *jo)
 {
-	lines l;
-	int rc = read_lines(path, &l);
+	cli_lines l;
+	int rc = cli_read_lines(path, &l);
 	if (rc != 0)
 		return rc;
 	const char *name = strcmp(path, "-") == 0 ? "standard input" : path;
 	if (l.n == 0) {
-		lines_free(&l);
+		cli_lines_free(&l);
 		cli_errorf("%s has no jobs (no non-blank line)", name);
 		return EXIT_DATAERR;
 	}
@@ -394,7 +296,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 				cli_errorf("%s line %ld: %zu bytes, over the limit of %d bytes", name, l.lineno[i],
 				           len, cfg.max_payload_bytes);
 				cli_errorf("nothing was enqueued");
-				lines_free(&l);
+				cli_lines_free(&l);
 				return EXIT_DATAERR;
 			}
 		}
@@ -402,7 +304,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	bool tty = isatty(STDERR_FILENO) && !g_cli.quiet && l.n >= 10000;
 	/* One transaction: all or nothing. */
 	if (pgc_exec(conn, "BEGIN", &err) != PGC_OK) {
-		lines_free(&l);
+		cli_lines_free(&l);
 		return qreport(&err);
 	}
 	size_t chunk = 5000, total = 0;
@@ -421,12 +323,12 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 				cli_errorf("%s line %ld: %s%s%s", name, l.lineno[at + (size_t)bad],
 				           strip_payload_prefix(err.message), err.detail[0] ? ": " : "", err.detail);
 				cli_errorf("nothing was enqueued");
-				lines_free(&l);
+				cli_lines_free(&l);
 				return EXIT_DATAERR;
 			}
 			rc = qreport(&err);
 			cli_errorf("nothing was enqueued");
-			lines_free(&l);
+			cli_lines_free(&l);
 			return rc;
 		}
 		total += ins;
@@ -436,7 +338,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	if (tty)
 		fputc('\n', stderr);
 	if (pgc_exec(conn, "COMMIT", &err) != PGC_OK) {
-		lines_free(&l);
+		cli_lines_free(&l);
 		return qreport(&err);
 	}
 	if (g_cli.json) {
@@ -449,7 +351,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 			printf(" (%zu skipped: unique key taken)", l.n - total);
 		putchar('\n');
 	}
-	lines_free(&l);
+	cli_lines_free(&l);
 	return 0;
 }
 

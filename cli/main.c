@@ -77,7 +77,7 @@ static int run_command(const cli_command *c, int argc, char **argv)
 	return rc;
 }
 
-int main(int argc, char **argv)
+int cli_main(int argc, char **argv)
 {
 	enum { OPT_JSON = 256 };
 	static const struct option longopts[] = {

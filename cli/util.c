@@ -84,6 +84,39 @@ int cli_connect(const char *cmd, pgc_conn **out)
 	return 0;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF; /* the range allowed for the second byte */
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 2;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		n = 3;
+		if (c == 0xE0)
+			lo = 0xA0; /* overlong */
+		else if (c == 0xED)
+			hi = 0x9F; /* surrogates */
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		n = 4;
+		if (c == 0xF0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xF4)
+			hi = 0x8F; /* above U+10FFFF */
+	} else
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xBF) /* a NUL terminator fails here too */
+			return 0;
+	return n;
+}
+
 void json_str(FILE *f, const char *s)
 {
 	if (s == NULL) {
@@ -91,7 +124,7 @@ void json_str(FILE *f, const char *s)
 		return;
 	}
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		switch (*p) {
 		case '"': fputs("\\\"", f); break;
 		case '\\': fputs("\\\\", f); break;
@@ -99,11 +132,24 @@ void json_str(FILE *f, const char *s)
 		case '\r': fputs("\\r", f); break;
 		case '\t': fputs("\\t", f); break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20) {
 				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
+			} else {
+				/* JSON text is UTF-8: a byte that does not start a well-formed sequence
+				 * (from a SQL_ASCII database or a name given on the command line) is shown
+				 * as U+FFFD, so that every line stays parseable. */
+				size_t n = utf8_seq_len(p);
+				if (n == 0) {
+					fputs("\\ufffd", f);
+					p++;
+				} else {
+					fwrite(p, 1, n, f);
+					p += n;
+				}
+				continue;
+			}
 		}
+		p++;
 	}
 	fputc('"', f);
 }
@@ -145,4 +191,105 @@ int64_t cli_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- JSON-lines input ----------------------------------------------------------------------- */
+
+void cli_lines_free(cli_lines *l)
+{
+	free(l->buf);
+	free(l->line);
+	free(l->lineno);
+	memset(l, 0, sizeof *l);
+}
+
+int cli_split_lines(char *buf, size_t len, cli_lines *l)
+{
+	memset(l, 0, sizeof *l);
+	l->buf = buf;
+	if (memchr(buf, '\0', len) != NULL)
+		return CLI_LINES_NUL;
+	size_t count = 1;
+	for (size_t i = 0; i < len; i++)
+		count += buf[i] == '\n';
+	l->line = malloc(count * sizeof *l->line);
+	l->lineno = malloc(count * sizeof *l->lineno);
+	if (l->line == NULL || l->lineno == NULL)
+		return CLI_LINES_NOMEM;
+	long no = 0;
+	char *p = buf, *end = buf + len;
+	while (p < end) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		char *stop = nl != NULL ? nl : end;
+		*stop = '\0'; /* buf[len] is the terminator when there is no final newline */
+		no++;
+		size_t ll = (size_t)(stop - p);
+		if (ll > 0 && p[ll - 1] == '\r')
+			p[--ll] = '\0';
+		bool blank = true;
+		for (size_t i = 0; i < ll && blank; i++)
+			blank = p[i] == ' ' || p[i] == '\t';
+		if (!blank) {
+			l->line[l->n] = p;
+			l->lineno[l->n] = no;
+			l->n++;
+		}
+		p = stop + 1;
+	}
+	return 0;
+}
+
+int cli_read_lines(const char *path, cli_lines *l)
+{
+	memset(l, 0, sizeof *l);
+	bool is_stdin = strcmp(path, "-") == 0;
+	const char *name = is_stdin ? "standard input" : path;
+	FILE *f = is_stdin ? stdin : fopen(path, "rb");
+	if (f == NULL) {
+		cli_errorf("cannot open %s: %s", path, strerror(errno));
+		return EXIT_DATAERR;
+	}
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	while (buf != NULL) {
+		if (len + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		size_t r = fread(buf + len, 1, cap - len - 1, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	bool bad = ferror(f);
+	if (!is_stdin)
+		fclose(f);
+	if (buf == NULL) {
+		cli_errorf("out of memory reading %s", name);
+		return EXIT_SOFTWARE;
+	}
+	if (bad) {
+		free(buf);
+		cli_errorf("cannot read %s", name);
+		return EXIT_DATAERR;
+	}
+	buf[len] = '\0';
+	switch (cli_split_lines(buf, len, l)) {
+	case 0:
+		return 0;
+	case CLI_LINES_NUL:
+		cli_lines_free(l);
+		cli_errorf("%s contains a NUL byte: not a file of JSON lines", name);
+		return EXIT_DATAERR;
+	default:
+		cli_lines_free(l);
+		cli_errorf("out of memory reading %s", name);
+		return EXIT_SOFTWARE;
+	}
 }

@@ -34,8 +34,8 @@ static void scrub_quoted(char *dst, size_t n, const char *msg)
 	dst[o] = '\0';
 }
 
-/* A malformed DSN is the caller's mistake: say so without echoing any of it but the masked
- * form. */
+/* A malformed DSN is the caller's mistake: say so showing only its keys; a value may be a
+ * password under a misspelt keyword. */
 static int check_dsn(const char *dsn, pgc_error *err)
 {
 	if (*dsn == '\0')
@@ -50,7 +50,7 @@ static int check_dsn(const char *dsn, pgc_error *err)
 	scrub_quoted(reason, sizeof reason, msg ? msg : "out of memory");
 	pgc__copy_line(line, sizeof line, reason);
 	PQfreemem(msg);
-	char *masked = pgc_dsn_mask(dsn);
+	char *masked = pgc__dsn_mask_all(dsn);
 	int rc = pgc__err(err, msg ? PGC_EUSAGE : PGC_ENOMEM, "invalid connection string %s: %s",
 	                  masked ? masked : "", line);
 	pgc_free(masked);

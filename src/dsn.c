@@ -64,6 +64,14 @@ static void sb_puts(sbuf *b, const char *s)
 	sb_put(b, s, strlen(s));
 }
 
+/* The keywords whose values are secrets: the server password and the client key's passphrase.
+ * libpq's keywords are lower case; any case is masked. */
+static bool is_secret_key(const char *key, size_t len)
+{
+	return (len == 8 && strncasecmp(key, "password", 8) == 0) ||
+	       (len == 11 && strncasecmp(key, "sslpassword", 11) == 0);
+}
+
 static bool is_uri(const char *s)
 {
 	return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
@@ -75,8 +83,8 @@ static bool is_uri(const char *s)
  *   userinfo at the first '@', but a password may contain an unescaped '@', '/', ':' or '?';
  *   going to the last '@' hides all of it (and, when that '@' is really in the query string,
  *   more than needed, which is safe);
- * - the value of every "password" query parameter, up to the next '&' or the end, whatever
- *   characters it contains. */
+ * - the value of every "password" or "sslpassword" query parameter, up to the next '&' or the
+ *   end, whatever characters it contains. */
 static void mask_uri(sbuf *b, const char *dsn)
 {
 	const char *rest = strstr(dsn, "://") + 3;
@@ -91,8 +99,12 @@ static void mask_uri(sbuf *b, const char *dsn)
 	if (colon != NULL)
 		memset(hide + (colon + 1 - dsn), 1, (size_t)(at - colon - 1));
 	for (size_t i = off; i < n; i++) {
-		if ((dsn[i] == '?' || dsn[i] == '&') && strncasecmp(dsn + i + 1, "password=", 9) == 0) {
-			size_t j = i + 10;
+		if (dsn[i] != '?' && dsn[i] != '&')
+			continue;
+		const char *name = dsn + i + 1;
+		size_t namelen = strcspn(name, "=&");
+		if (name[namelen] == '=' && is_secret_key(name, namelen)) {
+			size_t j = i + 1 + namelen + 1;
 			while (j < n && dsn[j] != '&')
 				hide[j++] = 1;
 		}
@@ -116,8 +128,9 @@ static bool is_space(char c)
 }
 
 /* key = value pairs as libpq parses them: values are bare words or single-quoted strings in
- * which backslash escapes the next character. */
-static void mask_kv(sbuf *b, const char *s)
+ * which backslash escapes the next character. With all, every value is masked: for a string
+ * libpq refused, where a misspelt keyword ("pasword=") may hold a password. */
+static void mask_kv(sbuf *b, const char *s, bool all)
 {
 	const char *p = s;
 	while (*p != '\0') {
@@ -131,20 +144,25 @@ static void mask_kv(sbuf *b, const char *s)
 		while (*p != '\0' && *p != '=' && !is_space(*p))
 			p++;
 		size_t keylen = (size_t)(p - key);
-		bool secret = keylen == 8 && strncasecmp(key, "password", 8) == 0;
-		sb_put(b, key, keylen);
+		bool secret = all || is_secret_key(key, keylen);
 		const char *sp = p;
 		while (is_space(*p))
 			p++;
 		if (*p != '=') {
 			/* Not key=value: libpq would reject it. Show the rest only if no password can
-			 * hide in it. */
-			if (secret || strstr(p, "password") != NULL || strstr(p, "PASSWORD") != NULL)
-				sb_puts(b, " " MASK);
-			else
-				sb_puts(b, sp);
+			 * hide in it; with all, the word itself may be a piece of one. */
+			if (all) {
+				sb_puts(b, MASK);
+			} else {
+				sb_put(b, key, keylen);
+				if (secret || strcasestr(p, "password") != NULL)
+					sb_puts(b, " " MASK);
+				else
+					sb_puts(b, sp);
+			}
 			return;
 		}
+		sb_put(b, key, keylen);
 		sb_put(b, sp, (size_t)(p - sp));
 		sb_puts(b, "=");
 		p++;
@@ -180,19 +198,33 @@ static void mask_kv(sbuf *b, const char *s)
 	}
 }
 
-char *pgc_dsn_mask(const char *dsn)
+static char *mask(const char *dsn, bool all)
 {
 	if (dsn == NULL)
 		return NULL;
 	sbuf b = { 0 };
 	sb_puts(&b, "");
-	if (is_uri(dsn))
+	if (is_uri(dsn) && all) {
+		sb_put(&b, dsn, (size_t)(strstr(dsn, "://") + 3 - dsn));
+		sb_puts(&b, MASK);
+	} else if (is_uri(dsn)) {
 		mask_uri(&b, dsn);
-	else
-		mask_kv(&b, dsn);
+	} else {
+		mask_kv(&b, dsn, all);
+	}
 	if (b.oom) {
 		free(b.buf);
 		return NULL;
 	}
 	return b.buf;
+}
+
+char *pgc_dsn_mask(const char *dsn)
+{
+	return mask(dsn, false);
+}
+
+char *pgc__dsn_mask_all(const char *dsn)
+{
+	return mask(dsn, true);
 }

@@ -86,4 +86,9 @@ extern unsigned long pgc__lock_race_granted;
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t pgc__now_ms(void);
 
+/* Masks every value of a DSN (and all of a URI after its scheme), keys still shown: for a
+ * string libpq refused, in which a misspelt keyword may hold a password. NULL when out of
+ * memory. */
+char *pgc__dsn_mask_all(const char *dsn);
+
 #endif

@@ -75,8 +75,7 @@ void pgc__sb_free(pgc__sb *b)
 	memset(b, 0, sizeof *b);
 }
 
-/* An array literal element: always quoted, with " and \ escaped; NULL unquoted. */
-static void sb_array_text(pgc__sb *b, const char *s)
+void pgc__sb_array_text(pgc__sb *b, const char *s)
 {
 	if (s == NULL) {
 		pgc__sb_puts(b, "NULL");
@@ -447,11 +446,11 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 		return rc;
 	pgc__sb pa = { 0 }, ka = { 0 };
 	pgc__sb_putc(&pa, '{');
-	sb_array_text(&pa, payload);
+	pgc__sb_array_text(&pa, payload);
 	pgc__sb_putc(&pa, '}');
 	if (opts->unique_key != NULL) {
 		pgc__sb_putc(&ka, '{');
-		sb_array_text(&ka, opts->unique_key);
+		pgc__sb_array_text(&ka, opts->unique_key);
 		pgc__sb_putc(&ka, '}');
 	}
 	if (pa.oom || ka.oom) {
@@ -517,7 +516,7 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			pgc__sb_putc(&pa, ',');
-		sb_array_text(&pa, payloads[i]);
+		pgc__sb_array_text(&pa, payloads[i]);
 	}
 	pgc__sb_putc(&pa, '}');
 	if (unique_keys != NULL) {
@@ -525,7 +524,7 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 		for (size_t i = 0; i < n; i++) {
 			if (i)
 				pgc__sb_putc(&ka, ',');
-			sb_array_text(&ka, unique_keys[i]);
+			pgc__sb_array_text(&ka, unique_keys[i]);
 		}
 		pgc__sb_putc(&ka, '}');
 	}

@@ -1,4 +1,5 @@
-/* fuzz_dsn_mask.c - pgc_dsn_mask never crashes, and never shows a password it was given
+/* fuzz_dsn_mask.c - pgc_dsn_mask never crashes, and never shows a password it was given (under
+ * password or sslpassword; pgc__dsn_mask_all, for strings libpq refuses, under any keyword)
  *
  * The input is used twice: as a DSN on its own (no crash, one-line-safe output), and as a
  * password placed in URI and key=value DSNs written the ways libpq accepts (raw in a URI,
@@ -10,6 +11,8 @@
 #include <string.h>
 
 #include <pgcoord.h>
+
+#include "internal.h"
 
 static void expect(const char *dsn, const char *want)
 {
@@ -84,6 +87,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	esc[e] = '\0';
 	snprintf(dsn, cap, "host=h password='%s' dbname=d", esc);
 	expect(dsn, "host=h password='****' dbname=d");
+	snprintf(dsn, cap, "host=h sslpassword='%s' dbname=d", esc);
+	expect(dsn, "host=h sslpassword='****' dbname=d");
+	/* A misspelt keyword makes libpq refuse the string; then every value is masked. */
+	snprintf(dsn, cap, "host=h pasword='%s' dbname=d", esc);
+	char *all = pgc__dsn_mask_all(dsn);
+	if (all == NULL || strcmp(all, "host=**** pasword='****' dbname=****") != 0) {
+		fprintf(stderr, "mask_all(%s) = %s\n", dsn, all ? all : "(null)");
+		abort();
+	}
+	pgc_free(all);
 	if (s[0] != '\'') {
 		snprintf(dsn, cap, "host=h password=%s dbname=d", esc);
 		expect(dsn, "host=h password=**** dbname=d");

@@ -43,6 +43,13 @@ int main(int argc, char **argv)
 {
 	int files = 0;
 	for (int i = 1; i < argc; i++) {
+		/* Absolute paths: a target may change directory (fuzz_cli_args does). */
+		char *abs = realpath(argv[i], NULL);
+		if (abs == NULL) {
+			perror(argv[i]);
+			return 1;
+		}
+		argv[i] = abs;
 		struct stat st;
 		if (stat(argv[i], &st) != 0) {
 			perror(argv[i]);

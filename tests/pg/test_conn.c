@@ -75,6 +75,10 @@ static void conn__bad_dsn_is_masked(void)
 	T_ASSERT_CONTAINS(err.message, "invalid connection string");
 	T_ASSERT_INT_EQ(pgc_connect("postgresql://u:pw@x?hunter@h/db", NULL, &c, &err), PGC_EUSAGE);
 	T_ASSERT_NOT_CONTAINS(err.message, "hunter");
+	/* A misspelt keyword: libpq refuses the string, and its values are all masked. */
+	T_ASSERT_INT_EQ(pgc_connect("host=h pasword=hunter2", NULL, &c, &err), PGC_EUSAGE);
+	T_ASSERT_NOT_CONTAINS(err.message, "hunter");
+	T_ASSERT_CONTAINS(err.message, "pasword=****");
 	T_ASSERT_INT_EQ(pgc_connect(NULL, NULL, NULL, &err), PGC_EUSAGE);
 	pgc_conn_options bad = PGC_CONN_OPTIONS_INIT;
 	bad.connect_timeout_s = -1;

@@ -75,6 +75,31 @@ static void dsn__mask_keyword(void)
 	T_ASSERT(pgc_dsn_mask(NULL) == NULL);
 }
 
+/* sslpassword (the client key's passphrase) is as secret as password. */
+static void dsn__mask_sslpassword(void)
+{
+	check_mask("host=h sslkey=k sslpassword=s3cret", "host=h sslkey=k sslpassword=****", "s3cret");
+	check_mask("host=h SSLPassword='a b'", "host=h SSLPassword='****'", "a b");
+	check_mask("postgresql://h/db?sslkey=k&sslpassword=s3cret&sslmode=require",
+	           "postgresql://h/db?sslkey=k&sslpassword=****&sslmode=require", "s3cret");
+	check_mask("host=h sslpassword", "host=h sslpassword ****", NULL);
+}
+
+/* A string libpq refuses may hide a password under a misspelt keyword: every value goes. */
+static void dsn__mask_all_values(void)
+{
+	char *got = pgc__dsn_mask_all("host=h pasword=hunter2 port='5 4'");
+	T_ASSERT_STR_EQ(got, "host=**** pasword=**** port='****'");
+	pgc_free(got);
+	got = pgc__dsn_mask_all("postgresql://u:pw@h/db?passwd=hunter2");
+	T_ASSERT_STR_EQ(got, "postgresql://****");
+	pgc_free(got);
+	got = pgc__dsn_mask_all("hunter2");
+	T_ASSERT_NOT_CONTAINS(got, "hunter2");
+	pgc_free(got);
+	T_ASSERT(pgc__dsn_mask_all(NULL) == NULL);
+}
+
 static void check_duration(const char *in, long long want)
 {
 	int64_t ms = -1;
@@ -122,6 +147,8 @@ int main(int argc, char **argv)
 		{ "dsn__resolve_order", dsn__resolve_order },
 		{ "dsn__mask_uri", dsn__mask_uri },
 		{ "dsn__mask_keyword", dsn__mask_keyword },
+		{ "dsn__mask_sslpassword", dsn__mask_sslpassword },
+		{ "dsn__mask_all_values", dsn__mask_all_values },
 		{ "duration__parse", duration__parse },
 		{ NULL, NULL },
 	};
