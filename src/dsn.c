@@ -72,6 +72,38 @@ static bool is_secret_key(const char *key, size_t len)
 	       (len == 11 && strncasecmp(key, "sslpassword", 11) == 0);
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* A URI query parameter's name, percent-decoded as libpq decodes it ("%70assword" is
+ * password), is a secret keyword. */
+static bool uri_name_is_secret(const char *name, size_t len)
+{
+	char dec[16];
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (n == sizeof dec)
+			return false;
+		int hi, lo;
+		if (name[i] == '%' && i + 2 < len &&
+		    (hi = hex_digit(name[i + 1])) >= 0 && (lo = hex_digit(name[i + 2])) >= 0) {
+			dec[n++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			dec[n++] = name[i];
+		}
+	}
+	return is_secret_key(dec, n);
+}
+
 static bool is_uri(const char *s)
 {
 	return strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0;
@@ -103,7 +135,7 @@ static void mask_uri(sbuf *b, const char *dsn)
 			continue;
 		const char *name = dsn + i + 1;
 		size_t namelen = strcspn(name, "=&");
-		if (name[namelen] == '=' && is_secret_key(name, namelen)) {
+		if (name[namelen] == '=' && uri_name_is_secret(name, namelen)) {
 			size_t j = i + 1 + namelen + 1;
 			while (j < n && dsn[j] != '&')
 				hide[j++] = 1;

@@ -83,6 +83,10 @@ static void dsn__mask_sslpassword(void)
 	check_mask("postgresql://h/db?sslkey=k&sslpassword=s3cret&sslmode=require",
 	           "postgresql://h/db?sslkey=k&sslpassword=****&sslmode=require", "s3cret");
 	check_mask("host=h sslpassword", "host=h sslpassword ****", NULL);
+	/* libpq percent-decodes parameter names too. */
+	check_mask("postgresql://h/db?%70assword=s3cret&x=1", "postgresql://h/db?%70assword=****&x=1", "s3cret");
+	check_mask("postgresql://h/db?ssl%50ASSWORD=s3cret", "postgresql://h/db?ssl%50ASSWORD=****", "s3cret");
+	check_mask("postgresql://h/db?%7=a&pass=b%", "postgresql://h/db?%7=a&pass=b%", NULL);
 }
 
 /* A string libpq refuses may hide a password under a misspelt keyword: every value goes. */
