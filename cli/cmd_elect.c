@@ -152,10 +152,32 @@ static int watchdog_start(elect *e)
 	return 0;
 }
 
-static void watchdog_set(elect *e, pid_t pgid)
+/* Tells the watchdog the process group to kill should pgcoord vanish (0: none). The watchdog
+ * may be gone already (a SIGTERM to the whole process group, as timeout(1) sends, reaches it
+ * too): the write then fails with EPIPE instead of killing pgcoord with SIGPIPE. Returns
+ * false when the watchdog could not be told. */
+static bool watchdog_send(elect *e, pid_t pgid)
 {
 	int32_t v = (int32_t)pgid;
-	if (e->wd_fd >= 0 && write(e->wd_fd, &v, sizeof v) != (ssize_t)sizeof v)
+	sigset_t pipe_only, old;
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+	ssize_t n = write(e->wd_fd, &v, sizeof v);
+	int saved = errno;
+	if (n < 0 && saved == EPIPE) {
+		struct timespec none = { 0, 0 };
+		while (sigtimedwait(&pipe_only, NULL, &none) < 0 && errno == EINTR)
+			; /* take the SIGPIPE the failed write raised */
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return n == (ssize_t)sizeof v;
+}
+
+static void watchdog_set(elect *e, pid_t pgid)
+{
+	if (e->wd_fd >= 0 && !watchdog_send(e, pgid))
 		cli_errorf("warning: cannot reach the watchdog: %s", strerror(errno));
 }
 
@@ -163,7 +185,7 @@ static void watchdog_stop(elect *e)
 {
 	if (e->wd_fd < 0)
 		return;
-	watchdog_set(e, 0);
+	(void)watchdog_send(e, 0); /* a watchdog already gone needs no word */
 	close(e->wd_fd);
 	e->wd_fd = -1;
 	while (waitpid(e->wd_pid, NULL, 0) < 0 && errno == EINTR)

@@ -77,6 +77,17 @@ kill -TERM "$(pgrep -P "$c_job" pgcoord || echo "$c_job")"
 wait "$c_job"
 rc=$?
 [ "$rc" -eq 143 ] || fail "a campaigning pgcoord killed by SIGTERM exited $rc, expected 143"
+# A SIGTERM to the whole process group (timeout(1) and service managers send one) reaches the
+# watchdog too; pgcoord must still end with 143, not die of SIGPIPE telling it goodbye.
+for i in 1 2 3; do
+	setsid "$PG" elect --schema "$SCHEMA" --ttl 5s held -- true 2>/dev/null &
+	g=$!
+	sleep 1
+	kill -TERM -- "-$g"
+	wait "$g"
+	rc=$?
+	[ "$rc" -eq 143 ] || fail "pgcoord campaigning in a process group killed by SIGTERM exited $rc, expected 143"
+done
 
 # The operator takes the lease away: without --follow the leader stops its command and
 # exits 75; with --follow it stops it and campaigns again, winning with a greater token.
