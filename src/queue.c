@@ -96,6 +96,18 @@ void pgc__sb_array_text(pgc__sb *b, const char *s)
 	b->len = (size_t)(o - b->buf);
 }
 
+/* A whole text[] literal of the n strings v (NULL elements as NULL). */
+static void sb_text_array(pgc__sb *b, size_t n, const char *const *v)
+{
+	pgc__sb_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			pgc__sb_putc(b, ',');
+		pgc__sb_array_text(b, v[i]);
+	}
+	pgc__sb_putc(b, '}');
+}
+
 void pgc__sb_int_array(pgc__sb *b, size_t n, const int64_t *v)
 {
 	pgc__sb_putc(b, '{');
@@ -445,14 +457,9 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 	if ((rc = check_job_options("pgc_queue_enqueue", opts, err)) != PGC_OK)
 		return rc;
 	pgc__sb pa = { 0 }, ka = { 0 };
-	pgc__sb_putc(&pa, '{');
-	pgc__sb_array_text(&pa, payload);
-	pgc__sb_putc(&pa, '}');
-	if (opts->unique_key != NULL) {
-		pgc__sb_putc(&ka, '{');
-		pgc__sb_array_text(&ka, opts->unique_key);
-		pgc__sb_putc(&ka, '}');
-	}
+	sb_text_array(&pa, 1, &payload);
+	if (opts->unique_key != NULL)
+		sb_text_array(&ka, 1, &opts->unique_key);
 	if (pa.oom || ka.oom) {
 		pgc__sb_free(&pa);
 		pgc__sb_free(&ka);
@@ -512,22 +519,9 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 	if (n == 0)
 		return PGC_OK;
 	pgc__sb pa = { 0 }, ka = { 0 };
-	pgc__sb_putc(&pa, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			pgc__sb_putc(&pa, ',');
-		pgc__sb_array_text(&pa, payloads[i]);
-	}
-	pgc__sb_putc(&pa, '}');
-	if (unique_keys != NULL) {
-		pgc__sb_putc(&ka, '{');
-		for (size_t i = 0; i < n; i++) {
-			if (i)
-				pgc__sb_putc(&ka, ',');
-			pgc__sb_array_text(&ka, unique_keys[i]);
-		}
-		pgc__sb_putc(&ka, '}');
-	}
+	sb_text_array(&pa, n, payloads);
+	if (unique_keys != NULL)
+		sb_text_array(&ka, n, unique_keys);
 	if (pa.oom || ka.oom) {
 		pgc__sb_free(&pa);
 		pgc__sb_free(&ka);
