@@ -338,8 +338,15 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	if (tty)
 		fputc('\n', stderr);
 	if (pgc_exec(conn, "COMMIT", &err) != PGC_OK) {
+		size_t n = l.n;
 		cli_lines_free(&l);
-		return qreport(&err);
+		rc = qreport(&err);
+		/* A session lost while COMMIT was on its way leaves the outcome unknown: say so,
+		 * rather than let a script retry a batch that may have landed. */
+		if (err.code == PGC_ECONNLOST)
+			cli_errorf("the session was lost during COMMIT: the %zu job%s may or may not have been enqueued",
+			           n, n == 1 ? "" : "s");
+		return rc;
 	}
 	if (g_cli.json) {
 		fputs("{\"queue\":", stdout);

@@ -157,7 +157,8 @@ H
 	# The producer: waves of enqueues (all or nothing each) while the faults go on.
 	(
 		# wave QUEUE FROM TO: enqueues one wave; a wave that could not connect (the server is
-		# restarting) sent nothing and is tried again, for up to 30 s.
+		# restarting), or lost its session before COMMIT ("nothing was enqueued": the
+		# transaction rolled back), left nothing behind and is tried again, for up to 30 s.
 		wave() {
 			local try out rc
 			for try in $(seq 60); do
@@ -166,7 +167,7 @@ H
 				rc=$?
 				[ $rc -eq 0 ] && return 0
 				case $rc:$out in
-				69:*"cannot connect"*) sleep 0.5 ;;
+				69:*"cannot connect"* | 69:*"nothing was enqueued"*) sleep 0.5 ;;
 				*) break ;;
 				esac
 			done
