@@ -50,7 +50,7 @@ static int transfer_fn(pgc_conn *c, void *arg, pgc_error *err)
 	if (t->ordered) {
 		int64_t ids[2] = { t->a, t->b };
 		int rc = pgc_lock_rows(c, "pgc_bench_tx.accounts", "id", ids, 2, PGC_FOR_UPDATE,
-		                       PGC_LOCK_WAIT, NULL, err);
+		                       PGC_ROWS_WAIT, NULL, err);
 		if (rc != PGC_OK)
 			return rc;
 	}

@@ -16,6 +16,10 @@ enum {
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: database unreachable */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: internal error */
 	EXIT_LOCKLOST = 75,    /* EX_TEMPFAIL: the lock or lease was lost */
+	EXIT_NOPERM = 77,      /* EX_NOPERM: the server refused the credentials */
+	EXIT_CONFIG = 78,      /* EX_CONFIG: a connection setting cannot work (sslmode, port,
+	                          host name, database), or the pooler in between cannot keep
+	                          what was asked */
 	EXIT_NOEXEC = 126,     /* command found but not executable */
 	EXIT_NOTFOUND = 127    /* command not found */
 };

@@ -45,6 +45,9 @@ int cli_exit_code(const pgc_error *err)
 	case PGC_ETIMEDOUT:
 	case PGC_EBUSY: return EXIT_CONFLICT;
 	case PGC_ELOCKLOST: return EXIT_LOCKLOST;
+	case PGC_EAUTH: return EXIT_NOPERM;
+	case PGC_ECONFIG:
+	case PGC_EPOOLER: return EXIT_CONFIG;
 	case PGC_ESQL: {
 		/* Errors caused by what the user gave us: data exceptions (22), integrity
 		 * violations (23), syntax errors and access rules (42). */

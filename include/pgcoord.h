@@ -9,6 +9,7 @@
 #include "pgcoord/common.h"
 #include "pgcoord/error.h"
 #include "pgcoord/conn.h"
+#include "pgcoord/duration.h"
 #include "pgcoord/schema.h"
 #include "pgcoord/lockmode.h"
 #include "pgcoord/lab.h"

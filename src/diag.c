@@ -1111,8 +1111,7 @@ int pgc_diag_signal(pgc_conn *conn, int pid, pgc_diag_signal_kind kind, int wait
 	/* The server explains a false result only in a WARNING. A session of our own receives it,
 	 * so the caller's notice receiver on conn (which libpq cannot hand back) is never touched. */
 	pgc_conn *sig = NULL;
-	pgc_conn_options o = conn->opts;
-	rc = pgc_connect(conn->dsn, &o, &sig, err);
+	rc = pgc__open_like(conn, NULL, &sig, err);
 	if (rc != PGC_OK)
 		return rc;
 	notice_capture cap = { out->warning, sizeof out->warning };
@@ -1607,10 +1606,8 @@ int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
 		int64_t now = pgc__now_ms();
 		if (now >= next_watch) {
 			if (watcher == NULL) {
-				pgc_conn_options o = conn->opts;
-				o.application_name = "pgcoord/probe-watch";
 				pgc_error ignored;
-				if (pgc_connect(conn->dsn, &o, &watcher, &ignored) != PGC_OK)
+				if (pgc__open_like(conn, "pgcoord/probe-watch", &watcher, &ignored) != PGC_OK)
 					watcher = NULL;
 			}
 			if (watcher != NULL)

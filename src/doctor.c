@@ -262,8 +262,7 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 	pgc_error perr = PGC_ERROR_INIT;
 	char probe_why[PGC_ERROR_MESSAGE_MAX] = "";
 	if (opts->check_pooler) {
-		pgc_conn_options co = conn->opts;
-		if (pgc_connect(conn->dsn, &co, &probe, &perr) != PGC_OK) {
+		if (pgc__open_like(conn, NULL, &probe, &perr) != PGC_OK) {
 			probe = NULL;
 			snprintf(probe_why, sizeof probe_why, "%s", perr.message);
 		}

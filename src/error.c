@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -46,6 +45,9 @@ static const struct {
 	{ PGC_EINTERNAL, "internal error" },
 	{ PGC_EINTR, "interrupted" },
 	{ PGC_EDUPLICATE, "a job with this unique key is already pending or running" },
+	{ PGC_EAUTH, "the server refused the credentials" },
+	{ PGC_ECONFIG, "a connection setting cannot work" },
+	{ PGC_EPOOLER, "the pooler in between cannot keep this" },
 };
 
 const char *pgc_strerror(int code)
@@ -64,6 +66,7 @@ const char *pgc_error_class_name(pgc_error_class klass)
 	case PGC_CLASS_RETRY_LATER: return "retry-later";
 	case PGC_CLASS_USAGE: return "usage";
 	case PGC_CLASS_FATAL: return "fatal";
+	case PGC_CLASS_CONFIG: return "config";
 	}
 	return "unknown";
 }
@@ -81,7 +84,10 @@ static const struct {
 	{ "57P01", PGC_CLASS_RETRY_LATER }, /* admin_shutdown (also pg_terminate_backend) */
 	{ "57P02", PGC_CLASS_RETRY_LATER }, /* crash_shutdown */
 	{ "57P03", PGC_CLASS_RETRY_LATER }, /* cannot_connect_now (starting up) */
+	{ "53300", PGC_CLASS_RETRY_LATER }, /* too_many_connections */
+	{ "3D000", PGC_CLASS_CONFIG },      /* invalid_catalog_name: no such database */
 	{ "08***", PGC_CLASS_RETRY_LATER }, /* connection exceptions */
+	{ "28***", PGC_CLASS_CONFIG },      /* invalid_authorization_specification, invalid_password */
 };
 
 static bool sqlstate_valid(const char *s)
@@ -120,6 +126,9 @@ static pgc_error_class class_of_code(int code)
 	case PGC_ETIMEDOUT:
 	case PGC_EBUSY:
 	case PGC_EEMPTY: return PGC_CLASS_RETRY_LATER;
+	case PGC_EAUTH:
+	case PGC_ECONFIG:
+	case PGC_EPOOLER: return PGC_CLASS_CONFIG;
 	default: return PGC_CLASS_FATAL;
 	}
 }
@@ -159,6 +168,19 @@ int pgc__err(pgc_error *err, int code, const char *fmt, ...)
 	err->klass = class_of_code(code);
 	pgc__copy_line(err->message, sizeof err->message, buf);
 	return code;
+}
+
+void pgc__err_prefix(pgc_error *err, const char *fmt, ...)
+{
+	if (err == NULL)
+		return;
+	char pre[PGC_ERROR_MESSAGE_MAX], buf[PGC_ERROR_MESSAGE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(pre, sizeof pre, fmt, ap);
+	va_end(ap);
+	snprintf(buf, sizeof buf, "%s: %s", pre, err->message);
+	pgc__copy_line(err->message, sizeof err->message, buf);
 }
 
 int pgc__err_result(pgc_error *err, PGconn *pg, const PGresult *res, const char *prefix)
@@ -202,11 +224,4 @@ int pgc__err_result(pgc_error *err, PGconn *pg, const PGresult *res, const char 
 			err->position = atoi(pos);
 	}
 	return code;
-}
-
-int64_t pgc__now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

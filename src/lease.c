@@ -10,18 +10,14 @@
  * run outside a transaction so that a token given to the caller is committed; every call has
  * a deadline, and a call whose deadline passes shuts the session down, because the outcome of
  * a grant or renewal we did not see cannot be trusted. */
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "internal.h"
 
-#define SCHEMA_NAME_MAX 63
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_LOCK_TIMEOUT_MS 1000
 
@@ -35,11 +31,6 @@ typedef struct call {
 	int64_t timeout_ms;
 	int64_t lock_timeout_ms;
 } call;
-
-static bool in_tx(pgc_conn *conn)
-{
-	return pgc__in_transaction(conn);
-}
 
 static int check_name(const char *what, const char *name, pgc_error *err)
 {
@@ -74,10 +65,9 @@ static int call_begin(call *c, pgc_conn *conn, const pgc_lease_options *opts, co
 	if (opts->lock_timeout_ms > INT_MAX)
 		return pgc__err(err, PGC_EUSAGE, "%s: lock_timeout_ms is too large", fn);
 	const char *schema = opts->schema ? opts->schema : PGC_SCHEMA_DEFAULT;
-	if (*schema == '\0')
-		return pgc__err(err, PGC_EUSAGE, "schema name is empty");
-	if (strlen(schema) > SCHEMA_NAME_MAX)
-		return pgc__err(err, PGC_EUSAGE, "schema name is longer than %d bytes", SCHEMA_NAME_MAX);
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
 	c->conn = conn;
 	c->schema = schema;
 	c->timeout_ms = opts->timeout_ms;
@@ -95,84 +85,25 @@ static void call_end(call *c)
 	c->schema_q = NULL;
 }
 
-static bool result_ok(const PGresult *r)
-{
-	ExecStatusType st = PQresultStatus(r);
-	return st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
-}
-
-/* Runs sql with text parameters and waits at most timeout_ms for the whole answer. On
- * timeout the session's socket is shut down (the outcome is unknown, and a late answer
- * must not be mistaken for the next one) and PGC_ETIMEDOUT is returned. */
-static PGresult *exec_bounded(call *c, const char *sql, int n, const char *const *vals,
+/* Runs a statement of the lease functions (a template: "@S@" is the schema) and waits at most
+ * timeout_ms for the whole answer. On timeout the session is closed (the outcome is unknown,
+ * and a late answer must not be mistaken for the next one): PGC_ETIMEDOUT. The server's
+ * statement_timeout is off for the statement: timeout_ms is the bound the caller chose. */
+static PGresult *exec_bounded(call *c, const char *tmpl, int n, const char *const *vals,
                               int64_t timeout_ms, int *rc, pgc_error *err)
 {
-	PGconn *pg = c->conn->pg;
-	if (PQstatus(pg) != CONNECTION_OK) {
-		*rc = pgc__err(err, PGC_ECONNLOST, "connection to the server lost");
+	char *sql = pgc__sql_schema(tmpl, c->schema_q);
+	if (sql == NULL) {
+		*rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (!PQsendQueryParams(pg, sql, n, NULL, vals, NULL, NULL, 0)) {
-		*rc = pgc__err_result(err, pg, NULL, NULL);
-		return NULL;
-	}
-	int64_t deadline = pgc__now_ms() + timeout_ms;
-	PGresult *keep = NULL;
-	for (;;) {
-		int fl = PQflush(pg);
-		if (fl < 0)
-			goto lost;
-		while (fl == 0 && !PQisBusy(pg)) {
-			PGresult *r = PQgetResult(pg);
-			if (r == NULL)
-				goto done;
-			/* Keep the first error, else the last result. */
-			if (keep == NULL || result_ok(keep)) {
-				PQclear(keep);
-				keep = r;
-			} else {
-				PQclear(r);
-			}
-		}
-		int64_t left = deadline - pgc__now_ms();
-		if (left <= 0)
-			goto timeout;
-		struct pollfd p = { PQsocket(pg), (short)(POLLIN | (fl == 1 ? POLLOUT : 0)), 0 };
-		int pr = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-		if (pr < 0 && errno != EINTR)
-			goto lost;
-		if (pr > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(pg))
-			goto lost;
-	}
-timeout:
-	PQclear(keep);
-	shutdown(PQsocket(pg), SHUT_RDWR);
-	for (PGresult *r; (r = PQgetResult(pg)) != NULL;)
-		PQclear(r);
-	*rc = pgc__err(err, PGC_ETIMEDOUT,
-	               "no answer from the server within %" PRId64 " ms; the session was closed because "
-	               "the outcome is unknown", timeout_ms);
-	return NULL;
-lost:
-	PQclear(keep);
-	keep = NULL;
-	for (PGresult *r; (r = PQgetResult(pg)) != NULL;) {
-		if (keep == NULL)
-			keep = r;
-		else
-			PQclear(r);
-	}
-	*rc = pgc__err_result(err, pg, keep, NULL);
-	PQclear(keep);
-	return NULL;
-done:
-	if (keep != NULL && result_ok(keep)) {
-		*rc = PGC_OK;
-		return keep;
-	}
-	*rc = pgc__err_result(err, pg, keep, NULL);
-	PQclear(keep);
-	return NULL;
+	pgc__call b = pgc__bound(timeout_ms, -1);
+	b.on_deadline = PGC__DROP;
+	b.statement_timeout_ms = 0;
+	b.flags = PGC__CACHED;
+	PGresult *r = pgc__query(c->conn, sql, n, vals, &b, rc, err);
+	free(sql);
+	return r;
 }
 
 /* Turns the server's errors that mean something here into their codes. busy_code is what a
@@ -232,10 +163,10 @@ static int64_t default_timeout(const call *c, int64_t fallback)
 static int acquire_once(call *c, const char *name, const char *holder, int64_t ttl_ms,
                         pgc_lease *out, int64_t *db_wait_ms, pgc_error *e)
 {
-	char sql[1024], ttl[24], lt[24];
-	snprintf(sql, sizeof sql,
-	         "SELECT granted, token, holder, " US("granted_at") ", " US("expires_at") ", "
-	         US("db_now") " FROM %s.lease_acquire($1, $2, $3::int8, $4::int)", c->schema_q);
+	static const char sql[] =
+		"SELECT granted, token, holder, " US("granted_at") ", " US("expires_at") ", "
+		US("db_now") " FROM @S@.lease_acquire($1, $2, $3::int8, $4::int)";
+	char ttl[24], lt[24];
 	snprintf(ttl, sizeof ttl, "%" PRId64, ttl_ms);
 	snprintf(lt, sizeof lt, "%" PRId64, c->lock_timeout_ms);
 	const char *vals[4] = { name, holder, ttl, lt };
@@ -283,7 +214,7 @@ static int acquire_checks(pgc_conn *conn, const char *name, const char *holder, 
 		return pgc__err(e, PGC_EUSAGE, "lease ttl must be positive, got %" PRId64 " ms", ttl_ms);
 	if (ttl_ms > INT64_C(1) << 40)
 		return pgc__err(e, PGC_EUSAGE, "lease ttl of %" PRId64 " ms is too large", ttl_ms);
-	if (in_tx(conn))
+	if (pgc__in_transaction(conn))
 		return pgc__err(e, PGC_EUSAGE, "%s must run outside a transaction: the grant must commit before the token is used", fn);
 	return PGC_OK;
 }
@@ -305,11 +236,12 @@ int pgc_lease_acquire(pgc_conn *conn, const char *name, const char *holder, int6
 }
 
 /* Reads pending notifications; true when one says name was released. */
-static bool take_notifies(PGconn *pg, const char *name)
+static bool take_notifies(pgc_conn *conn, const char *name, bool consume)
 {
 	bool hit = false;
 	PGnotify *n;
-	while ((n = PQnotifies(pg)) != NULL) {
+	while ((n = pgc__notify(conn, consume)) != NULL) {
+		consume = false;
 		if (strcmp(n->relname, PGC_LEASE_CHANNEL) == 0 && strcmp(n->extra, name) == 0)
 			hit = true;
 		PQfreemem(n);
@@ -321,27 +253,18 @@ static bool take_notifies(PGconn *pg, const char *name)
 static int campaign_sleep(call *c, const char *name, int64_t wait_ms, int interrupt_fd,
                           pgc_error *e)
 {
-	PGconn *pg = c->conn->pg;
 	int64_t until = pgc__now_ms() + wait_ms;
 	for (;;) {
 		int64_t left = until - pgc__now_ms();
 		if (left <= 0)
 			return PGC_OK;
-		struct pollfd p[2] = { { PQsocket(pg), POLLIN, 0 }, { interrupt_fd, POLLIN, 0 } };
-		int pr = poll(p, interrupt_fd >= 0 ? 2 : 1, left > INT_MAX ? INT_MAX : (int)left);
-		if (pr < 0) {
-			if (errno == EINTR)
-				continue;
-			return pgc__err(e, PGC_EINTERNAL, "poll: %s", strerror(errno));
-		}
-		if (interrupt_fd >= 0 && p[1].revents != 0)
+		int w = pgc__wait_input(c->conn, interrupt_fd, left);
+		if (w == PGC__WAIT_FD)
 			return pgc__err(e, PGC_EINTR, "interrupted while campaigning for \"%.80s\"", name);
-		if (p[0].revents != 0) {
-			if (!PQconsumeInput(pg))
-				return pgc__err_result(e, pg, NULL, NULL);
-			if (take_notifies(pg, name))
-				return PGC_OK;
-		}
+		if (w == PGC__WAIT_LOST)
+			return pgc__err(e, PGC_ECONNLOST, "connection to the server lost while campaigning for \"%.80s\"", name);
+		if (w == PGC__WAIT_INPUT && take_notifies(c->conn, name, false))
+			return PGC_OK;
 	}
 }
 
@@ -362,22 +285,25 @@ int pgc_lease_campaign(pgc_conn *conn, const char *name, const char *holder, int
 	int interrupt_fd = opts ? opts->interrupt_fd : -1;
 	int64_t poll_ms = opts && opts->poll_ms > 0 ? opts->poll_ms : (ttl_ms / 3 > 0 ? ttl_ms / 3 : 1);
 	int64_t start = pgc__now_ms();
-	PGconn *pg = conn->pg;
 
-	PGresult *r = exec_bounded(&c, "LISTEN " PGC_LEASE_CHANNEL, 0, NULL,
-	                           default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);
-	if (r == NULL) {
+	/* A release wakes the campaign at once, where notifications can arrive: not through a
+	 * transaction-mode pooler, which may run the LISTEN on another server session. There the
+	 * campaign polls. */
+	pgc_pooler_info pi;
+	bool listen = pgc_conn_pooler(conn, 0, 0, &pi, e) == PGC_OK &&
+	              (pi.mode == PGC_POOLER_NONE || pi.mode == PGC_POOLER_SESSION);
+	pgc_error_clear(e);
+	if (listen && (rc = pgc__listen(conn, PGC_LEASE_CHANNEL, e)) != PGC_OK) {
 		call_end(&c);
 		return map_error(&c, rc, e, 0);
 	}
-	PQclear(r);
 	for (;;) {
 		int64_t db_wait = 0;
 		rc = acquire_once(&c, name, holder, ttl_ms, out, &db_wait, e);
 		if (rc != PGC_EBUSY)
 			break;
 		/* A release that arrived while we asked: try again at once. */
-		if (take_notifies(pg, name))
+		if (listen && take_notifies(conn, name, true))
 			continue;
 		int64_t sleep_ms = poll_ms;
 		if (db_wait > 0 && db_wait + 2 < sleep_ms)
@@ -396,13 +322,10 @@ int pgc_lease_campaign(pgc_conn *conn, const char *name, const char *holder, int
 		if ((rc = campaign_sleep(&c, name, sleep_ms, interrupt_fd, e)) != PGC_OK)
 			break;
 	}
-	if (PQstatus(pg) == CONNECTION_OK && !in_tx(conn)) {
+	if (listen && pgc__conn_ok(conn) && !pgc__in_transaction(conn)) {
 		pgc_error ue;
-		int urc;
-		PGresult *u = exec_bounded(&c, "UNLISTEN " PGC_LEASE_CHANNEL, 0, NULL,
-		                           default_timeout(&c, DEFAULT_TIMEOUT_MS), &urc, &ue);
-		PQclear(u);
-		take_notifies(pg, name);
+		(void)pgc__unlisten(conn, PGC_LEASE_CHANNEL, &ue);
+		take_notifies(conn, name, false);
 	}
 	call_end(&c);
 	return rc;
@@ -420,7 +343,7 @@ int pgc_lease_renew(pgc_conn *conn, pgc_lease *lease, const pgc_lease_options *o
 		return rc;
 	if (lease->ttl_ms <= 0 || lease->token <= 0)
 		return pgc__err(e, PGC_EUSAGE, "pgc_lease_renew: the lease has no ttl or token (not from pgc_lease_acquire?)");
-	if (in_tx(conn))
+	if (pgc__in_transaction(conn))
 		return pgc__err(e, PGC_EUSAGE, "pgc_lease_renew must run outside a transaction");
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_lease_renew", e)) != PGC_OK)
@@ -431,10 +354,9 @@ int pgc_lease_renew(pgc_conn *conn, pgc_lease *lease, const pgc_lease_options *o
 		/* An answer after the deadline is of no use: the lease counts as lost by then. */
 		timeout = lease->deadline_ms > t0 ? lease->deadline_ms - t0 : lease->ttl_ms;
 	}
-	char sql[1024], tok[24], ttl[24];
-	snprintf(sql, sizeof sql,
-	         "SELECT status, token, holder, " US("expires_at") ", " US("db_now")
-	         " FROM %s.lease_renew($1, $2::int8, $3::int8)", c.schema_q);
+	static const char sql[] = "SELECT status, token, holder, " US("expires_at") ", " US("db_now")
+	                          " FROM @S@.lease_renew($1, $2::int8, $3::int8)";
+	char tok[24], ttl[24];
 	snprintf(tok, sizeof tok, "%" PRId64, lease->token);
 	snprintf(ttl, sizeof ttl, "%" PRId64, lease->ttl_ms);
 	const char *vals[3] = { lease->name, tok, ttl };
@@ -486,13 +408,13 @@ int pgc_lease_release(pgc_conn *conn, const char *name, int64_t token,
 		return rc;
 	if (token <= 0)
 		return pgc__err(e, PGC_EUSAGE, "token must be positive, got %" PRId64, token);
-	if (in_tx(conn))
+	if (pgc__in_transaction(conn))
 		return pgc__err(e, PGC_EUSAGE, "pgc_lease_release must run outside a transaction");
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_lease_release", e)) != PGC_OK)
 		return rc;
-	char sql[512], tok[24];
-	snprintf(sql, sizeof sql, "SELECT %s.lease_release($1, $2::int8)", c.schema_q);
+	static const char sql[] = "SELECT @S@.lease_release($1, $2::int8)";
+	char tok[24];
 	snprintf(tok, sizeof tok, "%" PRId64, token);
 	const char *vals[2] = { name, tok };
 	PGresult *r = exec_bounded(&c, sql, 2, vals, default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);
@@ -514,10 +436,10 @@ int pgc_lease_release(pgc_conn *conn, const char *name, int64_t token,
 	return rc;
 }
 
-static const char info_columns[] =
-	"name, holder, kind, token, kind = 'lease' AND expires_at > clock_timestamp(), "
-	"coalesce(ttl_ms, 0), " US("granted_at") ", " US("renewed_at") ", " US("expires_at") ", "
-	US("released_at") ", " US("clock_timestamp()");
+#define INFO_COLUMNS                                                                        \
+	"name, holder, kind, token, kind = 'lease' AND expires_at > clock_timestamp(), "         \
+	"coalesce(ttl_ms, 0), " US("granted_at") ", " US("renewed_at") ", " US("expires_at") ", " \
+	US("released_at") ", " US("clock_timestamp()")
 
 static void read_info(const PGresult *r, int row, pgc_lease_info *out)
 {
@@ -548,8 +470,7 @@ int pgc_lease_get(pgc_conn *conn, const char *name, const pgc_lease_options *opt
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_lease_get", e)) != PGC_OK)
 		return rc;
-	char sql[1024];
-	snprintf(sql, sizeof sql, "SELECT %s FROM %s.leases WHERE name = $1", info_columns, c.schema_q);
+	static const char sql[] = "SELECT " INFO_COLUMNS " FROM @S@.leases WHERE name = $1";
 	const char *vals[1] = { name };
 	PGresult *r = exec_bounded(&c, sql, 1, vals, default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);
 	if (r == NULL) {
@@ -580,8 +501,7 @@ int pgc_lease_list(pgc_conn *conn, const pgc_lease_options *opts, pgc_lease_info
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_lease_list", e)) != PGC_OK)
 		return rc;
-	char sql[1024];
-	snprintf(sql, sizeof sql, "SELECT %s FROM %s.leases ORDER BY name", info_columns, c.schema_q);
+	static const char sql[] = "SELECT " INFO_COLUMNS " FROM @S@.leases ORDER BY name";
 	PGresult *r = exec_bounded(&c, sql, 0, NULL, default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);
 	if (r == NULL) {
 		rc = map_error(&c, rc, e, 0);
@@ -627,8 +547,8 @@ int pgc_fence_check(pgc_conn *conn, const char *name, int64_t token,
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_fence_check", e)) != PGC_OK)
 		return rc;
-	char sql[512], tok[24];
-	snprintf(sql, sizeof sql, "SELECT %s.fence_check($1, $2::int8)", c.schema_q);
+	static const char sql[] = "SELECT @S@.fence_check($1, $2::int8)";
+	char tok[24];
 	snprintf(tok, sizeof tok, "%" PRId64, token);
 	const char *vals[2] = { name, tok };
 	PGresult *r = exec_bounded(&c, sql, 2, vals, default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);
@@ -651,13 +571,13 @@ int pgc_fence_next(pgc_conn *conn, const char *name, const char *holder,
 		return rc;
 	if ((rc = check_holder(holder, e)) != PGC_OK)
 		return rc;
-	if (in_tx(conn))
+	if (pgc__in_transaction(conn))
 		return pgc__err(e, PGC_EUSAGE, "pgc_fence_next must run outside a transaction: the token must be committed before it is used");
 	call c;
 	if ((rc = call_begin(&c, conn, opts, "pgc_fence_next", e)) != PGC_OK)
 		return rc;
-	char sql[512], lt[24];
-	snprintf(sql, sizeof sql, "SELECT %s.fence_next($1, $2, $3::int)", c.schema_q);
+	static const char sql[] = "SELECT @S@.fence_next($1, $2, $3::int)";
+	char lt[24];
 	snprintf(lt, sizeof lt, "%" PRId64, c.lock_timeout_ms);
 	const char *vals[3] = { name, holder, lt };
 	PGresult *r = exec_bounded(&c, sql, 3, vals, default_timeout(&c, DEFAULT_TIMEOUT_MS), &rc, e);

@@ -3,29 +3,30 @@
  * Invariants:
  * - A pgc_lock handle belongs to one pgc_conn and is released through that connection's
  *   session only; every unlock's boolean is read, and false is PGC_ENOTHELD.
- * - The connection's table counts acquisitions per (key, mode) exactly as the server does:
- *   it changes only on a definite answer from the server, or when the session is known gone.
- * - A waiting acquire puts its deadline on the server (lock_timeout, set and restored inside
- *   the one statement that waits) and keeps a client-side backstop. Any error ends with a look
- *   at pg_locks for this session, because the server can grant the lock in the same instant as
- *   the timeout or a cancel fires (the lock then survives the error). The error result is only
- *   read after ReadyForQuery, when the backend has left the wait queue, so "timed out" always
- *   means nothing held and nothing queued.
- * - Nothing here prints: notices and asynchronous errors go to a receiver that keeps the last
- *   one for messages. */
-#include <poll.h>
+ * - The connection's table (attached to it, see conn_int.h) counts acquisitions per (key,
+ *   mode) exactly as the server does: it changes only on a definite answer from the server, or
+ *   when the session is known gone (the layer tells the table, which marks every handle lost).
+ * - A waiting acquire runs under its own lock_timeout, with the server's statement_timeout off
+ *   for that one statement (whatever the role or database set: the caller's deadline is the
+ *   one that counts) and a client-side backstop. Any error ends with a look at pg_locks for
+ *   this session, because the server can grant the lock in the same instant as the timeout or
+ *   a cancel fires (the lock then survives the error). "Timed out" always means nothing held
+ *   and nothing queued.
+ * - A session lock is never taken through a transaction-mode pooler, where it would be taken
+ *   on a server session the client does not keep: the first session lock of a connection asks
+ *   the pooler probe. Through such a pooler a lock can instead be held as a transaction lock
+ *   in a transaction of its own (PGC_LOCK_HOLD_XACT): the pooler keeps one server session for
+ *   the transaction's whole life, the heartbeat runs in it, and the release is its COMMIT. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "internal.h"
 
-#define CANCEL_GRACE_MS 5000 /* after a cancel request, how long the answer may take */
-#define WAIT_BACKSTOP_MS 5000 /* client deadline beyond the server's lock_timeout */
-#define CLOSE_UNLOCK_MS 2000 /* pgc_conn_close: bound on the final unlock */
+#define WAIT_BACKSTOP_MS 5000       /* client deadline beyond the server's lock_timeout */
+#define CLOSE_UNLOCK_MS 2000        /* pgc_conn_close: bound on the final unlock */
 #define STATEMENT_DEADLINE_MS 30000 /* bound on a lock statement that does not wait */
-#define VERIFIED_MAX 64      /* named keys verified against the registry, per connection */
+#define VERIFIED_MAX 64             /* named keys verified against the registry, per connection */
 
 unsigned long pgc__lock_race_granted;
 
@@ -33,22 +34,24 @@ struct pgc_lock {
 	pgc_conn *conn;
 	pgc_key key;
 	bool shared;
+	bool hold;     /* PGC_LOCK_HOLD_XACT: a transaction lock held by an open transaction */
 	bool lost;     /* the session ended while this acquisition was held */
 	pgc_lock *prev, *next;
 };
 
-typedef struct pgc__lock_table {
+typedef struct lock_table {
 	pgc_held_lock *held;
 	size_t nheld, capheld;
 	pgc_lock *handles;
-	unsigned prepared;      /* bit i: statement "pgc_lock_<i>" is prepared on the session */
-	unsigned used;          /* bit i: statement i has run once on this session */
+	pgc_lock *hold;         /* the held transaction's lock, or NULL */
 	int registry;           /* 0 unknown, 1 present, -1 absent, for registry_schema */
 	char registry_schema[64];
 	int64_t verified[VERIFIED_MAX];
 	size_t nverified;
-	char notice[256];       /* the last notice or asynchronous error from the server */
-	char notice_state[6];
+	bool pooler_checked;    /* session locks were found safe on this session */
+	/* What the last loss took, until pgc_conn_check() reports it once. */
+	size_t lost_count;
+	char lost_first[PGC_KEY_NAME_MAX + 64];
 } lock_table;
 
 /* ---- SQL: constant texts, indexed [pair][shared] ---------------------------------------- */
@@ -65,21 +68,13 @@ static const char *const sql_xact_try[2][2] = {
 	{ "SELECT pg_try_advisory_xact_lock($1::bigint)", "SELECT pg_try_advisory_xact_lock_shared($1::bigint)" },
 	{ "SELECT pg_try_advisory_xact_lock($1::int, $2::int)", "SELECT pg_try_advisory_xact_lock_shared($1::int, $2::int)" },
 };
-
-/* The waiting forms: $1 is the lock_timeout for this statement; the old value is restored in
- * the same statement, after the lock call. OFFSET 0 keeps the planner from merging the levels,
- * so the order of evaluation is the order written. */
-#define WAIT_SQL(fn, args)                                                                   \
-	"SELECT set_config('lock_timeout', w.old, true) FROM (SELECT s.old, " fn "(" args ")"   \
-	" FROM (SELECT current_setting('lock_timeout') AS old,"                                 \
-	" set_config('lock_timeout', $1, true) AS new OFFSET 0) s OFFSET 0) w"
 static const char *const sql_wait[2][2] = {
-	{ WAIT_SQL("pg_advisory_lock", "$2::bigint"), WAIT_SQL("pg_advisory_lock_shared", "$2::bigint") },
-	{ WAIT_SQL("pg_advisory_lock", "$2::int, $3::int"), WAIT_SQL("pg_advisory_lock_shared", "$2::int, $3::int") },
+	{ "SELECT pg_advisory_lock($1::bigint)", "SELECT pg_advisory_lock_shared($1::bigint)" },
+	{ "SELECT pg_advisory_lock($1::int, $2::int)", "SELECT pg_advisory_lock_shared($1::int, $2::int)" },
 };
 static const char *const sql_xact_wait[2][2] = {
-	{ WAIT_SQL("pg_advisory_xact_lock", "$2::bigint"), WAIT_SQL("pg_advisory_xact_lock_shared", "$2::bigint") },
-	{ WAIT_SQL("pg_advisory_xact_lock", "$2::int, $3::int"), WAIT_SQL("pg_advisory_xact_lock_shared", "$2::int, $3::int") },
+	{ "SELECT pg_advisory_xact_lock($1::bigint)", "SELECT pg_advisory_xact_lock_shared($1::bigint)" },
+	{ "SELECT pg_advisory_xact_lock($1::int, $2::int)", "SELECT pg_advisory_xact_lock_shared($1::int, $2::int)" },
 };
 
 static const char sql_granted[] =
@@ -88,29 +83,128 @@ static const char sql_granted[] =
 	" AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())"
 	" AND classid = $1::oid AND objid = $2::oid AND objsubid = $3::int2 AND mode = $4)";
 
+/* The held transaction: read committed whatever the session's default (so that it holds no
+ * snapshot between statements), never ended by the idle-in-transaction timeout, and named so
+ * that doctor, blockers and activity know it for what it is. */
+static const char sql_hold_begin[] = "BEGIN ISOLATION LEVEL READ COMMITTED";
+static const char sql_hold_settings[] =
+	"SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', '0', true),"
+	" pg_catalog.set_config('application_name', $1, true)";
+static const char sql_hold_settings_17[] =
+	"SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', '0', true),"
+	" pg_catalog.set_config('transaction_timeout', '0', true),"
+	" pg_catalog.set_config('application_name', $1, true)";
+
 /* ---- the per-connection table ----------------------------------------------------------- */
 
-void pgc__locks_notice(pgc_conn *conn, const PGresult *res)
+static const char *describe(const pgc_key *key, char *buf, size_t n)
 {
-	lock_table *t = conn->locks;
-	if (t == NULL)
-		return;
-	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	pgc__copy_line(t->notice, sizeof t->notice, msg ? msg : PQresultErrorMessage(res));
-	snprintf(t->notice_state, sizeof t->notice_state, "%s", state && strlen(state) == 5 ? state : "");
+	if (pgc_key_describe(key, buf, n) < 0)
+		snprintf(buf, n, "?");
+	return buf;
 }
+
+static size_t held_total(const lock_table *t)
+{
+	size_t n = 0;
+	for (size_t i = 0; t && i < t->nheld; i++)
+		n += (size_t)t->held[i].count;
+	return n;
+}
+
+/* The session is gone: the server released everything. Handles stay valid, marked lost. */
+static void table_lost(pgc_conn *c, void *state, const char *reason)
+{
+	(void)c;
+	(void)reason;
+	lock_table *t = state;
+	t->lost_count = held_total(t);
+	if (t->nheld > 0)
+		describe(&t->held[0].key, t->lost_first, sizeof t->lost_first);
+	t->nheld = 0;
+	t->hold = NULL;
+	t->registry = 0;
+	t->nverified = 0;
+	t->pooler_checked = false;
+	for (pgc_lock *l = t->handles; l; l = l->next)
+		l->lost = true;
+}
+
+/* pgc_conn_check()'s report of a loss that took locks, once. */
+static int table_loss(const void *state, const char *reason, pgc_error *err)
+{
+	lock_table *t = (lock_table *)state;
+	size_t had = t->lost_count;
+	if (had == 0)
+		return 0;
+	t->lost_count = 0;
+	if (had == 1)
+		return pgc__err(err, PGC_ELOCKLOST, "lock %s lost: %s", t->lost_first, reason);
+	return pgc__err(err, PGC_ELOCKLOST, "%zu locks lost (%s, ...): %s", had, t->lost_first, reason);
+}
+
+static bool table_holds(const void *state)
+{
+	return held_total(state) > 0;
+}
+
+static void table_free(lock_table *t)
+{
+	while (t->handles) {
+		pgc_lock *l = t->handles;
+		t->handles = l->next;
+		free(l);
+	}
+	free(t->held);
+	free(t);
+}
+
+/* The handle closes: release what is still held now rather than when the backend gets round
+ * to noticing the end of the session, so the next holder does not wait for it. Bounded: a
+ * dead network must not hang a close. */
+static int release_all(pgc_conn *c, lock_table *t, pgc_error *err)
+{
+	if (t->nheld == 0 || !pgc__conn_ok(c) || pgc__busy(c))
+		return PGC_OK;
+	if (t->hold != NULL) {
+		/* Ending the held transaction is what releases its lock. */
+		(void)pgc__rollback(c);
+		return PGC_OK;
+	}
+	if (pgc__tx_status(c) == PQTRANS_INERROR)
+		(void)pgc__rollback(c);
+	pgc__call call = pgc__bound(CLOSE_UNLOCK_MS, -1);
+	call.on_deadline = PGC__DROP;
+	int rc;
+	PQclear(pgc__query(c, "SELECT pg_advisory_unlock_all()", 0, NULL, &call, &rc, err));
+	return rc;
+}
+
+static void table_close(pgc_conn *c, void *state)
+{
+	lock_table *t = state;
+	(void)release_all(c, t, NULL);
+	table_free(t);
+}
+
+static const pgc__attach_ops lock_ops = {
+	"locks", table_lost, table_close, table_holds, table_loss,
+};
 
 static lock_table *table_of(pgc_conn *conn, pgc_error *err)
 {
-	if (conn->locks != NULL)
-		return conn->locks;
-	lock_table *t = calloc(1, sizeof *t);
+	lock_table *t = pgc__attached(conn, &lock_ops);
+	if (t != NULL)
+		return t;
+	t = calloc(1, sizeof *t);
 	if (t == NULL) {
 		pgc__err(err, PGC_ENOMEM, "out of memory");
 		return NULL;
 	}
-	conn->locks = t;
+	if (pgc__attach(conn, &lock_ops, t, err) != PGC_OK) {
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 
@@ -187,25 +281,6 @@ static void handle_unlink(lock_table *t, pgc_lock *l)
 	l->prev = l->next = NULL;
 }
 
-static size_t held_total(const lock_table *t)
-{
-	size_t n = 0;
-	for (size_t i = 0; t && i < t->nheld; i++)
-		n += (size_t)t->held[i].count;
-	return n;
-}
-
-/* The session is gone: the server released everything. Handles stay valid, marked lost. */
-static void table_lost(lock_table *t)
-{
-	t->nheld = 0;
-	t->prepared = 0;
-	t->registry = 0;
-	t->nverified = 0;
-	for (pgc_lock *l = t->handles; l; l = l->next)
-		l->lost = true;
-}
-
 /* ---- parameters ------------------------------------------------------------------------- */
 
 typedef struct key_params {
@@ -239,214 +314,18 @@ static int check_key(const pgc_key *key, pgc_error *err)
 	return PGC_OK;
 }
 
-static const char *describe(const pgc_key *key, char *buf, size_t n)
-{
-	if (pgc_key_describe(key, buf, n) < 0)
-		snprintf(buf, n, "?");
-	return buf;
-}
-
 /* ---- statements ------------------------------------------------------------------------- */
 
-static bool conn_usable(pgc_conn *conn)
+/* Runs one of the lock statements that never wait (try-lock, unlock) as a prepared statement
+ * of the session. Each is bounded by STATEMENT_DEADLINE_MS: a server that does not answer by
+ * then is treated as gone, and the session is closed (which is also what releases its locks
+ * on the server). Returns the result, or NULL with *rc and err set. */
+static PGresult *exec_quick(pgc_conn *conn, const char *sql, const key_params *p, int *rc, pgc_error *err)
 {
-	return conn->pg != NULL && PQstatus(conn->pg) == CONNECTION_OK;
-}
-
-typedef struct wait_ctl {
-	int64_t deadline;    /* absolute pgc__now_ms(), or -1 */
-	int cancel_fd;       /* -1 or a descriptor that abandons the wait */
-	bool cancel_on_deadline; /* true: ask the server to cancel; false: drop the session */
-	bool hit_deadline, hit_cancel, dropped;
-} wait_ctl;
-
-static void drop_session(pgc_conn *conn)
-{
-	/* Shutting the socket down ends the session on the server too (which releases its locks)
-	 * and leaves the PGconn valid: libpq sees the failure and reports CONNECTION_BAD. */
-	int fd = PQsocket(conn->pg);
-	if (fd >= 0)
-		shutdown(fd, SHUT_RDWR);
-	PQconsumeInput(conn->pg);
-}
-
-static void send_cancel(pgc_conn *conn)
-{
-	PGcancel *c = PQgetCancel(conn->pg);
-	if (c != NULL) {
-		char buf[256];
-		PQcancel(c, buf, sizeof buf);
-		PQfreeCancel(c);
-	}
-}
-
-/* Sends sql and collects its result under w's deadline and cancel descriptor. Returns the
- * result to look at (an error result when there was one), or NULL when the session failed;
- * *rc and err are set for NULL. The connection is idle again on return. */
-static PGresult *collect(pgc_conn *conn, wait_ctl *w, int *rc, pgc_error *err)
-{
-	PGconn *pg = conn->pg;
-	PGresult *keep = NULL;
-	bool cancelled = false;
-	int64_t hard = -1;
-	for (;;) {
-		if (!PQconsumeInput(pg))
-			break;
-		bool done = false;
-		while (!PQisBusy(pg)) {
-			PGresult *r = PQgetResult(pg);
-			if (r == NULL) {
-				done = true;
-				break;
-			}
-			if (keep == NULL || (PQresultStatus(r) == PGRES_FATAL_ERROR &&
-			                     PQresultStatus(keep) != PGRES_FATAL_ERROR)) {
-				PQclear(keep);
-				keep = r;
-			} else {
-				PQclear(r);
-			}
-		}
-		if (done)
-			break;
-		int64_t now = pgc__now_ms();
-		int64_t until = cancelled ? hard : w->deadline;
-		if (until >= 0 && now >= until) {
-			if (!cancelled && w->cancel_on_deadline) {
-				w->hit_deadline = true;
-				send_cancel(conn);
-				cancelled = true;
-				hard = now + CANCEL_GRACE_MS;
-				continue;
-			}
-			if (!cancelled)
-				w->hit_deadline = true;
-			w->dropped = true;
-			drop_session(conn);
-			break;
-		}
-		struct pollfd fds[2] = { { PQsocket(pg), POLLIN, 0 }, { w->cancel_fd, POLLIN, 0 } };
-		int nfds = (!cancelled && w->cancel_fd >= 0) ? 2 : 1;
-		int left = until < 0 ? -1 : (int)(until - now > 1000000 ? 1000000 : until - now);
-		int pr = poll(fds, (nfds_t)nfds, left);
-		if (pr > 0 && nfds == 2 && fds[1].revents != 0 && !cancelled) {
-			w->hit_cancel = true;
-			send_cancel(conn);
-			cancelled = true;
-			hard = pgc__now_ms() + CANCEL_GRACE_MS;
-		}
-	}
-	if (PQstatus(pg) != CONNECTION_OK) {
-		/* Drain what libpq still has, so the handle is idle. */
-		PGresult *r;
-		while ((r = PQgetResult(pg)) != NULL)
-			PQclear(r);
-		PQclear(keep);
-		*rc = pgc__err_result(err, pg, NULL, NULL);
-		return NULL;
-	}
-	if (keep == NULL)
-		*rc = pgc__err(err, PGC_EINTERNAL, "no result from the server");
-	return keep;
-}
-
-static PGresult *exec_wait(pgc_conn *conn, const char *sql, int n, const char *const *vals,
-                           wait_ctl *w, int *rc, pgc_error *err)
-{
-	if (!PQsendQueryParams(conn->pg, sql, n, NULL, vals, NULL, NULL, 0)) {
-		*rc = pgc__err_result(err, conn->pg, NULL, NULL);
-		return NULL;
-	}
-	return collect(conn, w, rc, err);
-}
-
-/* Turns collect()'s answer into exec_prepared()'s: a result that is not a success becomes an
- * error (*rc, err) and NULL; a dropped session says so. */
-static PGresult *bounded_result(pgc_conn *conn, PGresult *r, int *rc, pgc_error *err)
-{
-	if (r == NULL) {
-		if (!conn_usable(conn) && err != NULL && err->message[0] == '\0')
-			pgc__err(err, PGC_ECONNLOST, "connection to the server lost");
-		return NULL;
-	}
-	if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK) {
-		*rc = PGC_OK;
-		return r;
-	}
-	*rc = pgc__err_result(err, conn->pg, r, NULL);
-	PQclear(r);
-	return NULL;
-}
-
-/* Runs one of the lock statements that never wait (try-lock, unlock), prepared the second time
- * it is used on a session (a short-lived process such as pgcoord run pays one round trip; a
- * session that locks often gets prepared statements). A session that lost its prepared
- * statements (DISCARD ALL, DEALLOCATE) gets them again. Each round trip is bounded by
- * STATEMENT_DEADLINE_MS: a server that does not answer by then is treated as gone, and the
- * session is closed (which is also what releases its locks on the server). */
-static PGresult *exec_prepared(pgc_conn *conn, lock_table *t, unsigned idx, const char *sql,
-                               const key_params *p, int *rc, pgc_error *err)
-{
-	char name[32];
-	snprintf(name, sizeof name, "pgc_lock_%u", idx);
-	wait_ctl w = { pgc__now_ms() + STATEMENT_DEADLINE_MS, -1, false, false, false, false };
-	if (!(t->used & (1u << idx))) {
-		t->used |= 1u << idx;
-		return bounded_result(conn, exec_wait(conn, sql, p->n, p->v, &w, rc, err), rc, err);
-	}
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!(t->prepared & (1u << idx))) {
-			PGresult *r = NULL;
-			if (PQsendPrepare(conn->pg, name, sql, p->n, NULL))
-				r = collect(conn, &w, rc, err);
-			else
-				*rc = pgc__err_result(err, conn->pg, NULL, NULL);
-			if (r == NULL)
-				return bounded_result(conn, NULL, rc, err);
-			const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-			if (PQresultStatus(r) != PGRES_COMMAND_OK && !(state && strcmp(state, "42P05") == 0)) {
-				*rc = pgc__err_result(err, conn->pg, r, NULL);
-				PQclear(r);
-				return NULL;
-			}
-			PQclear(r);
-			t->prepared |= 1u << idx;
-		}
-		PGresult *res = NULL;
-		if (PQsendQueryPrepared(conn->pg, name, p->n, p->v, NULL, NULL, 0))
-			res = collect(conn, &w, rc, err);
-		else
-			*rc = pgc__err_result(err, conn->pg, NULL, NULL);
-		if (res == NULL)
-			return bounded_result(conn, NULL, rc, err);
-		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-			*rc = PGC_OK;
-			return res;
-		}
-		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-		if (attempt == 0 && state && strcmp(state, "26000") == 0 &&
-		    PQtransactionStatus(conn->pg) == PQTRANS_IDLE) {
-			PQclear(res);
-			t->prepared &= ~(1u << idx);
-			continue;
-		}
-		*rc = pgc__err_result(err, conn->pg, res, NULL);
-		PQclear(res);
-		return NULL;
-	}
-	return NULL;
-}
-
-/* Runs a statement that needs no result (SAVEPOINT, ROLLBACK ...). */
-static int exec_simple(pgc_conn *conn, const char *sql, pgc_error *err)
-{
-	PGresult *r = PQexec(conn->pg, sql);
-	ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-	int rc = PGC_OK;
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-		rc = pgc__err_result(err, conn->pg, r, NULL);
-	PQclear(r);
-	return rc;
+	pgc__call call = pgc__bound(STATEMENT_DEADLINE_MS, -1);
+	call.on_deadline = PGC__DROP;
+	call.flags = PGC__CACHED;
+	return pgc__query(conn, sql, p->n, p->v, &call, rc, err);
 }
 
 /* Does this session hold key in this mode right now, by pg_locks? */
@@ -462,7 +341,7 @@ static int granted_now(pgc_conn *conn, const pgc_key *key, bool shared, bool *ou
 	snprintf(s, sizeof s, "%d", sub);
 	const char *p[4] = { c, o, s, shared ? "ShareLock" : "ExclusiveLock" };
 	int rc;
-	PGresult *r = pgc__exec(conn, sql_granted, 4, p, &rc, err);
+	PGresult *r = pgc__exec_cached(conn, sql_granted, 4, p, &rc, err);
 	if (r == NULL)
 		return rc;
 	*out = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
@@ -472,6 +351,21 @@ static int granted_now(pgc_conn *conn, const pgc_key *key, bool shared, bool *ou
 
 /* ---- the name registry ------------------------------------------------------------------ */
 
+static const char sql_registry_exists[] =
+	"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+	" JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	" WHERE n.nspname = $1 AND c.relname = 'lock_names')";
+
+/* One row always: whether this statement inserted the name, and what the registry held for
+ * this key and for this name before it (the CTE's insert is not visible to the subqueries).
+ * key and name are both unique, so each subquery finds at most one row. */
+static const char sql_registry_record[] =
+	"WITH ins AS (INSERT INTO @S@.lock_names (key, name) VALUES ($1::bigint, $2)"
+	" ON CONFLICT DO NOTHING RETURNING key)"
+	" SELECT (SELECT count(*) FROM ins),"
+	" (SELECT name FROM @S@.lock_names WHERE key = $1::bigint),"
+	" (SELECT key::text FROM @S@.lock_names WHERE name = $2)";
+
 static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, unsigned flags,
                           const char *schema, pgc_error *err)
 {
@@ -479,8 +373,9 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 		return PGC_OK;
 	if (schema == NULL)
 		schema = PGC_SCHEMA_DEFAULT;
-	if (*schema == '\0' || strlen(schema) >= sizeof t->registry_schema)
-		return pgc__err(err, PGC_EUSAGE, "invalid registry schema name");
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
 	if (strcmp(schema, t->registry_schema) != 0) {
 		snprintf(t->registry_schema, sizeof t->registry_schema, "%s", schema);
 		t->registry = 0;
@@ -489,14 +384,9 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 	for (size_t i = 0; i < t->nverified; i++)
 		if (t->verified[i] == key->id)
 			return PGC_OK;
-	bool in_tx = PQtransactionStatus(conn->pg) == PQTRANS_INTRANS;
-	int rc;
 	if (t->registry == 0) {
 		const char *p[1] = { schema };
-		PGresult *r = pgc__exec(conn,
-		        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
-		        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-		        " WHERE n.nspname = $1 AND c.relname = 'lock_names')", 1, p, &rc, err);
+		PGresult *r = pgc__exec_cached(conn, sql_registry_exists, 1, p, &rc, err);
 		if (r == NULL)
 			return rc;
 		t->registry = strcmp(PQgetvalue(r, 0, 0), "t") == 0 ? 1 : -1;
@@ -508,26 +398,19 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 	char *q = pgc__quote_ident(conn, schema, err);
 	if (q == NULL)
 		return PGC_EUSAGE;
-	/* One row always: whether this statement inserted the name, and what the registry held
-	 * for this key and for this name before it (the CTE's insert is not visible to the
-	 * subqueries). key and name are both unique, so each subquery finds at most one row. */
-	char sql[640];
-	snprintf(sql, sizeof sql,
-	         "WITH ins AS (INSERT INTO %s.lock_names (key, name) VALUES ($1::bigint, $2)"
-	         " ON CONFLICT DO NOTHING RETURNING key)"
-	         " SELECT (SELECT count(*) FROM ins),"
-	         " (SELECT name FROM %s.lock_names WHERE key = $1::bigint),"
-	         " (SELECT key::text FROM %s.lock_names WHERE name = $2)",
-	         q, q, q);
+	char *sql = pgc__sql_schema(sql_registry_record, q);
 	PQfreemem(q);
+	if (sql == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	char id[24];
 	snprintf(id, sizeof id, "%lld", (long long)key->id);
 	const char *p[2] = { id, key->name };
-	if (in_tx && (rc = exec_simple(conn, "SAVEPOINT pgc_lock_registry", err)) != PGC_OK)
-		return rc;
+	/* In the caller's transaction a failure must cost only this statement. */
+	pgc__call call = PGC__CALL_INIT;
+	call.flags = PGC__CACHED | PGC__SAVEPOINT;
 	rc = PGC_OK;
 	for (int attempt = 0;; attempt++) {
-		PGresult *r = pgc__exec(conn, sql, 2, p, &rc, err);
+		PGresult *r = pgc__query(conn, sql, 2, p, &call, &rc, err);
 		if (r == NULL)
 			break;
 		bool inserted = strcmp(PQgetvalue(r, 0, 0), "1") == 0;
@@ -551,12 +434,7 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 			break;
 		}
 	}
-	if (in_tx) {
-		if (rc != PGC_OK && PQtransactionStatus(conn->pg) == PQTRANS_INERROR)
-			(void)exec_simple(conn, "ROLLBACK TO SAVEPOINT pgc_lock_registry", NULL);
-		if (conn_usable(conn))
-			(void)exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_registry", NULL);
-	}
+	free(sql);
 	if (rc == PGC_OK) {
 		if (t->nverified == VERIFIED_MAX)
 			t->nverified = 0;
@@ -575,16 +453,13 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 		return rc;
 	if (schema == NULL)
 		schema = PGC_SCHEMA_DEFAULT;
-	if (*schema == '\0' || strlen(schema) > 63)
-		return pgc__err(err, PGC_EUSAGE, "invalid registry schema name");
+	if ((rc = pgc__check_schema(schema, err)) != PGC_OK)
+		return rc;
 	key->name[0] = '\0';
 	if (key->kind != PGC_KEY_INT64)
 		return PGC_OK;
 	const char *p[1] = { schema };
-	PGresult *r = pgc__exec(conn,
-	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
-	        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-	        " WHERE n.nspname = $1 AND c.relname = 'lock_names')", 1, p, &rc, err);
+	PGresult *r = pgc__exec(conn, sql_registry_exists, 1, p, &rc, err);
 	if (r == NULL)
 		return rc;
 	bool present = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
@@ -594,12 +469,15 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 	char *q = pgc__quote_ident(conn, schema, err);
 	if (q == NULL)
 		return PGC_EUSAGE;
-	char sql[256], id[24];
-	snprintf(sql, sizeof sql, "SELECT name FROM %s.lock_names WHERE key = $1::bigint", q);
+	char *sql = pgc__sql_schema("SELECT name FROM @S@.lock_names WHERE key = $1::bigint", q);
 	PQfreemem(q);
+	if (sql == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	char id[24];
 	snprintf(id, sizeof id, "%lld", (long long)key->id);
 	const char *v[1] = { id };
 	r = pgc__exec(conn, sql, 1, v, &rc, err);
+	free(sql);
 	if (r == NULL)
 		return rc;
 	if (PQntuples(r) == 1)
@@ -610,7 +488,7 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 
 /* ---- acquiring -------------------------------------------------------------------------- */
 
-#define KNOWN_FLAGS (PGC_LOCK_SHARED | PGC_LOCK_TRY | PGC_LOCK_NO_REGISTRY)
+#define KNOWN_FLAGS (PGC_LOCK_SHARED | PGC_LOCK_TRY | PGC_LOCK_NO_REGISTRY | PGC_LOCK_HOLD_XACT | PGC_LOCK_AUTO_SCOPE)
 #define TIMEOUT_MAX_MS INT64_C(2147483647) /* lock_timeout's limit, about 24.8 days */
 
 static int check_args(pgc_conn *conn, const pgc_key *key, unsigned flags, int64_t timeout_ms,
@@ -620,6 +498,8 @@ static int check_args(pgc_conn *conn, const pgc_key *key, unsigned flags, int64_
 		return pgc__err(err, PGC_EUSAGE, "%s: conn and key must not be NULL", fn);
 	if (flags & ~KNOWN_FLAGS)
 		return pgc__err(err, PGC_EUSAGE, "%s: unknown flags 0x%x", fn, flags & ~KNOWN_FLAGS);
+	if ((flags & PGC_LOCK_HOLD_XACT) && (flags & PGC_LOCK_AUTO_SCOPE))
+		return pgc__err(err, PGC_EUSAGE, "%s: give PGC_LOCK_HOLD_XACT or PGC_LOCK_AUTO_SCOPE, not both", fn);
 	if (timeout_ms < PGC_WAIT_FOREVER)
 		return pgc__err(err, PGC_EUSAGE, "%s: timeout_ms must be >= 0, or PGC_WAIT_FOREVER (-1)", fn);
 	if (timeout_ms > TIMEOUT_MAX_MS)
@@ -628,11 +508,12 @@ static int check_args(pgc_conn *conn, const pgc_key *key, unsigned flags, int64_
 	int rc = check_key(key, err);
 	if (rc != PGC_OK)
 		return rc;
-	if (!conn_usable(conn))
+	if (!pgc__conn_ok(conn))
 		return pgc__err(err, PGC_ECONNLOST, "connection to the server lost");
-	if (PQisBusy(conn->pg) || PQtransactionStatus(conn->pg) == PQTRANS_ACTIVE)
+	PGTransactionStatusType st = pgc__tx_status(conn);
+	if (pgc__busy(conn) || st == PQTRANS_ACTIVE)
 		return pgc__err(err, PGC_EUSAGE, "%s: the connection is busy with another command", fn);
-	if (PQtransactionStatus(conn->pg) == PQTRANS_INERROR)
+	if (st == PQTRANS_INERROR)
 		return pgc__err(err, PGC_EUSAGE,
 		                "%s: the current transaction is aborted; roll it back before taking a lock", fn);
 	return PGC_OK;
@@ -645,55 +526,37 @@ static int wait_lock(pgc_conn *conn, lock_table *t, const pgc_key *key, bool sha
 {
 	int pair = key->kind == PGC_KEY_PAIR;
 	const char *sql = xact ? sql_xact_wait[pair][shared] : sql_wait[pair][shared];
-	bool in_tx = PQtransactionStatus(conn->pg) == PQTRANS_INTRANS;
 	int before = xact ? 0 : held_count(t, key, shared);
-	int rc;
 	*granted = false;
-
 	key_params kp;
 	key_params_set(&kp, key);
-	char lt[24];
-	snprintf(lt, sizeof lt, "%lld", (long long)(timeout_ms == PGC_WAIT_FOREVER ? 0 : timeout_ms));
-	const char *vals[3] = { lt, kp.v[0], kp.v[1] };
-
-	/* In a transaction block an error would doom the caller's transaction: wait under a
-	 * savepoint, so that a timeout costs nothing but the savepoint. */
-	if (in_tx && (rc = exec_simple(conn, "SAVEPOINT pgc_lock_wait", err)) != PGC_OK)
-		return rc;
-	wait_ctl w = { -1, cancel_fd, true, false, false, false };
-	if (timeout_ms != PGC_WAIT_FOREVER)
-		w.deadline = pgc__now_ms() + timeout_ms + WAIT_BACKSTOP_MS;
-	PGresult *res = exec_wait(conn, sql, 1 + kp.n, vals, &w, &rc, err);
-	if (res == NULL) {
-		if (!conn_usable(conn))
-			table_lost(t);
-		return rc;
-	}
-	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+	/* The caller's deadline is the lock_timeout of this one statement; statement_timeout is
+	 * off for it, so that neither the role's nor the database's settings cut the wait short.
+	 * In a transaction block it runs under a savepoint: a timeout costs nothing else. */
+	pgc__call call = pgc__bound(timeout_ms == PGC_WAIT_FOREVER ? PGC_WAIT_FOREVER : timeout_ms + WAIT_BACKSTOP_MS,
+	                            cancel_fd);
+	call.flags = PGC__CACHED | PGC__SAVEPOINT;
+	call.statement_timeout_ms = 0;
+	call.lock_timeout_ms = timeout_ms == PGC_WAIT_FOREVER ? 0 : timeout_ms;
+	pgc_error serr;
+	int rc;
+	PGresult *res = pgc__query(conn, sql, kp.n, kp.v, &call, &rc, &serr);
+	if (res != NULL) {
 		PQclear(res);
-		/* A session lock is held from here on, whatever happens to the savepoint: the
-		 * caller records it (and gives it back if rc is an error). */
+		/* A session lock is held from here on: the caller records it. */
 		*granted = true;
-		if (in_tx && (rc = exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_wait", err)) != PGC_OK)
-			return rc;
 		return PGC_OK;
 	}
-
-	/* An error: timeout, cancel, deadlock, statement_timeout... */
-	pgc_error serr;
-	int code = pgc__err_result(&serr, conn->pg, res, NULL);
-	PQclear(res);
-	if (in_tx) {
-		/* Undoes the statement's settings; a transaction lock granted in the race goes with
-		 * the savepoint, a session lock survives it and is found below. */
-		if ((rc = exec_simple(conn, "ROLLBACK TO SAVEPOINT pgc_lock_wait", err)) != PGC_OK ||
-		    (rc = exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_wait", err)) != PGC_OK)
-			return rc;
+	if (!pgc__conn_ok(conn)) {
+		if (err != NULL)
+			*err = serr;
+		return rc;
 	}
 	if (!xact && before == 0) {
 		bool g = false;
-		if ((rc = granted_now(conn, key, shared, &g, err)) != PGC_OK)
-			return rc;
+		int grc = granted_now(conn, key, shared, &g, err);
+		if (grc != PGC_OK)
+			return grc;
 		if (g) {
 			/* Granted in the same instant as the error: the lock is ours. */
 			__atomic_add_fetch(&pgc__lock_race_granted, 1, __ATOMIC_RELAXED);
@@ -703,18 +566,109 @@ static int wait_lock(pgc_conn *conn, lock_table *t, const pgc_key *key, bool sha
 	}
 	char d[PGC_KEY_NAME_MAX + 64];
 	describe(key, d, sizeof d);
-	if (strcmp(serr.sqlstate, "55P03") == 0 || (w.hit_deadline && !w.hit_cancel))
+	if (strcmp(serr.sqlstate, "55P03") == 0 || rc == PGC_ETIMEDOUT)
 		return pgc__err(err, PGC_ETIMEDOUT, "timed out after %lld ms waiting for lock %s",
 		                (long long)timeout_ms, d);
-	if (w.hit_cancel && strcmp(serr.sqlstate, "57014") == 0)
+	if (rc == PGC_EINTR)
 		return pgc__err(err, PGC_EINTR, "interrupted while waiting for lock %s", d);
 	if (err != NULL) {
 		*err = serr;
-		char msg[PGC_ERROR_MESSAGE_MAX];
-		snprintf(msg, sizeof msg, "waiting for lock %s: %s", d, serr.message);
-		pgc__copy_line(err->message, sizeof err->message, msg);
+		pgc__err_prefix(err, "waiting for lock %s", d);
 	}
-	return code;
+	return rc;
+}
+
+/* Session locks are never taken where the session is not kept: asks the pooler probe once per
+ * session. *hold is set when the lock is to be held in a transaction instead. */
+static int choose_scope(pgc_conn *conn, lock_table *t, unsigned flags, bool *hold, pgc_error *err)
+{
+	*hold = (flags & PGC_LOCK_HOLD_XACT) != 0;
+	if (*hold || t->pooler_checked)
+		return PGC_OK;
+	pgc_pooler_info p;
+	int rc = pgc_conn_pooler(conn, 0, 0, &p, err);
+	if (rc != PGC_OK)
+		return rc;
+	if (p.mode == PGC_POOLER_STATEMENT)
+		return pgc__err(err, PGC_EPOOLER,
+		                "a statement-mode pooler is in between (%s): no advisory lock can be kept through it;"
+		                " connect straight to PostgreSQL, or through a pool in session or transaction mode",
+		                p.why);
+	if (p.mode == PGC_POOLER_TRANSACTION || p.mode == PGC_POOLER_UNKNOWN) {
+		if (flags & PGC_LOCK_AUTO_SCOPE) {
+			*hold = true;
+			return PGC_OK;
+		}
+		if (p.mode == PGC_POOLER_TRANSACTION)
+			return pgc__err(err, PGC_EPOOLER,
+			                "a transaction-mode pooler is in between (%s): a session lock would be taken on a"
+			                " server session this client does not keep, and could neither be trusted nor"
+			                " released; connect straight to PostgreSQL or through a pool in session mode, or"
+			                " hold the lock in a transaction (PGC_LOCK_HOLD_XACT, as pgcoord run does on its own)",
+			                p.why);
+		return pgc__err(err, PGC_EPOOLER,
+		                "cannot tell whether the pooler in between keeps this session (%s): call"
+		                " pgc_conn_pooler() outside a transaction first, or hold the lock in a transaction"
+		                " (PGC_LOCK_HOLD_XACT)", p.why);
+	}
+	t->pooler_checked = true;
+	return PGC_OK;
+}
+
+/* PGC_LOCK_HOLD_XACT: a transaction of its own that holds a transaction lock until release. */
+static int hold_acquire(pgc_conn *conn, lock_table *t, const pgc_key *key, const pgc_lock_options *opts,
+                        pgc_lock **out, pgc_error *err)
+{
+	if (t->hold != NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_lock_acquire: this connection already holds a lock in a transaction of its own");
+	if (pgc__in_transaction(conn))
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_lock_acquire: PGC_LOCK_HOLD_XACT needs a connection outside a transaction (it opens one)");
+	bool shared = (opts->flags & PGC_LOCK_SHARED) != 0;
+	int pair = key->kind == PGC_KEY_PAIR;
+	const char *app = "pgcoord/lock-holder";
+	const char *v[1] = { app };
+	pgc__batch *b = pgc__batch_new(conn);
+	if (b == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	(void)pgc__batch_add(b, sql_hold_begin, 0, NULL, 0);
+	(void)pgc__batch_add(b, pgc_conn_server_version(conn) >= 170000 ? sql_hold_settings_17 : sql_hold_settings,
+	                     1, v, PGC__CACHED);
+	int rc = pgc__batch_run(b, NULL, err);
+	pgc__batch_free(b);
+	if (rc != PGC_OK) {
+		(void)pgc__rollback(conn);
+		return rc;
+	}
+	if ((opts->flags & PGC_LOCK_TRY) || opts->timeout_ms == 0) {
+		key_params kp;
+		key_params_set(&kp, key);
+		PGresult *r = exec_quick(conn, sql_xact_try[pair][shared], &kp, &rc, err);
+		bool got = r != NULL && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+		PQclear(r);
+		if (!got) {
+			(void)pgc__rollback(conn);
+			if (r == NULL)
+				return rc;
+			char d[PGC_KEY_NAME_MAX + 64];
+			return pgc__err(err, PGC_EBUSY, "lock %s is held by another session", describe(key, d, sizeof d));
+		}
+	} else {
+		bool granted;
+		rc = wait_lock(conn, t, key, shared, true, opts->timeout_ms, opts->cancel_fd, &granted, err);
+		if (rc != PGC_OK) {
+			(void)pgc__rollback(conn);
+			return rc;
+		}
+	}
+	rc = held_add(conn, t, key, shared, out, err);
+	if (rc != PGC_OK) {
+		(void)pgc__rollback(conn);
+		return rc;
+	}
+	(*out)->hold = true;
+	t->hold = *out;
+	return PGC_OK;
 }
 
 int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_options *opts,
@@ -733,21 +687,22 @@ int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_optio
 	lock_table *t = table_of(conn, err);
 	if (t == NULL)
 		return PGC_ENOMEM;
+	bool hold;
+	if ((rc = choose_scope(conn, t, opts->flags, &hold, err)) != PGC_OK)
+		return rc;
 	if ((rc = registry_check(conn, t, key, opts->flags, opts->schema, err)) != PGC_OK)
 		return rc;
+	if (hold)
+		return hold_acquire(conn, t, key, opts, out, err);
 	bool shared = (opts->flags & PGC_LOCK_SHARED) != 0;
 	int pair = key->kind == PGC_KEY_PAIR;
 
 	if ((opts->flags & PGC_LOCK_TRY) || opts->timeout_ms == 0) {
 		key_params kp;
 		key_params_set(&kp, key);
-		PGresult *r = exec_prepared(conn, t, (unsigned)(pair * 2 + shared), sql_try[pair][shared], &kp,
-		                            &rc, err);
-		if (r == NULL) {
-			if (!conn_usable(conn))
-				table_lost(t);
+		PGresult *r = exec_quick(conn, sql_try[pair][shared], &kp, &rc, err);
+		if (r == NULL)
 			return rc;
-		}
 		bool got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 		PQclear(r);
 		if (!got) {
@@ -767,8 +722,8 @@ int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_optio
 		if (arc != PGC_OK)
 			return arc;
 		if (rc != PGC_OK) {
-			/* Held, but the savepoint could not be released: give the lock back rather
-			 * than return an error with a lock the caller does not know about. */
+			/* Held, but something after it failed: give the lock back rather than return an
+			 * error with a lock the caller does not know about. */
 			pgc_error ignore;
 			if (pgc_lock_release(*out, &ignore) != PGC_OK) {
 				/* Lost or not held: nothing more to give back. */
@@ -795,9 +750,44 @@ int pgc_lock_acquire(pgc_conn *conn, const pgc_key *key, unsigned int flags, int
 
 static void handle_free(pgc_lock *l)
 {
-	if (l->conn != NULL && l->conn->locks != NULL)
-		handle_unlink(l->conn->locks, l);
+	lock_table *t = l->conn ? pgc__attached(l->conn, &lock_ops) : NULL;
+	if (t != NULL) {
+		handle_unlink(t, l);
+		if (t->hold == l)
+			t->hold = NULL;
+	}
 	free(l);
+}
+
+/* The held transaction ends: its COMMIT, answered, proves the lock was held until then. */
+static int hold_release(pgc_lock *lock, lock_table *t, const char *d, pgc_error *err)
+{
+	pgc_conn *conn = lock->conn;
+	PGTransactionStatusType st = pgc__tx_status(conn);
+	int rc;
+	if (st != PQTRANS_INTRANS) {
+		/* Aborted (a cancel hit a heartbeat) or ended behind our back: the lock was or is
+		 * being lost; end what is left. */
+		(void)pgc__rollback(conn);
+		held_dec(t, &lock->key, lock->shared);
+		handle_free(lock);
+		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its transaction %s", d,
+		                st == PQTRANS_INERROR ? "failed" : "ended");
+	}
+	pgc__call call = pgc__bound(STATEMENT_DEADLINE_MS, -1);
+	call.on_deadline = PGC__DROP;
+	call.flags = PGC__SIMPLE;
+	PGresult *r = pgc__query(conn, "COMMIT", 0, NULL, &call, &rc, err);
+	bool committed = r != NULL && strcmp(PQcmdStatus(r), "COMMIT") == 0;
+	PQclear(r);
+	held_dec(t, &lock->key, lock->shared);
+	handle_free(lock);
+	if (!committed) {
+		if (!pgc__conn_ok(conn))
+			return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", d);
+		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its transaction had failed", d);
+	}
+	return PGC_OK;
 }
 
 int pgc_lock_release(pgc_lock *lock, pgc_error *err)
@@ -806,41 +796,38 @@ int pgc_lock_release(pgc_lock *lock, pgc_error *err)
 	if (lock == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_lock_release: lock must not be NULL");
 	pgc_conn *conn = lock->conn;
-	lock_table *t = conn->locks;
+	lock_table *t = pgc__attached(conn, &lock_ops);
 	char d[PGC_KEY_NAME_MAX + 64];
 	describe(&lock->key, d, sizeof d);
 	int rc;
-	if (!lock->lost && !conn_usable(conn))
-		table_lost(t);
+	if (!lock->lost && !pgc__conn_ok(conn))
+		pgc__session_lost(conn, "connection to the server lost");
 	if (lock->lost) {
 		handle_free(lock);
 		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", d);
 	}
-	if (PQisBusy(conn->pg) || PQtransactionStatus(conn->pg) == PQTRANS_ACTIVE) {
+	if (pgc__busy(conn) || pgc__tx_status(conn) == PQTRANS_ACTIVE) {
 		/* Keep the handle: the caller can release it once the connection is free. */
 		return pgc__err(err, PGC_EUSAGE, "pgc_lock_release: the connection is busy with another command");
 	}
-	if (PQtransactionStatus(conn->pg) == PQTRANS_INERROR) {
+	if (lock->hold)
+		return hold_release(lock, t, d, err);
+	if (pgc__tx_status(conn) == PQTRANS_INERROR) {
 		/* The failed transaction can only end in a rollback; doing it here is what keeps
 		 * "current transaction is aborted" from leaking the session lock. */
-		if ((rc = exec_simple(conn, "ROLLBACK", err)) != PGC_OK) {
-			if (!conn_usable(conn))
-				table_lost(t);
+		if (!pgc__rollback(conn)) {
 			handle_free(lock);
-			return conn_usable(conn) ? rc : pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", d);
+			return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", d);
 		}
 	}
 	key_params kp;
 	key_params_set(&kp, &lock->key);
 	int pair = lock->key.kind == PGC_KEY_PAIR;
-	t->notice[0] = '\0';
-	PGresult *r = exec_prepared(conn, t, (unsigned)(4 + pair * 2 + lock->shared),
-	                            sql_unlock[pair][lock->shared], &kp, &rc, err);
+	pgc__clear_notice(conn);
+	PGresult *r = exec_quick(conn, sql_unlock[pair][lock->shared], &kp, &rc, err);
 	if (r == NULL) {
-		if (!conn_usable(conn)) {
-			table_lost(t);
+		if (!pgc__conn_ok(conn))
 			rc = pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", d);
-		}
 		handle_free(lock);
 		return rc;
 	}
@@ -854,7 +841,7 @@ int pgc_lock_release(pgc_lock *lock, pgc_error *err)
 		              "the server says this session does not hold %s lock %s (released behind the library's back?)",
 		              shared ? "shared" : "exclusive", d);
 		if (err != NULL)
-			pgc__copy_line(err->detail, sizeof err->detail, t->notice);
+			pgc__copy_line(err->detail, sizeof err->detail, pgc__last_notice(conn, NULL));
 		return rc;
 	}
 	return PGC_OK;
@@ -870,6 +857,11 @@ bool pgc_lock_shared(const pgc_lock *lock)
 	return lock ? lock->shared : false;
 }
 
+bool pgc_lock_held_in_transaction(const pgc_lock *lock)
+{
+	return lock ? lock->hold : false;
+}
+
 pgc_conn *pgc_lock_conn(const pgc_lock *lock)
 {
 	return lock ? lock->conn : NULL;
@@ -882,7 +874,7 @@ int pgc_conn_locks(const pgc_conn *conn, pgc_held_lock **out, size_t *n, pgc_err
 		return pgc__err(err, PGC_EUSAGE, "pgc_conn_locks: conn, out and n must not be NULL");
 	*out = NULL;
 	*n = 0;
-	const lock_table *t = conn->locks;
+	const lock_table *t = pgc__attached(conn, &lock_ops);
 	if (t == NULL || t->nheld == 0)
 		return PGC_OK;
 	pgc_held_lock *copy = malloc(t->nheld * sizeof *copy);
@@ -896,52 +888,7 @@ int pgc_conn_locks(const pgc_conn *conn, pgc_held_lock **out, size_t *n, pgc_err
 
 size_t pgc_conn_lock_count(const pgc_conn *conn)
 {
-	return conn ? held_total(conn->locks) : 0;
-}
-
-int pgc__locks_close(pgc_conn *conn, pgc_held_lock **released, size_t *n, pgc_error *err)
-{
-	if (released)
-		*released = NULL;
-	if (n)
-		*n = 0;
-	lock_table *t = conn->locks;
-	if (t == NULL)
-		return PGC_OK;
-	int rc = PGC_OK;
-	if (t->nheld > 0 && conn_usable(conn) && !PQisBusy(conn->pg)) {
-		/* Release now rather than when the backend gets round to noticing the end of the
-		 * session, so the next holder does not wait for it. Bounded: a dead network must
-		 * not hang a close. */
-		if (PQtransactionStatus(conn->pg) == PQTRANS_INERROR)
-			(void)exec_simple(conn, "ROLLBACK", NULL);
-		wait_ctl w = { pgc__now_ms() + CLOSE_UNLOCK_MS, -1, false, false, false, false };
-		PGresult *r = exec_wait(conn, "SELECT pg_advisory_unlock_all()", 0, NULL, &w, &rc, err);
-		if (r != NULL) {
-			if (PQresultStatus(r) != PGRES_TUPLES_OK)
-				rc = pgc__err_result(err, conn->pg, r, NULL);
-			PQclear(r);
-		}
-	}
-	if (released != NULL && t->nheld > 0) {
-		*released = malloc(t->nheld * sizeof **released);
-		if (*released != NULL) {
-			memcpy(*released, t->held, t->nheld * sizeof **released);
-			if (n)
-				*n = t->nheld;
-		}
-	} else if (n != NULL) {
-		*n = t->nheld;
-	}
-	while (t->handles) {
-		pgc_lock *l = t->handles;
-		t->handles = l->next;
-		free(l);
-	}
-	free(t->held);
-	free(t);
-	conn->locks = NULL;
-	return rc;
+	return conn ? held_total(pgc__attached(conn, &lock_ops)) : 0;
 }
 
 int pgc_conn_close_locks(pgc_conn *conn, pgc_held_lock **released, size_t *n, pgc_error *err)
@@ -953,7 +900,20 @@ int pgc_conn_close_locks(pgc_conn *conn, pgc_held_lock **released, size_t *n, pg
 		*n = 0;
 	if (conn == NULL)
 		return PGC_OK;
-	int rc = pgc__locks_close(conn, released, n, err);
+	lock_table *t = pgc__attached(conn, &lock_ops);
+	int rc = PGC_OK;
+	if (t != NULL) {
+		pgc__detach(conn, &lock_ops);
+		if (released != NULL && t->nheld > 0) {
+			*released = malloc(t->nheld * sizeof **released);
+			if (*released != NULL)
+				memcpy(*released, t->held, t->nheld * sizeof **released);
+		}
+		if (n != NULL)
+			*n = t->nheld;
+		rc = release_all(conn, t, err);
+		table_free(t);
+	}
 	pgc_conn_close(conn);
 	return rc;
 }
@@ -969,12 +929,9 @@ static int xact_one(pgc_conn *conn, lock_table *t, const pgc_key *key, unsigned 
 	if ((flags & PGC_LOCK_TRY) || timeout_ms == 0) {
 		key_params kp;
 		key_params_set(&kp, key);
-		PGresult *r = pgc__exec(conn, sql_xact_try[pair][shared], kp.n, kp.v, &rc, err);
-		if (r == NULL) {
-			if (!conn_usable(conn))
-				table_lost(t);
+		PGresult *r = pgc__exec_cached(conn, sql_xact_try[pair][shared], kp.n, kp.v, &rc, err);
+		if (r == NULL)
 			return rc;
-		}
 		bool got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 		PQclear(r);
 		if (!got) {
@@ -987,9 +944,11 @@ static int xact_one(pgc_conn *conn, lock_table *t, const pgc_key *key, unsigned 
 	return wait_lock(conn, t, key, shared, true, timeout_ms, -1, &granted, err);
 }
 
-static int xact_check(pgc_conn *conn, const char *fn, pgc_error *err)
+static int xact_check(pgc_conn *conn, const char *fn, unsigned flags, pgc_error *err)
 {
-	if (PQtransactionStatus(conn->pg) != PQTRANS_INTRANS)
+	if (flags & (PGC_LOCK_HOLD_XACT | PGC_LOCK_AUTO_SCOPE))
+		return pgc__err(err, PGC_EUSAGE, "%s: PGC_LOCK_HOLD_XACT and PGC_LOCK_AUTO_SCOPE are for pgc_lock_acquire", fn);
+	if (pgc__tx_status(conn) != PQTRANS_INTRANS)
 		return pgc__err(err, PGC_EUSAGE,
 		                "%s needs an open transaction (BEGIN first): in autocommit the server would release the lock at once",
 		                fn);
@@ -1001,7 +960,7 @@ int pgc_xact_lock(pgc_conn *conn, const pgc_key *key, unsigned int flags, int64_
 {
 	pgc_error_clear(err);
 	int rc = check_args(conn, key, flags, timeout_ms, "pgc_xact_lock", err);
-	if (rc != PGC_OK || (rc = xact_check(conn, "pgc_xact_lock", err)) != PGC_OK)
+	if (rc != PGC_OK || (rc = xact_check(conn, "pgc_xact_lock", flags, err)) != PGC_OK)
 		return rc;
 	lock_table *t = table_of(conn, err);
 	if (t == NULL)
@@ -1033,7 +992,7 @@ int pgc_xact_lock_many(pgc_conn *conn, const pgc_key *keys, size_t n, unsigned i
 	if (keys == NULL || n == 0 || n > MANY_MAX)
 		return pgc__err(err, PGC_EUSAGE, "pgc_xact_lock_many: keys must hold 1 to %d keys", MANY_MAX);
 	int rc = check_args(conn, &keys[0], flags, timeout_ms, "pgc_xact_lock_many", err);
-	if (rc != PGC_OK || (rc = xact_check(conn, "pgc_xact_lock_many", err)) != PGC_OK)
+	if (rc != PGC_OK || (rc = xact_check(conn, "pgc_xact_lock_many", flags, err)) != PGC_OK)
 		return rc;
 	for (size_t i = 1; i < n; i++)
 		if ((rc = check_key(&keys[i], err)) != PGC_OK)
@@ -1058,7 +1017,7 @@ int pgc_xact_lock_many(pgc_conn *conn, const pgc_key *keys, size_t n, unsigned i
 	}
 	/* All or nothing: the locks are taken under a savepoint, and a failure rolls back to it,
 	 * which releases the transaction locks this call took and keeps the caller's. */
-	if ((rc = exec_simple(conn, "SAVEPOINT pgc_lock_many", err)) != PGC_OK) {
+	if ((rc = pgc__command(conn, "SAVEPOINT pgc_lock_many", err)) != PGC_OK) {
 		free(sorted);
 		return rc;
 	}
@@ -1082,95 +1041,18 @@ int pgc_xact_lock_many(pgc_conn *conn, const pgc_key *keys, size_t n, unsigned i
 		}
 	}
 	free(sorted);
-	if (!conn_usable(conn))
+	if (!pgc__conn_ok(conn))
 		return rc;
 	if (rc != PGC_OK) {
 		pgc_error ignore;
-		if (exec_simple(conn, "ROLLBACK TO SAVEPOINT pgc_lock_many", &ignore) == PGC_OK)
-			(void)exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_many", &ignore);
+		if (pgc__command(conn, "ROLLBACK TO SAVEPOINT pgc_lock_many", &ignore) == PGC_OK)
+			(void)pgc__command(conn, "RELEASE SAVEPOINT pgc_lock_many", &ignore);
 		return rc;
 	}
-	return exec_simple(conn, "RELEASE SAVEPOINT pgc_lock_many", err);
+	return pgc__command(conn, "RELEASE SAVEPOINT pgc_lock_many", err);
 }
 
 /* ---- lock loss -------------------------------------------------------------------------- */
-
-int pgc_conn_socket(const pgc_conn *conn)
-{
-	if (conn == NULL || conn->pg == NULL || PQstatus(conn->pg) != CONNECTION_OK)
-		return -1;
-	return PQsocket(conn->pg);
-}
-
-/* The session is gone: empties the table and says why. */
-static int report_lost(pgc_conn *conn, lock_table *t, const char *why, pgc_error *err)
-{
-	size_t had = held_total(t);
-	char first[PGC_KEY_NAME_MAX + 64] = "";
-	if (t->nheld > 0)
-		describe(&t->held[0].key, first, sizeof first);
-	char reason[PGC_ERROR_MESSAGE_MAX];
-	if (why != NULL) {
-		snprintf(reason, sizeof reason, "%s", why);
-	} else if (t->notice[0] != '\0') {
-		snprintf(reason, sizeof reason, "the server ended the session: %s%s%s%s", t->notice,
-		         t->notice_state[0] ? " (SQLSTATE " : "", t->notice_state, t->notice_state[0] ? ")" : "");
-	} else {
-		char libpq[256];
-		pgc__copy_line(libpq, sizeof libpq, conn->pg ? PQerrorMessage(conn->pg) : "");
-		snprintf(reason, sizeof reason, "the connection was lost: %s", libpq[0] ? libpq : "no reason given");
-	}
-	table_lost(t);
-	int rc;
-	if (had > 0) {
-		if (had == 1)
-			rc = pgc__err(err, PGC_ELOCKLOST, "lock %s lost: %s", first, reason);
-		else
-			rc = pgc__err(err, PGC_ELOCKLOST, "%zu locks lost (%s, ...): %s", had, first, reason);
-	} else {
-		rc = pgc__err(err, PGC_ECONNLOST, "session lost: %s", reason);
-	}
-	if (err != NULL && t->notice_state[0] != '\0' && why == NULL)
-		memcpy(err->sqlstate, t->notice_state, 6);
-	return rc;
-}
-
-int pgc_conn_check(pgc_conn *conn, int heartbeat_timeout_ms, pgc_error *err)
-{
-	pgc_error_clear(err);
-	if (conn == NULL || heartbeat_timeout_ms < 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_conn_check: conn must not be NULL and the timeout not negative");
-	lock_table *t = table_of(conn, err);
-	if (t == NULL)
-		return PGC_ENOMEM;
-	if (conn->pg == NULL || PQstatus(conn->pg) != CONNECTION_OK)
-		return report_lost(conn, t, NULL, err);
-	if (PQisBusy(conn->pg))
-		return pgc__err(err, PGC_EUSAGE, "pgc_conn_check: the connection is busy with another command");
-	/* Whatever arrived unasked: a terminated backend sends its FATAL error and closes. */
-	if (!PQconsumeInput(conn->pg) || PQstatus(conn->pg) != CONNECTION_OK)
-		return report_lost(conn, t, NULL, err);
-	if (heartbeat_timeout_ms == 0)
-		return PGC_OK;
-	wait_ctl w = { pgc__now_ms() + heartbeat_timeout_ms, -1, false, false, false, false };
-	int rc;
-	PGresult *r = exec_wait(conn, "SELECT 1", 0, NULL, &w, &rc, err);
-	if (r == NULL) {
-		if (w.dropped) {
-			char why[128];
-			snprintf(why, sizeof why, "the server did not answer a heartbeat within %d ms", heartbeat_timeout_ms);
-			return report_lost(conn, t, why, err);
-		}
-		return report_lost(conn, t, NULL, err);
-	}
-	bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-	if (!ok)
-		rc = pgc__err_result(err, conn->pg, r, "heartbeat");
-	PQclear(r);
-	if (!ok && !conn_usable(conn))
-		return report_lost(conn, t, NULL, err);
-	return ok ? PGC_OK : rc;
-}
 
 /* A check failed while watching lock: a lost session is this lock's loss, whatever else the
  * table held (its message names the first lock: name this one). */
@@ -1185,8 +1067,33 @@ static int watch_lost(pgc_lock *lock, int rc, pgc_error *err)
 		         why ? why : ": its session ended");
 		pgc__copy_line(err->message, sizeof err->message, msg);
 		err->code = PGC_ELOCKLOST;
+		err->klass = PGC_CLASS_FATAL;
 	}
 	return PGC_ELOCKLOST;
+}
+
+int pgc_lock_check(pgc_lock *lock, int heartbeat_timeout_ms, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (lock == NULL || heartbeat_timeout_ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_lock_check: lock must not be NULL and the timeout not negative");
+	char d[PGC_KEY_NAME_MAX + 64];
+	if (lock->lost)
+		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", describe(&lock->key, d, sizeof d));
+	int rc = pgc_conn_check(lock->conn, heartbeat_timeout_ms, err);
+	if (rc != PGC_OK || lock->lost)
+		return watch_lost(lock, rc, err);
+	if (lock->hold && pgc__tx_status(lock->conn) != PQTRANS_INTRANS) {
+		/* The held transaction failed (a cancel during a heartbeat) or ended: the lock goes
+		 * with it. End it now, so that the lock is free for the next holder at once. */
+		(void)pgc__rollback(lock->conn);
+		lock_table *t = pgc__attached(lock->conn, &lock_ops);
+		if (t != NULL)
+			table_lost(lock->conn, t, "its transaction failed");
+		return pgc__err(err, PGC_ELOCKLOST, "lock %s lost: its transaction failed (a cancelled heartbeat?)",
+		                describe(&lock->key, d, sizeof d));
+	}
+	return PGC_OK;
 }
 
 int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms, const pgc_watch_options *opts, pgc_error *err)
@@ -1199,7 +1106,6 @@ int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms, const pgc_watch_options 
 	    duration_ms < PGC_WAIT_FOREVER)
 		return pgc__err(err, PGC_EUSAGE,
 		                "pgc_lock_watch: lock must not be NULL, intervals must be positive, duration >= -1");
-	pgc_conn *conn = lock->conn;
 	char d[PGC_KEY_NAME_MAX + 64];
 	if (lock->lost)
 		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its session ended", describe(&lock->key, d, sizeof d));
@@ -1212,23 +1118,19 @@ int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms, const pgc_watch_options 
 			hb = opts->heartbeat_timeout_ms;
 			next_beat = now + opts->interval_ms;
 		}
-		int rc = pgc_conn_check(conn, hb, err);
-		if (rc != PGC_OK || lock->lost)
-			return watch_lost(lock, rc, err);
+		int rc = pgc_lock_check(lock, hb, err);
+		if (rc != PGC_OK)
+			return rc;
 		now = pgc__now_ms();
 		if (end >= 0 && now >= end)
 			return PGC_OK;
 		int64_t until = next_beat;
 		if (end >= 0 && end < until)
 			until = end;
-		struct pollfd fds[2] = { { pgc_conn_socket(conn), POLLIN, 0 }, { opts->wake_fd, POLLIN, 0 } };
-		int nfds = opts->wake_fd >= 0 ? 2 : 1;
-		int pr = poll(fds, (nfds_t)nfds, (int)(until > now ? until - now : 0));
-		if (pr > 0 && nfds == 2 && fds[1].revents != 0) {
-			rc = pgc_conn_check(conn, 0, err);
-			if (rc != PGC_OK || lock->lost)
-				return watch_lost(lock, rc, err);
-			return PGC_OK;
+		int w = pgc__wait_input(lock->conn, opts->wake_fd, until > now ? until - now : 0);
+		if (w == PGC__WAIT_FD) {
+			rc = pgc_lock_check(lock, 0, err);
+			return rc;
 		}
 	}
 }
@@ -1266,7 +1168,8 @@ int pgc_lock_holders(pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out, 
 	snprintf(o, sizeof o, "%u", objid);
 	snprintf(s, sizeof s, "%d", sub);
 	const char *p[3] = { c, o, s };
-	const char *sql = conn->server_version >= 140000 ? HOLDERS_SQL("l.waitstart") : HOLDERS_SQL("NULL::timestamptz");
+	const char *sql = pgc_conn_server_version(conn) >= 140000 ? HOLDERS_SQL("l.waitstart")
+	                                                         : HOLDERS_SQL("NULL::timestamptz");
 	PGresult *r = pgc__exec(conn, sql, 3, p, &rc, err);
 	if (r == NULL)
 		return rc;

@@ -17,108 +17,6 @@
 
 static atomic_int handle_seq;
 
-/* ---- growable text buffer ---------------------------------------------------------------- */
-
-bool pgc__sb_grow(pgc__sb *b, size_t extra)
-{
-	if (b->oom)
-		return false;
-	if (b->len + extra + 1 <= b->cap)
-		return true;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	char *p = realloc(b->buf, cap);
-	if (p == NULL) {
-		b->oom = true;
-		return false;
-	}
-	b->buf = p;
-	b->cap = cap;
-	return true;
-}
-
-void pgc__sb_putc(pgc__sb *b, char c)
-{
-	if (!pgc__sb_grow(b, 1))
-		return;
-	b->buf[b->len++] = c;
-	b->buf[b->len] = '\0';
-}
-
-void pgc__sb_puts(pgc__sb *b, const char *s)
-{
-	size_t n = strlen(s);
-	if (!pgc__sb_grow(b, n))
-		return;
-	memcpy(b->buf + b->len, s, n + 1);
-	b->len += n;
-}
-
-void pgc__sb_printf(pgc__sb *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || !pgc__sb_grow(b, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void pgc__sb_free(pgc__sb *b)
-{
-	free(b->buf);
-	memset(b, 0, sizeof *b);
-}
-
-void pgc__sb_array_text(pgc__sb *b, const char *s)
-{
-	if (s == NULL) {
-		pgc__sb_puts(b, "NULL");
-		return;
-	}
-	size_t n = strlen(s);
-	if (!pgc__sb_grow(b, 2 * n + 2))
-		return;
-	char *o = b->buf + b->len;
-	*o++ = '"';
-	for (const char *p = s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			*o++ = '\\';
-		*o++ = *p;
-	}
-	*o++ = '"';
-	*o = '\0';
-	b->len = (size_t)(o - b->buf);
-}
-
-/* A whole text[] literal of the n strings v (NULL elements as NULL). */
-static void sb_text_array(pgc__sb *b, size_t n, const char *const *v)
-{
-	pgc__sb_putc(b, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			pgc__sb_putc(b, ',');
-		pgc__sb_array_text(b, v[i]);
-	}
-	pgc__sb_putc(b, '}');
-}
-
-void pgc__sb_int_array(pgc__sb *b, size_t n, const int64_t *v)
-{
-	pgc__sb_putc(b, '{');
-	for (size_t i = 0; i < n; i++) {
-		char num[24];
-		snprintf(num, sizeof num, i ? ",%lld" : "%lld", (long long)v[i]);
-		pgc__sb_puts(b, num);
-	}
-	pgc__sb_putc(b, '}');
-}
-
 /* ---- statements ----------------------------------------------------------------------------- */
 
 /* Templates: every "@S@" becomes the quoted schema name. */
@@ -211,7 +109,7 @@ static const char *const templates[QS_COUNT] = {
 
 static char *expand_schema(const char *tmpl, const char *quoted)
 {
-	pgc__sb b = { 0 };
+	pgc__sb b = PGC__SB_INIT;
 	const char *p = tmpl, *hit;
 	while ((hit = strstr(p, "@S@")) != NULL) {
 		if (pgc__sb_grow(&b, (size_t)(hit - p))) {
@@ -238,7 +136,7 @@ char *pgc__queue_sql(pgc_queue *q, const char *tmpl)
 PGresult *pgc__queue_run(pgc_queue *q, int stmt, int nparams, const char *const *values, int *rc,
                          pgc_error *err)
 {
-	PGconn *pg = q->conn->pg;
+	PGconn *pg = pgc_conn_pg(q->conn);
 	PGresult *res;
 	if (q->prepare) {
 		if (!q->prepared[stmt]) {
@@ -360,15 +258,15 @@ void pgc_queue_close(pgc_queue *q)
 		return;
 	/* Drop our prepared statements when the session can take it, so a long-lived connection
 	 * that opens many handles does not collect them. */
-	if (q->conn && q->conn->pg && PQstatus(q->conn->pg) == CONNECTION_OK &&
-	    PQtransactionStatus(q->conn->pg) == PQTRANS_IDLE &&
-	    PQpipelineStatus(q->conn->pg) == PQ_PIPELINE_OFF) {
+	if (q->conn && pgc_conn_pg(q->conn) && PQstatus(pgc_conn_pg(q->conn)) == CONNECTION_OK &&
+	    PQtransactionStatus(pgc_conn_pg(q->conn)) == PQTRANS_IDLE &&
+	    PQpipelineStatus(pgc_conn_pg(q->conn)) == PQ_PIPELINE_OFF) {
 		for (int i = 0; i < QS_COUNT; i++) {
 			if (!q->prepared[i])
 				continue;
 			char sql[64];
 			snprintf(sql, sizeof sql, "DEALLOCATE %s", q->stmt_name[i]);
-			PQclear(PQexec(q->conn->pg, sql));
+			PQclear(PQexec(pgc_conn_pg(q->conn), sql));
 		}
 	}
 	for (int i = 0; i < QS_COUNT; i++)
@@ -412,7 +310,7 @@ int pgc__queue_enqueue_arrays(pgc_queue *q, const char *queue, const char *paylo
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
 	const char *v[7] = { queue, payload_array, key_array, prio, o->run_at, delay, maxa };
-	PGconn *pg = q->conn->pg;
+	PGconn *pg = pgc_conn_pg(q->conn);
 	PGresult *res;
 	int rc = PGC_OK;
 	if (q->prepare && !q->prepared[QS_ENQUEUE]) {
@@ -457,9 +355,9 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 	if ((rc = check_job_options("pgc_queue_enqueue", opts, err)) != PGC_OK)
 		return rc;
 	pgc__sb pa = { 0 }, ka = { 0 };
-	sb_text_array(&pa, 1, &payload);
+	pgc__sb_text_array(&pa, 1, &payload);
 	if (opts->unique_key != NULL)
-		sb_text_array(&ka, 1, &opts->unique_key);
+		pgc__sb_text_array(&ka, 1, &opts->unique_key);
 	if (pa.oom || ka.oom) {
 		pgc__sb_free(&pa);
 		pgc__sb_free(&ka);
@@ -519,9 +417,9 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 	if (n == 0)
 		return PGC_OK;
 	pgc__sb pa = { 0 }, ka = { 0 };
-	sb_text_array(&pa, n, payloads);
+	pgc__sb_text_array(&pa, n, payloads);
 	if (unique_keys != NULL)
-		sb_text_array(&ka, n, unique_keys);
+		pgc__sb_text_array(&ka, n, unique_keys);
 	if (pa.oom || ka.oom) {
 		pgc__sb_free(&pa);
 		pgc__sb_free(&ka);
@@ -884,7 +782,7 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 	bool got = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!got) {
-		PQclear(PQexec(q->conn->pg, "ROLLBACK"));
+		PQclear(PQexec(pgc_conn_pg(q->conn), "ROLLBACK"));
 		return pgc__err(err, PGC_EBUSY, "another reaper is running");
 	}
 	if ((res = run_text(q, reap_leases_sql, 0, NULL, &rc, err)) == NULL)
@@ -911,8 +809,8 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 		*out = r;
 	return PGC_OK;
 fail:
-	if (PQstatus(q->conn->pg) == CONNECTION_OK)
-		PQclear(PQexec(q->conn->pg, "ROLLBACK"));
+	if (PQstatus(pgc_conn_pg(q->conn)) == CONNECTION_OK)
+		PQclear(PQexec(pgc_conn_pg(q->conn), "ROLLBACK"));
 	return rc;
 }
 

@@ -29,24 +29,6 @@ struct pgc_queue {
 	bool prepared[QS_COUNT];
 };
 
-/* A growable string; on allocation failure oom is set and further writes are dropped. */
-typedef struct pgc__sb {
-	char *buf;
-	size_t len, cap;
-	bool oom;
-} pgc__sb;
-
-bool pgc__sb_grow(pgc__sb *b, size_t extra);
-void pgc__sb_putc(pgc__sb *b, char c);
-void pgc__sb_puts(pgc__sb *b, const char *s);
-void pgc__sb_printf(pgc__sb *b, const char *fmt, ...) PGC_PRINTF(2, 3);
-void pgc__sb_free(pgc__sb *b);
-void pgc__sb_int_array(pgc__sb *b, size_t n, const int64_t *v);
-/* Appends s as one element of a text[] literal: always double-quoted with " and \ escaped,
- * NULL as the unquoted NULL. Payloads and unique keys reach the server this way, so the
- * server's array_in must read back exactly s (tests/fuzz/fuzz_payload_lines.c checks it). */
-void pgc__sb_array_text(pgc__sb *b, const char *s);
-
 /* Expands @S@ in tmpl to q's quoted schema (malloc'd, NULL when out of memory). */
 char *pgc__queue_sql(pgc_queue *q, const char *tmpl);
 

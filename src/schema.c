@@ -13,27 +13,61 @@
 #include "migrations.h"
 
 #define SCHEMA_NAME_MAX 63 /* NAMEDATALEN - 1 */
+/* Migrations may rebuild an index of a large jobs table, and wait for another process's
+ * migration: their bound is generous, but there is one. */
+#define MIGRATION_TIMEOUT_MS (60 * 60 * 1000)
 
 int pgc_schema_latest(void)
 {
 	return pgc__migration_count;
 }
 
-static int check_schema_name(const char *schema, pgc_error *err)
+int pgc__check_schema(const char *schema, pgc_error *err)
 {
+	if (schema == NULL)
+		return PGC_OK;
 	if (*schema == '\0')
 		return pgc__err(err, PGC_EUSAGE, "schema name is empty");
 	if (strlen(schema) > SCHEMA_NAME_MAX)
 		return pgc__err(err, PGC_EUSAGE, "schema name is longer than %d bytes", SCHEMA_NAME_MAX);
-	/* The migrations put the quoted name inside dollar-quoted function bodies, where a '$'
-	 * could end the quote early and turn the rest of the name into SQL. */
 	if (strchr(schema, '$') != NULL)
 		return pgc__err(err, PGC_EUSAGE, "schema name must not contain '$'");
-	/* A line break would end a line comment around it just as early. */
 	for (const unsigned char *p = (const unsigned char *)schema; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			return pgc__err(err, PGC_EUSAGE, "schema name must not contain control characters");
 	return PGC_OK;
+}
+
+char *pgc__sql_schema(const char *tmpl, const char *quoted)
+{
+	static const char tag[] = "@S@";
+	size_t n = 0, tl = sizeof tag - 1, ql = strlen(quoted);
+	for (const char *p = strstr(tmpl, tag); p; p = strstr(p + tl, tag))
+		n++;
+	char *out = malloc(strlen(tmpl) + n * ql + 1);
+	if (out == NULL)
+		return NULL;
+	char *o = out;
+	const char *p = tmpl, *hit;
+	while ((hit = strstr(p, tag)) != NULL) {
+		memcpy(o, p, (size_t)(hit - p));
+		o += hit - p;
+		memcpy(o, quoted, ql);
+		o += ql;
+		p = hit + tl;
+	}
+	strcpy(o, p);
+	return out;
+}
+
+/* Runs SQL text (several statements) under the migrations' bound. */
+static int run_sql(pgc_conn *conn, const char *sql, pgc_error *err)
+{
+	pgc__call call = pgc__bound(MIGRATION_TIMEOUT_MS, -1);
+	call.flags = PGC__SIMPLE;
+	int rc;
+	PQclear(pgc__query(conn, sql, 0, NULL, &call, &rc, err));
+	return rc;
 }
 
 /* Reads the version inside the current transaction (or autocommit). */
@@ -77,38 +111,10 @@ int pgc_schema_version(pgc_conn *conn, const char *schema, int *version, pgc_err
 		return pgc__err(err, PGC_EUSAGE, "pgc_schema_version: conn and version must not be NULL");
 	if (schema == NULL)
 		schema = PGC_SCHEMA_DEFAULT;
-	int rc = check_schema_name(schema, err);
+	int rc = pgc__check_schema(schema, err);
 	if (rc != PGC_OK)
 		return rc;
 	return read_version(conn, schema, version, err);
-}
-
-/* Replaces every @schema@ in sql with quoted. Returns a malloc'd string or NULL. */
-static char *expand(const char *sql, const char *quoted)
-{
-	static const char tag[] = "@schema@";
-	size_t n = 0, tl = sizeof tag - 1, ql = strlen(quoted);
-	for (const char *p = strstr(sql, tag); p; p = strstr(p + tl, tag))
-		n++;
-	char *out = malloc(strlen(sql) + n * ql + 1);
-	if (out == NULL)
-		return NULL;
-	char *o = out;
-	const char *p = sql, *hit;
-	while ((hit = strstr(p, tag)) != NULL) {
-		memcpy(o, p, (size_t)(hit - p));
-		o += hit - p;
-		memcpy(o, quoted, ql);
-		o += ql;
-		p = hit + tl;
-	}
-	strcpy(o, p);
-	return out;
-}
-
-static void rollback(pgc_conn *conn)
-{
-	PQclear(PQexec(conn->pg, "ROLLBACK"));
 }
 
 /* Applies migration m (when still needed) in one transaction. *did says whether it ran. */
@@ -117,12 +123,15 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 {
 	int rc;
 	*did = false;
-	if ((rc = pgc_exec(conn, "BEGIN", err)) != PGC_OK)
+	if ((rc = run_sql(conn, "BEGIN", err)) != PGC_OK)
 		return rc;
 	char key[32];
 	snprintf(key, sizeof key, "%lld", (long long)PGC_MIGRATION_LOCK_KEY);
 	const char *kp[1] = { key };
-	PGresult *res = pgc__exec(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp, &rc, err);
+	pgc__call lcall = pgc__bound(MIGRATION_TIMEOUT_MS, -1);
+	lcall.statement_timeout_ms = 0;
+	lcall.lock_timeout_ms = 0;
+	PGresult *res = pgc__query(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp, &lcall, &rc, err);
 	if (res == NULL)
 		goto fail;
 	PQclear(res);
@@ -131,7 +140,7 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 	if ((rc = read_version(conn, schema, &current, err)) != PGC_OK)
 		goto fail;
 	if (current >= m->version) {
-		rollback(conn);
+		(void)pgc__rollback(conn);
 		return PGC_OK;
 	}
 	if (current != m->version - 1) {
@@ -149,15 +158,15 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 		         " applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
 		         " applied_by text NOT NULL DEFAULT current_user)",
 		         quoted, quoted);
-		if ((rc = pgc_exec(conn, sql, err)) != PGC_OK)
+		if ((rc = run_sql(conn, sql, err)) != PGC_OK)
 			goto fail;
 	}
-	char *body = expand(m->sql, quoted);
+	char *body = pgc__sql_schema(m->sql, quoted);
 	if (body == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto fail;
 	}
-	rc = pgc_exec(conn, body, err);
+	rc = run_sql(conn, body, err);
 	free(body);
 	if (rc != PGC_OK) {
 		char msg[PGC_ERROR_MESSAGE_MAX];
@@ -174,13 +183,12 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 	if (res == NULL)
 		goto fail;
 	PQclear(res);
-	if ((rc = pgc_exec(conn, "COMMIT", err)) != PGC_OK)
+	if ((rc = run_sql(conn, "COMMIT", err)) != PGC_OK)
 		return rc;
 	*did = true;
 	return PGC_OK;
 fail:
-	if (PQstatus(conn->pg) == CONNECTION_OK)
-		rollback(conn);
+	(void)pgc__rollback(conn);
 	return rc;
 }
 
@@ -191,7 +199,7 @@ int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied, int *versi
 		return pgc__err(err, PGC_EUSAGE, "pgc_schema_init: conn must not be NULL");
 	if (schema == NULL)
 		schema = PGC_SCHEMA_DEFAULT;
-	int rc = check_schema_name(schema, err);
+	int rc = pgc__check_schema(schema, err);
 	if (rc != PGC_OK)
 		return rc;
 	if (pgc__in_transaction(conn))
@@ -286,7 +294,7 @@ static int run_grant(pgc_conn *conn, const char *tmpl, const char *qs, const cha
 		}
 	}
 	*o = '\0';
-	int rc = pgc_exec(conn, sql, err);
+	int rc = run_sql(conn, sql, err);
 	free(sql);
 	return rc;
 }
@@ -373,7 +381,7 @@ int pgc_schema_grant_worker(pgc_conn *conn, const char *schema, const char *role
 		return pgc__err(err, PGC_EUSAGE, "pgc_schema_grant_worker: conn must not be NULL");
 	if (schema == NULL)
 		schema = PGC_SCHEMA_DEFAULT;
-	int rc = check_schema_name(schema, err);
+	int rc = pgc__check_schema(schema, err);
 	if (rc != PGC_OK)
 		return rc;
 	if ((rc = check_role_name(role, err)) != PGC_OK)
@@ -392,12 +400,12 @@ int pgc_schema_grant_worker(pgc_conn *conn, const char *schema, const char *role
 		PQfreemem(qs);
 		return PGC_EUSAGE;
 	}
-	if ((rc = pgc_exec(conn, "BEGIN", err)) == PGC_OK) {
+	if ((rc = run_sql(conn, "BEGIN", err)) == PGC_OK) {
 		rc = grant_worker(conn, schema, qs, role, qr, opts->login, created, err);
 		if (rc == PGC_OK)
-			rc = pgc_exec(conn, "COMMIT", err);
-		else if (PQstatus(conn->pg) == CONNECTION_OK)
-			rollback(conn);
+			rc = run_sql(conn, "COMMIT", err);
+		else
+			(void)pgc__rollback(conn);
 		if (rc != PGC_OK && created)
 			*created = false;
 	}

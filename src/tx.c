@@ -1,4 +1,4 @@
-/* tx.c - the whole-transaction retry runner, savepoints, ordered row locks, table locks
+/* tx.c - the whole-transaction retry runner and savepoints
  *
  * One attempt is BEGIN, optional set_config(..., true) for the timeouts, the caller's body,
  * COMMIT. The runner classifies how an attempt ended:
@@ -15,21 +15,56 @@
  * server may already have sent (pg_terminate_backend, idle_in_transaction_session_timeout)
  * while the session sat idle in the transaction, so that such a death is recognised as
  * "before COMMIT" rather than pessimistically reported as unknown. */
-#include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "tx_int.h"
 
 void (*pgc__tx_commit_sent_hook)(pgc_conn *conn);
+
+/* ---- per-session state ---- */
+
+/* What the runner keeps on a session: the nesting depth of pgc_savepoint(), and the
+ * lock_timeout a running pgc_tx_run() set (the bound of its lock waits). A new session has
+ * neither. */
+static void tx_lost(pgc_conn *c, void *state, const char *reason)
+{
+	(void)c;
+	(void)reason;
+	pgc__tx_state *s = state;
+	s->savepoint_depth = 0;
+	s->lock_timeout_ms = 0;
+}
+
+static void tx_close(pgc_conn *c, void *state)
+{
+	(void)c;
+	free(state);
+}
+
+static const pgc__attach_ops tx_ops = { "transactions", tx_lost, tx_close, NULL, NULL };
+
+pgc__tx_state *pgc__tx_state_of(pgc_conn *c)
+{
+	pgc__tx_state *s = pgc__attached(c, &tx_ops);
+	if (s != NULL)
+		return s;
+	s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	if (pgc__attach(c, &tx_ops, s, NULL) != PGC_OK) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
 
 /* ---- small helpers ---- */
 
@@ -40,7 +75,7 @@ static bool is_state(const pgc_error *e, const char *state)
 
 static bool conn_dead(const pgc_conn *conn)
 {
-	return conn->broken || PQstatus(conn->pg) == CONNECTION_BAD;
+	return !pgc__conn_ok(conn);
 }
 
 /* A failure that came from libpq rather than from the server (no SQLSTATE): the socket failed
@@ -73,13 +108,6 @@ static uint64_t rng_seed(const void *salt)
 	return seed ? seed : UINT64_C(0x9e3779b97f4a7c15);
 }
 
-static void sleep_ms(int64_t ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* Full jitter: uniform in [0, min(cap, base * 2^(retry - 1))]. */
 static int64_t backoff_ms(const pgc_tx_options *o, int retry, uint64_t *rng)
 {
@@ -110,13 +138,7 @@ static void record_state(pgc_tx_stats *st, const pgc_error *e)
  * (the server then rolled back on its own). */
 static bool rollback(pgc_conn *conn)
 {
-	if (conn_dead(conn))
-		return false;
-	if (PQtransactionStatus(conn->pg) == PQTRANS_IDLE)
-		return true;
-	PGresult *res = PQexec(conn->pg, "ROLLBACK");
-	PQclear(res);
-	return !conn_dead(conn);
+	return pgc__rollback(conn);
 }
 
 /* ---- one attempt ---- */
@@ -144,95 +166,28 @@ static const char *begin_sql(const pgc_tx_options *o)
 	return plain[o->isolation][o->read_only ? 1 : 0];
 }
 
-/* Sends set_config(name, value, true) for the timeouts that were given: SET LOCAL without
- * pasting values into SQL. */
-static int set_timeouts(pgc_conn *conn, const pgc_tx_options *o, pgc_error *err)
+/* set_config(name, value, true) for the timeouts that were given: SET LOCAL without pasting
+ * values into SQL. One statement text per combination, so that each is prepared once. Returns
+ * the number of parameters (0: nothing to set). */
+static int timeouts_sql(const pgc_tx_options *o, char *sql, size_t size, char bufs[3][32],
+                        const char *params[3])
 {
 	static const char *const names[3] = { "lock_timeout", "statement_timeout",
 		                                  "idle_in_transaction_session_timeout" };
 	const int64_t vals[3] = { o->lock_timeout_ms, o->statement_timeout_ms,
 		                      o->idle_in_transaction_timeout_ms };
-	char sql[256] = "SELECT ";
-	char bufs[3][32];
-	const char *params[3];
+	snprintf(sql, size, "SELECT ");
 	int n = 0;
 	for (int i = 0; i < 3; i++) {
 		if (vals[i] <= 0)
 			continue;
 		snprintf(bufs[n], sizeof bufs[n], "%" PRId64 "ms", vals[i]);
 		params[n] = bufs[n];
-		char piece[96];
-		snprintf(piece, sizeof piece, "%sset_config('%s', $%d, true)", n ? ", " : "", names[i], n + 1);
-		strcat(sql, piece);
+		size_t len = strlen(sql);
+		snprintf(sql + len, size - len, "%sset_config('%s', $%d, true)", n ? ", " : "", names[i], n + 1);
 		n++;
 	}
-	if (n == 0)
-		return PGC_OK;
-	int rc;
-	PGresult *res = pgc__exec(conn, sql, n, params, &rc, err);
-	PQclear(res);
-	return rc;
-}
-
-
-/* Looks, without consuming anything, at what the server sent while the session sat idle in
- * the transaction. Nothing is expected there; an ErrorResponse of severity FATAL or PANIC
- * (pg_terminate_backend, idle_in_transaction_session_timeout, shutdown) or the end of the
- * stream means the backend is gone and will never read a COMMIT. Over TLS the bytes cannot be
- * read without libpq, so the check is skipped and a later loss counts as "unknown". */
-static bool died_while_idle(pgc_conn *conn, pgc_error *err)
-{
-	if (conn_dead(conn))
-		return pgc__err(err, PGC_ECONNLOST, "connection to the server lost"), true;
-	int fd = PQsocket(conn->pg);
-	if (fd < 0)
-		return pgc__err(err, PGC_ECONNLOST, "connection to the server lost"), true;
-	if (PQsslInUse(conn->pg))
-		return false;
-	unsigned char buf[4096];
-	ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-	if (n == 0)
-		return pgc__err(err, PGC_ECONNLOST, "server closed the connection"), true;
-	if (n < 0)
-		return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-		           ? false
-		           : (pgc__err(err, PGC_ECONNLOST, "connection to the server lost: %s", strerror(errno)), true);
-	size_t off = 0;
-	while (off + 5 <= (size_t)n) {
-		unsigned char type = buf[off];
-		uint32_t len = (uint32_t)buf[off + 1] << 24 | (uint32_t)buf[off + 2] << 16 |
-		               (uint32_t)buf[off + 3] << 8 | buf[off + 4];
-		if (len < 4 || off + 1 + len > (size_t)n)
-			break;
-		if (type == 'E') {
-			const char *sev = NULL, *state = "", *msg = "terminating connection";
-			size_t p = off + 5, end = off + 1 + len;
-			while (p < end && buf[p] != 0) {
-				char code = (char)buf[p++];
-				const char *val = (const char *)buf + p;
-				size_t vlen = strnlen(val, end - p);
-				if (p + vlen >= end)
-					break;
-				if (code == 'V' || (code == 'S' && sev == NULL))
-					sev = val;
-				else if (code == 'C')
-					state = val;
-				else if (code == 'M')
-					msg = val;
-				p += vlen + 1;
-			}
-			if (sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0)) {
-				pgc__err(err, PGC_ECONNLOST, "%s", msg);
-				if (strlen(state) == 5) {
-					memcpy(err->sqlstate, state, 6);
-					err->klass = pgc_sqlstate_class(state);
-				}
-				return true;
-			}
-		}
-		off += 1 + len;
-	}
-	return false;
+	return n;
 }
 
 static bool retryable(const pgc_tx_options *o, const pgc_error *e)
@@ -245,13 +200,13 @@ static bool retryable(const pgc_tx_options *o, const pgc_error *e)
 static outcome failed(pgc_conn *conn, const pgc_tx_options *o, pgc_error *err)
 {
 	if (conn_dead(conn) || client_side_failure(err)) {
-		conn->broken = true;
+		pgc__conn_set_broken(conn);
 		if (err->code != PGC_ECONNLOST) {
 			/* The body reported something else, but the session is gone all the same. */
 			err->code = PGC_ECONNLOST;
 			err->klass = PGC_CLASS_RETRY_LATER;
 			if (err->message[0] == '\0')
-				pgc__copy_line(err->message, sizeof err->message, PQerrorMessage(conn->pg));
+				pgc__copy_line(err->message, sizeof err->message, "connection to the server lost");
 		}
 		return OC_LOST;
 	}
@@ -265,19 +220,34 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
                        int *rc, pgc_error *err)
 {
 	pgc_error_clear(err);
-	conn->savepoint_depth = 0;
-	PGresult *res = PQexec(conn->pg, begin_sql(o));
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		*rc = pgc__err_result(err, conn->pg, res, NULL);
-		PQclear(res);
-		return failed(conn, o, err);
+	pgc__tx_state *ts = pgc__tx_state_of(conn);
+	if (ts == NULL) {
+		*rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+		return OC_FAIL;
 	}
-	PQclear(res);
-	*rc = set_timeouts(conn, o, err);
+	ts->savepoint_depth = 0;
+	/* BEGIN and the timeouts in one round trip. */
+	char sql[256], bufs[3][32];
+	const char *params[3];
+	int np = timeouts_sql(o, sql, sizeof sql, bufs, params);
+	pgc__batch *b = pgc__batch_new(conn);
+	if (b == NULL) {
+		*rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+		return OC_FAIL;
+	}
+	(void)pgc__batch_add(b, begin_sql(o), 0, NULL, 0);
+	if (np > 0)
+		(void)pgc__batch_add(b, sql, np, params, PGC__CACHED);
+	*rc = pgc__batch_run(b, NULL, err);
+	pgc__batch_free(b);
 	if (*rc != PGC_OK)
 		return failed(conn, o, err);
+	ts->lock_timeout_ms = o->lock_timeout_ms;
 
 	*rc = fn(conn, arg, err);
+	ts = pgc__tx_state_of(conn);
+	if (ts != NULL)
+		ts->lock_timeout_ms = 0;
 	if (*rc < 0) {
 		if (err->code == PGC_OK) {
 			/* The body failed without saying why; keep its code and say so. */
@@ -301,7 +271,7 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
 		rollback(conn);
 		return OC_FAIL;
 	}
-	switch (PQtransactionStatus(conn->pg)) {
+	switch (pgc__tx_status(conn)) {
 	case PQTRANS_IDLE:
 		*rc = pgc__err(err, PGC_EUSAGE, "the transaction body ended the transaction itself (COMMIT or ROLLBACK inside it)");
 		return OC_FAIL;
@@ -317,14 +287,19 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
 		return OC_FAIL;
 	}
 	pgc_error_clear(err);
-	if (died_while_idle(conn, err)) {
+	if (pgc__died_while_idle(conn, err)) {
 		*rc = PGC_ECONNLOST;
 		return OC_LOST;
 	}
 
-	if (!PQsendQuery(conn->pg, "COMMIT")) {
+	/* COMMIT is not cancelled at a deadline: an unanswered COMMIT has an unknown outcome,
+	 * and the session is closed rather than trusted afterwards. */
+	pgc__call call = PGC__CALL_INIT;
+	call.flags = PGC__SIMPLE | PGC__KEEP_ERROR;
+	call.on_deadline = PGC__DROP;
+	if (pgc__send(conn, "COMMIT", 0, NULL, &call, err) != PGC_OK) {
 		/* Not written (or not completely: the server never executes a partial message). */
-		*rc = pgc__err_result(err, conn->pg, NULL, NULL);
+		*rc = err->code ? err->code : PGC_ECONNLOST;
 		if (conn_dead(conn))
 			return OC_LOST;
 		rollback(conn);
@@ -332,36 +307,24 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
 	}
 	if (pgc__tx_commit_sent_hook != NULL)
 		pgc__tx_commit_sent_hook(conn);
-	PGresult *last = NULL;
-	bool committed = false;
-	while ((res = PQgetResult(conn->pg)) != NULL) {
-		if (PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdStatus(res), "COMMIT") == 0)
-			committed = true;
-		PQclear(last);
-		last = res;
-	}
-	if (committed) {
-		/* The answer came, whatever happened to the session afterwards. */
-		PQclear(last);
-		*rc = PGC_OK;
-		return OC_COMMITTED;
-	}
-	if (last != NULL && PQresultStatus(last) == PGRES_COMMAND_OK) {
+	PGresult *last = pgc__await(conn, &call, rc, err);
+	if (*rc == PGC_OK) {
 		/* "ROLLBACK" as COMMIT's tag: the transaction had failed. */
+		bool committed = last != NULL && strcmp(PQcmdStatus(last), "COMMIT") == 0;
 		PQclear(last);
+		if (committed)
+			return OC_COMMITTED;
 		*rc = pgc__err(err, PGC_EUSAGE, "COMMIT rolled back: the transaction had failed");
 		return OC_FAIL;
 	}
 	/* Only an ERROR from the server proves that COMMIT was processed and failed. Anything
 	 * else (no answer, a read error from libpq, a FATAL) leaves the outcome unknown. */
-	const char *state = last ? PQresultErrorField(last, PG_DIAG_SQLSTATE) : NULL;
 	const char *sev = last ? PQresultErrorField(last, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
-	bool server_error = state != NULL && strlen(state) == 5 && !conn_dead(conn) &&
+	bool server_error = last != NULL && err->sqlstate[0] != '\0' && !conn_dead(conn) &&
 	                    !(sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0));
+	PQclear(last);
 	if (!server_error) {
-		pgc__err_result(err, conn->pg, last, NULL);
-		PQclear(last);
-		conn->broken = true;
+		pgc__conn_set_broken(conn);
 		char msg[PGC_ERROR_MESSAGE_MAX];
 		snprintf(msg, sizeof msg, "%s", err->message);
 		char st[6];
@@ -373,8 +336,6 @@ static outcome attempt(pgc_conn *conn, const pgc_tx_options *o, pgc_tx_fn fn, vo
 		return OC_UNKNOWN;
 	}
 	/* A server error raised by COMMIT (40001, a deferred constraint): rolled back. */
-	*rc = pgc__err_result(err, conn->pg, last, NULL);
-	PQclear(last);
 	return failed(conn, o, err);
 }
 
@@ -415,7 +376,7 @@ int pgc_tx_run(pgc_conn *conn, const pgc_tx_options *opts, pgc_tx_fn fn, void *a
 	int rc = check_options(o, err);
 	if (rc != PGC_OK)
 		return rc;
-	if (!conn_dead(conn) && PQtransactionStatus(conn->pg) != PQTRANS_IDLE)
+	if (!conn_dead(conn) && pgc__tx_status(conn) != PQTRANS_IDLE)
 		return pgc__err(err, PGC_EUSAGE, "pgc_tx_run: the session is already inside a transaction (use pgc_savepoint for a nested unit)");
 
 	uint64_t rng = rng_seed(conn);
@@ -429,9 +390,10 @@ int pgc_tx_run(pgc_conn *conn, const pgc_tx_options *opts, pgc_tx_fn fn, void *a
 		if (need_reconnect) {
 			if (!o->reconnect)
 				return pgc__err(err, PGC_ECONNLOST, "the session was lost before this transaction; not reconnecting (disabled)");
+			if (pgc__holds_session_state(conn))
+				return pgc__err(err, PGC_ECONNLOST,
+				                "session lost while it held session-scoped state (advisory locks or LISTEN); not reconnecting, since a new session would not have it");
 			rc = pgc__reconnect(conn, err);
-			if (rc == PGC_ECONNLOST)
-				return rc; /* refused under the reconnect rule */
 			if (rc == PGC_OK) {
 				st->reconnects++;
 				need_reconnect = false;
@@ -501,7 +463,7 @@ int pgc_tx_run(pgc_conn *conn, const pgc_tx_options *opts, pgc_tx_fn fn, void *a
 			}
 		}
 		if (pause > 0)
-			sleep_ms(pause);
+			pgc__sleep_ms(pause);
 		st->backoff_ms += pause;
 	}
 }
@@ -514,19 +476,17 @@ static int savepoint_cmd(pgc_conn *conn, const char *verb, int depth, pgc_error 
 {
 	char sql[64];
 	snprintf(sql, sizeof sql, "%s pgcoord_sp_%d", verb, depth);
-	PGresult *res = PQexec(conn->pg, sql);
-	int rc = PGC_OK;
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		rc = pgc__err_result(err, conn->pg, res, verb);
-	PQclear(res);
+	int rc = pgc__command(conn, sql, err);
+	if (rc != PGC_OK)
+		pgc__err_prefix(err, "%s", verb);
 	return rc;
 }
 
-static int usable_transaction(pgc_conn *conn, const char *fn_name, pgc_error *err)
+int pgc__tx_usable(pgc_conn *conn, const char *fn_name, pgc_error *err)
 {
 	if (conn_dead(conn))
 		return pgc__err(err, PGC_ECONNLOST, "%s: connection to the server lost", fn_name);
-	switch (PQtransactionStatus(conn->pg)) {
+	switch (pgc__tx_status(conn)) {
 	case PQTRANS_INTRANS:
 		return PGC_OK;
 	case PQTRANS_INERROR:
@@ -546,13 +506,16 @@ int pgc_savepoint(pgc_conn *conn, pgc_tx_fn fn, void *arg, pgc_error *err)
 	pgc_error_clear(err);
 	if (conn == NULL || fn == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_savepoint: conn and fn must not be NULL");
-	int rc = usable_transaction(conn, "pgc_savepoint", err);
+	int rc = pgc__tx_usable(conn, "pgc_savepoint", err);
 	if (rc != PGC_OK)
 		return rc;
-	int depth = ++conn->savepoint_depth;
+	pgc__tx_state *ts = pgc__tx_state_of(conn);
+	if (ts == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	int depth = ++ts->savepoint_depth;
 	rc = savepoint_cmd(conn, "SAVEPOINT", depth, err);
 	if (rc != PGC_OK) {
-		conn->savepoint_depth = depth - 1;
+		ts->savepoint_depth = depth - 1;
 		return rc;
 	}
 	rc = fn(conn, arg, err);
@@ -560,10 +523,10 @@ int pgc_savepoint(pgc_conn *conn, pgc_tx_fn fn, void *arg, pgc_error *err)
 		pgc__err(err, rc, "savepoint body returned %d (%s) without details", rc, pgc_strerror(rc));
 	if (rc > 0 && rc != PGC_TX_ROLLBACK)
 		rc = pgc__err(err, PGC_EUSAGE, "savepoint body returned %d; expected 0, PGC_TX_ROLLBACK or a negative pgc_code", rc);
-	if (rc == PGC_OK && !conn_dead(conn) && PQtransactionStatus(conn->pg) == PQTRANS_INERROR)
+	if (rc == PGC_OK && !conn_dead(conn) && pgc__tx_status(conn) == PQTRANS_INERROR)
 		rc = pgc__err(err, PGC_EUSAGE, "savepoint body returned success after a statement failed; rolled back to the savepoint");
 	if (conn_dead(conn)) {
-		conn->savepoint_depth = depth - 1;
+		ts->savepoint_depth = depth - 1;
 		if (rc >= 0)
 			rc = pgc__err(err, PGC_ECONNLOST, "connection to the server lost inside the savepoint");
 		return rc;
@@ -575,7 +538,7 @@ int pgc_savepoint(pgc_conn *conn, pgc_tx_fn fn, void *arg, pgc_error *err)
 		crc = savepoint_cmd(conn, "ROLLBACK TO SAVEPOINT", depth, &cleanup);
 	if (crc == PGC_OK)
 		crc = savepoint_cmd(conn, "RELEASE SAVEPOINT", depth, &cleanup);
-	conn->savepoint_depth = depth - 1;
+	ts->savepoint_depth = depth - 1;
 	if (crc != PGC_OK) {
 		/* The enclosing transaction is no longer usable: that matters more than the body's
 		 * own outcome, which the message keeps. */
@@ -592,236 +555,6 @@ int pgc_savepoint(pgc_conn *conn, pgc_tx_fn fn, void *arg, pgc_error *err)
 	return rc;
 }
 
-/* ---- explicit locks ---- */
-
-/* "name" or "schema.name", each part quoted. malloc'd; NULL with err filled. */
-static char *quote_table(pgc_conn *conn, const char *table, pgc_error *err)
-{
-	const char *dot = strchr(table, '.');
-	if (dot == NULL) {
-		char *q = pgc__quote_ident(conn, table, err);
-		char *out = q ? strdup(q) : NULL;
-		if (q != NULL && out == NULL)
-			pgc__err(err, PGC_ENOMEM, "out of memory");
-		PQfreemem(q);
-		return out;
-	}
-	if (dot == table || dot[1] == '\0')
-		return pgc__err(err, PGC_EUSAGE, "table name \"%.100s\" has an empty part", table), NULL;
-	char *schema = strndup(table, (size_t)(dot - table));
-	if (schema == NULL)
-		return pgc__err(err, PGC_ENOMEM, "out of memory"), NULL;
-	char *qs = pgc__quote_ident(conn, schema, err);
-	char *qt = qs ? pgc__quote_ident(conn, dot + 1, err) : NULL;
-	free(schema);
-	char *out = NULL;
-	if (qs != NULL && qt != NULL) {
-		size_t n = strlen(qs) + strlen(qt) + 2;
-		out = malloc(n);
-		if (out == NULL)
-			pgc__err(err, PGC_ENOMEM, "out of memory");
-		else
-			snprintf(out, n, "%s.%s", qs, qt);
-	}
-	PQfreemem(qs);
-	PQfreemem(qt);
-	return out;
-}
-
-/* Statements pgc_lock_rows() prepared on a session, by SQL text: planned once per session,
- * as pgbench -M prepared does, instead of parsed and planned on every call. Bounded; past the
- * bound, statements run unnamed. */
-#define STMT_CACHE_MAX 32
-
-struct pgc__stmt {
-	char *sql;
-	char name[32];
-};
-
-void pgc__tx_forget_statements(pgc_conn *conn)
-{
-	for (int i = 0; i < conn->nstmts; i++)
-		free(conn->stmts[i].sql);
-	free(conn->stmts);
-	conn->stmts = NULL;
-	conn->nstmts = 0;
-}
-
-/* Runs sql (one text parameter) as a prepared statement of this session, preparing it the
- * first time. */
-static PGresult *exec_cached(pgc_conn *conn, const char *sql, const char *param, int *rc,
-                             pgc_error *err)
-{
-	const char *values[1] = { param };
-	struct pgc__stmt *hit = NULL;
-	for (int i = 0; i < conn->nstmts && hit == NULL; i++)
-		if (strcmp(conn->stmts[i].sql, sql) == 0)
-			hit = &conn->stmts[i];
-	if (hit == NULL && conn->nstmts < STMT_CACHE_MAX) {
-		if (conn->stmts == NULL) {
-			conn->stmts = calloc(STMT_CACHE_MAX, sizeof *conn->stmts);
-			if (conn->stmts == NULL)
-				return pgc__exec(conn, sql, 1, values, rc, err);
-		}
-		struct pgc__stmt *st = &conn->stmts[conn->nstmts];
-		st->sql = strdup(sql);
-		if (st->sql == NULL)
-			return pgc__exec(conn, sql, 1, values, rc, err);
-		snprintf(st->name, sizeof st->name, "pgcoord_lock_rows_%d", conn->nstmts);
-		PGresult *res = PQprepare(conn->pg, st->name, sql, 1, NULL);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			*rc = pgc__err_result(err, conn->pg, res, NULL);
-			PQclear(res);
-			free(st->sql);
-			st->sql = NULL;
-			return NULL;
-		}
-		PQclear(res);
-		conn->nstmts++;
-		hit = st;
-	}
-	if (hit == NULL)
-		return pgc__exec(conn, sql, 1, values, rc, err);
-	PGresult *res = PQexecPrepared(conn->pg, hit->name, 1, values, NULL, NULL, 0);
-	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	if (st == PGRES_TUPLES_OK) {
-		*rc = PGC_OK;
-		return res;
-	}
-	*rc = pgc__err_result(err, conn->pg, res, NULL);
-	PQclear(res);
-	if (err != NULL && strcmp(err->sqlstate, "26000") == 0) {
-		/* Deallocated behind our back (DEALLOCATE ALL, DISCARD ALL): prepare it again next
-		 * time. */
-		pgc__tx_forget_statements(conn);
-	}
-	return NULL;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-int pgc_lock_rows(pgc_conn *conn, const char *table, const char *key_column, const int64_t *ids,
-                  size_t n, pgc_row_lock mode, pgc_wait_policy wait_policy, bool *locked,
-                  pgc_error *err)
-{
-	pgc_error_clear(err);
-	if (conn == NULL || table == NULL || key_column == NULL || *table == '\0' || *key_column == '\0')
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_rows: conn, table and key_column must be given");
-	if (ids == NULL && n > 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_rows: ids must not be NULL when n > 0");
-	const char *clause = pgc_row_lock_sql(mode);
-	if (clause == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_rows: mode %d is not a pgc_row_lock", (int)mode);
-	if ((int)wait_policy < PGC_LOCK_WAIT || (int)wait_policy > PGC_LOCK_SKIP_LOCKED)
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_rows: wait_policy %d is not a pgc_wait_policy", (int)wait_policy);
-	int rc = usable_transaction(conn, "pgc_lock_rows", err);
-	if (rc != PGC_OK)
-		return rc;
-	for (size_t i = 0; i < n && locked != NULL; i++)
-		locked[i] = false;
-	if (n == 0)
-		return PGC_OK;
-
-	/* The sorted, distinct keys: the array parameter and the lookup table for the answer. */
-	int64_t *keys = malloc(n * sizeof *keys);
-	bool *got = calloc(n, sizeof *got);
-	char *param = malloc(n * 21 + 3);
-	char *qt = NULL, *qk = NULL, *sql = NULL;
-	PGresult *res = NULL;
-	if (keys == NULL || got == NULL || param == NULL) {
-		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
-		goto out;
-	}
-	memcpy(keys, ids, n * sizeof *keys);
-	qsort(keys, n, sizeof *keys, cmp_i64);
-	size_t nk = 0;
-	for (size_t i = 0; i < n; i++)
-		if (nk == 0 || keys[nk - 1] != keys[i])
-			keys[nk++] = keys[i];
-	char *p = param;
-	*p++ = '{';
-	for (size_t i = 0; i < nk; i++)
-		p += sprintf(p, i ? ",%" PRId64 : "%" PRId64, keys[i]);
-	*p++ = '}';
-	*p = '\0';
-
-	qt = quote_table(conn, table, err);
-	qk = qt ? pgc__quote_ident(conn, key_column, err) : NULL;
-	if (qt == NULL || qk == NULL) {
-		rc = err && err->code ? err->code : PGC_EUSAGE;
-		goto out;
-	}
-	const char *policy = wait_policy == PGC_LOCK_NOWAIT ? " NOWAIT"
-	                     : wait_policy == PGC_LOCK_SKIP_LOCKED ? " SKIP LOCKED" : "";
-	size_t len = strlen(qt) + 3 * strlen(qk) + 128;
-	sql = malloc(len);
-	if (sql == NULL) {
-		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
-		goto out;
-	}
-	/* ORDER BY sits below the locking clause in the plan: rows are locked in key order. */
-	snprintf(sql, len, "SELECT %s FROM %s WHERE %s = ANY($1::int8[]) ORDER BY %s %s%s", qk, qt,
-	         qk, qk, clause, policy);
-	res = exec_cached(conn, sql, param, &rc, err);
-	if (res == NULL)
-		goto out;
-	for (int r = 0; r < PQntuples(res); r++) {
-		if (PQgetisnull(res, r, 0))
-			continue;
-		int64_t k = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-		int64_t *hit = bsearch(&k, keys, nk, sizeof *keys, cmp_i64);
-		if (hit != NULL)
-			got[hit - keys] = true;
-	}
-	for (size_t i = 0; i < n && locked != NULL; i++) {
-		int64_t *hit = bsearch(&ids[i], keys, nk, sizeof *keys, cmp_i64);
-		locked[i] = hit != NULL && got[hit - keys];
-	}
-	rc = PGC_OK;
-out:
-	PQclear(res);
-	free(sql);
-	PQfreemem(qk);
-	free(qt);
-	free(param);
-	free(got);
-	free(keys);
-	return rc;
-}
-
-int pgc_lock_table(pgc_conn *conn, const char *table, pgc_table_lock mode, bool nowait,
-                   pgc_error *err)
-{
-	pgc_error_clear(err);
-	if (conn == NULL || table == NULL || *table == '\0')
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_table: conn and table must be given");
-	const char *m = pgc_table_lock_sql(mode);
-	if (m == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_table: mode %d is not a pgc_table_lock (the mode is always explicit)", (int)mode);
-	int rc = usable_transaction(conn, "pgc_lock_table", err);
-	if (rc != PGC_OK)
-		return rc;
-	char *qt = quote_table(conn, table, err);
-	if (qt == NULL)
-		return err && err->code ? err->code : PGC_EUSAGE;
-	size_t len = strlen(qt) + 64;
-	char *sql = malloc(len);
-	if (sql == NULL) {
-		free(qt);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
-	snprintf(sql, len, "LOCK TABLE %s IN %s MODE%s", qt, m, nowait ? " NOWAIT" : "");
-	PGresult *res = pgc__exec(conn, sql, 0, NULL, &rc, err);
-	PQclear(res);
-	free(sql);
-	free(qt);
-	return rc;
-}
-
 int pgc_tx_check_result(pgc_conn *conn, const struct pg_result *res, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -830,7 +563,7 @@ int pgc_tx_check_result(pgc_conn *conn, const struct pg_result *res, pgc_error *
 	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY)
 		return PGC_OK;
-	return pgc__err_result(err, conn->pg, res, NULL);
+	return pgc__err_result(err, pgc_conn_pg(conn), res, NULL);
 }
 
 /* ---- isolation names ---- */

@@ -169,7 +169,7 @@ static void *handler_main(void *arg)
 
 static int prepare_all(pgc_worker *w, pgc_error *err)
 {
-	PGconn *pg = w->conn->pg;
+	PGconn *pg = pgc_conn_pg(w->conn);
 	int stmts[] = { QS_PROMOTE, QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
 	for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
 		int s = stmts[i];
@@ -202,7 +202,7 @@ static void register_self(pgc_worker *w, int slots);
 /* Waits up to timeout_ms for a notification on channel; true when one came. */
 static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
 {
-	PGconn *pg = w->conn->pg;
+	PGconn *pg = pgc_conn_pg(w->conn);
 	int64_t end = pgc__now_ms() + timeout_ms;
 	for (;;) {
 		PQconsumeInput(pg);
@@ -265,7 +265,7 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 		pgc_conn *other = NULL;
 		if ((rc = pgc_connect(w->dsn, &co, &other, err)) != PGC_OK)
 			return rc;
-		PQsetNoticeProcessor(other->pg, on_notice, w);
+		PQsetNoticeProcessor(pgc_conn_pg(other), on_notice, w);
 		const char *v[1] = { probe };
 		PGresult *res = pgc__exec(other, "SELECT pg_backend_pid(), pg_notify($1, '')", 1, v, &rc, err);
 		if (res == NULL) {
@@ -542,15 +542,15 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 static int send_stmt(pgc_worker *w, int stmt, int n, const char *const *v)
 {
 	if (w->q->prepare)
-		return PQsendQueryPrepared(w->conn->pg, w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
-	return PQsendQueryParams(w->conn->pg, w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
+		return PQsendQueryPrepared(pgc_conn_pg(w->conn), w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
+	return PQsendQueryParams(pgc_conn_pg(w->conn), w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
 }
 
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
  * and claims for the queues worth claiming, as one pipeline. */
 static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
 {
-	PGconn *pg = w->conn->pg;
+	PGconn *pg = pgc_conn_pg(w->conn);
 	int rc = PGC_OK;
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
@@ -786,7 +786,7 @@ static void register_self(pgc_worker *w, int slots)
 
 static void unregister_self(pgc_worker *w)
 {
-	if (!w->registered || PQstatus(w->conn->pg) != CONNECTION_OK)
+	if (!w->registered || PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK)
 		return;
 	char *sql = pgc__queue_sql(w->q, "DELETE FROM @S@.workers WHERE channel = $1");
 	const char *v[1] = { w->own_channel };
@@ -801,7 +801,7 @@ static void unregister_self(pgc_worker *w)
 /* Notifications may also have arrived during another statement: libpq keeps them queued. */
 static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 {
-	PGconn *pg = w->conn->pg;
+	PGconn *pg = pgc_conn_pg(w->conn);
 	if (consume)
 		PQconsumeInput(pg);
 	PGnotify *n;
@@ -884,10 +884,8 @@ static bool reconnect(pgc_worker *w, dstate *d)
 {
 	int64_t delay = 100;
 	while (!atomic_load(&w->stop_requested)) {
-		PQreset(w->conn->pg);
-		if (PQstatus(w->conn->pg) == CONNECTION_OK) {
-			w->conn->backend_pid = PQbackendPID(w->conn->pg);
-			pgc_error e;
+		pgc_error e;
+		if (pgc__reconnect(w->conn, &e) == PGC_OK) {
 			if (setup_session(w, &e) == PGC_OK) {
 				wlog(w, PGC_LOG_INFO, "reconnected");
 				for (size_t i = 0; i < w->o.n_queues; i++)
@@ -965,7 +963,7 @@ static void *dispatcher_main(void *arg)
 		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
 			break;
 
-		if (PQstatus(w->conn->pg) != CONNECTION_OK) {
+		if (PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK) {
 			if (d.stopping)
 				break; /* what we hold returns to pending after its lease */
 			wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
@@ -1049,7 +1047,7 @@ static void *dispatcher_main(void *arg)
 				snprintf(last_error, sizeof last_error, "%s", e.message);
 				last_error_at = now;
 			}
-			if (PQstatus(w->conn->pg) == CONNECTION_OK) {
+			if (PQstatus(pgc_conn_pg(w->conn)) == CONNECTION_OK) {
 				/* A server error (not the connection): pause a little before trying again. */
 				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
 				poll(&pfd, 1, 200);
@@ -1102,8 +1100,8 @@ static void *dispatcher_main(void *arg)
 		int timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
 		if (timeout == 0 && any_more && free_slots(w) > 0)
 			continue;
-		struct pollfd pfd[2] = { { w->wake[0], POLLIN, 0 }, { PQsocket(w->conn->pg), POLLIN, 0 } };
-		int np = PQsocket(w->conn->pg) >= 0 ? 2 : 1;
+		struct pollfd pfd[2] = { { w->wake[0], POLLIN, 0 }, { PQsocket(pgc_conn_pg(w->conn)), POLLIN, 0 } };
+		int np = PQsocket(pgc_conn_pg(w->conn)) >= 0 ? 2 : 1;
 		int r = poll(pfd, (nfds_t)np, timeout);
 		if (r > 0 && (pfd[0].revents & POLLIN)) {
 			char buf[64];
@@ -1153,7 +1151,7 @@ static void *vacuum_main(void *arg)
 				delay = 5000;
 				continue;
 			}
-			PQsetNoticeProcessor(c->pg, on_notice, w);
+			PQsetNoticeProcessor(pgc_conn_pg(c), on_notice, w);
 		}
 		bool did = false;
 		int rc = pgc_queue_vacuum(q, w->o.vacuum_dead_tuples, &did, &e);
@@ -1162,7 +1160,7 @@ static void *vacuum_main(void *arg)
 			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
 		else if (rc != PGC_OK && rc != PGC_EBUSY)
 			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
-		if (PQstatus(c->pg) != CONNECTION_OK) {
+		if (PQstatus(pgc_conn_pg(c)) != CONNECTION_OK) {
 			pgc_queue_close(q);
 			pgc_conn_close(c);
 			q = NULL;
@@ -1241,7 +1239,7 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	co.application_name = w->app;
 	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
 	if (rc == PGC_OK) {
-		PQsetNoticeProcessor(w->conn->pg, on_notice, w);
+		PQsetNoticeProcessor(pgc_conn_pg(w->conn), on_notice, w);
 		rc = setup_session(w, err);
 	}
 	if (rc != PGC_OK) {

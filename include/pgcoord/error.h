@@ -30,7 +30,12 @@ typedef enum pgc_code {
 	PGC_ESCHEMA_VERSION = -16,   /* the schema is newer than this library knows */
 	PGC_ENOTFOUND = -17,         /* the named object does not exist */
 	PGC_EINTERNAL = -18,         /* a bug or an unexpected answer from the server */
-	PGC_EINTR = -19              /* interrupted at the caller's request */
+	PGC_EINTR = -19,             /* interrupted at the caller's request */
+	PGC_EAUTH = -20,             /* the server refused the credentials */
+	PGC_ECONFIG = -21,           /* a connection setting that cannot work (sslmode, port, host
+	                                name, database name) */
+	PGC_EPOOLER = -22            /* the pooler in between cannot keep what was asked (a session
+	                                lock through a transaction-mode pooler) */
 } pgc_code;
 
 /* Job queue codes (-30..-39). */
@@ -45,7 +50,9 @@ typedef enum pgc_error_class {
 	PGC_CLASS_RETRY_LATER = 2, /* transient: lock not available, canceled, connection lost,
 	                              server shutting down; try again after a pause */
 	PGC_CLASS_USAGE = 3,       /* fix the input; retrying the same call cannot succeed */
-	PGC_CLASS_FATAL = 4        /* anything else: give up and report */
+	PGC_CLASS_FATAL = 4,       /* anything else: give up and report */
+	PGC_CLASS_CONFIG = 5       /* fix the configuration (credentials, host, TLS settings, the
+	                              way through a pooler); retrying as is cannot succeed */
 } pgc_error_class;
 
 #define PGC_ERROR_MESSAGE_MAX 512
@@ -74,11 +81,13 @@ PGC_EXTERN void pgc_error_clear(pgc_error *err);
  * "unknown error". Thread-safe. */
 PGC_EXTERN const char *pgc_strerror(int code);
 
-/* A static name for a class: "none", "retry-tx", "retry-later", "usage", "fatal". */
+/* A static name for a class: "none", "retry-tx", "retry-later", "usage", "fatal",
+ * "config". */
 PGC_EXTERN const char *pgc_error_class_name(pgc_error_class klass);
 
-/* Classifies a five-character SQLSTATE: 40P01 and 40001 are RETRY_TX; 55P03, 57014, class 08
- * and 57P01/57P02/57P03 are RETRY_LATER; everything else, and NULL or malformed input, is FATAL.
+/* Classifies a five-character SQLSTATE: 40P01 and 40001 are RETRY_TX; 55P03, 57014, class 08,
+ * 53300 and 57P01/57P02/57P03 are RETRY_LATER; class 28 (invalid authorization) and 3D000
+ * (no such database) are CONFIG; everything else, and NULL or malformed input, is FATAL.
  * (USAGE is reserved for client-side argument errors, which carry no SQLSTATE.) */
 PGC_EXTERN pgc_error_class pgc_sqlstate_class(const char *sqlstate);
 

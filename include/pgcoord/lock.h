@@ -19,6 +19,7 @@
 #include "common.h"
 #include "conn.h"
 #include "error.h"
+#include "lockmode.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -110,6 +111,21 @@ typedef struct pgc_lock pgc_lock;
 #define PGC_LOCK_SHARED 1u     /* shared mode: compatible with other shared holders */
 #define PGC_LOCK_TRY 2u        /* do not wait: PGC_EBUSY at once when someone else holds it */
 #define PGC_LOCK_NO_REGISTRY 4u /* do not record a named key in the name registry */
+/* pgc_lock_acquire() only. Hold the lock as a transaction lock (pg_advisory_xact_lock) in a
+ * transaction of its own that stays open until pgc_lock_release() commits it: what works
+ * through a transaction-mode pooler, which keeps one server session for a transaction's whole
+ * life. The transaction is READ COMMITTED, so it holds no snapshot between statements (it holds
+ * back neither vacuum nor CREATE INDEX CONCURRENTLY), with idle_in_transaction_session_timeout
+ * (and transaction_timeout from PostgreSQL 17) off, and application_name "pgcoord/lock-holder"
+ * so that diagnostics know it. While it is held the connection is inside that transaction:
+ * statements sent on it run there, pgc_lock_check() heartbeats there, and one such lock per
+ * connection at a time. The connection must be outside a transaction. */
+#define PGC_LOCK_HOLD_XACT 8u
+/* pgc_lock_acquire() only. Let the library pick the scope: a session lock on a direct
+ * connection or through a pool in session mode, PGC_LOCK_HOLD_XACT through a transaction-mode
+ * pooler or one it cannot test (pgc_conn_pooler()); PGC_EPOOLER through a statement-mode
+ * pooler. pgcoord run uses it. */
+#define PGC_LOCK_AUTO_SCOPE 16u
 
 /* Wait without a deadline. Only this exact value means "forever"; other negatives are errors. */
 #define PGC_WAIT_FOREVER (-1)
@@ -145,10 +161,17 @@ typedef struct pgc_lock_options {
  * (checked once per connection) unless PGC_LOCK_NO_REGISTRY is set; if the key is already
  * recorded under another name, nothing is locked and PGC_ECOLLISION names both.
  *
+ * A session lock is only taken where the session is kept: the first one on a connection asks
+ * pgc_conn_pooler() (one round trip on a direct connection). Through a transaction-mode
+ * pooler, or one whose kind cannot be tested, it is refused with PGC_EPOOLER unless
+ * PGC_LOCK_HOLD_XACT or PGC_LOCK_AUTO_SCOPE says how to hold it instead. The wait is bounded
+ * by timeout_ms alone: the server's statement_timeout (the role's, the database's) is off for
+ * the waiting statement, and its lock_timeout is the caller's.
+ *
  * Errors: PGC_EUSAGE (NULL argument, unknown flags, timeout below -1, unknown key kind, the
- * transaction is aborted), PGC_EBUSY, PGC_ETIMEDOUT, PGC_EINTR, PGC_ECOLLISION, PGC_ESQL (for
- * example a deadlock, 40P01), PGC_ECONNLOST, PGC_ENOMEM. On any error *out is NULL and nothing
- * is held. Not thread-safe for one conn. */
+ * transaction is aborted), PGC_EBUSY, PGC_ETIMEDOUT, PGC_EINTR, PGC_ECOLLISION, PGC_EPOOLER,
+ * PGC_ESQL (for example a deadlock, 40P01), PGC_ECONNLOST, PGC_ENOMEM. On any error *out is
+ * NULL and nothing is held. Not thread-safe for one conn. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key,
                                                  const pgc_lock_options *opts, pgc_lock **out,
                                                  pgc_error *err);
@@ -174,6 +197,10 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_lock_release(pgc_lock *lock, pgc_error *err);
 PGC_EXTERN const pgc_key *pgc_lock_key(const pgc_lock *lock);
 PGC_EXTERN bool pgc_lock_shared(const pgc_lock *lock);
 PGC_EXTERN pgc_conn *pgc_lock_conn(const pgc_lock *lock);
+
+/* True when the lock is held in a transaction of its own (PGC_LOCK_HOLD_XACT, or chosen by
+ * PGC_LOCK_AUTO_SCOPE), false for a session lock or NULL. */
+PGC_EXTERN bool pgc_lock_held_in_transaction(const pgc_lock *lock);
 
 /* One entry of what a connection holds: a key in one mode, taken count times. */
 typedef struct pgc_held_lock {
@@ -222,21 +249,13 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_xact_lock_many(pgc_conn *conn, const pgc_key *k
 
 /* ---- Lock loss -------------------------------------------------------------------------- */
 
-/* Checks that conn's session is alive, which is what keeps its session locks. First reads
- * whatever the server sent unasked (a terminated backend announces itself: the socket becomes
- * readable); then, when heartbeat_timeout_ms > 0, sends a cheap round trip ("SELECT 1") that
- * must be answered within heartbeat_timeout_ms. With heartbeat_timeout_ms 0 only the first,
- * non-blocking part runs.
- * Returns 0 when the session is alive; PGC_ELOCKLOST when it is not and it held session locks
- * (the message says why: the server's reason, or "no answer within N ms"); PGC_ECONNLOST when
- * it is not and held nothing. After a loss the held-lock table is emptied (the handles stay
- * valid; releasing them returns PGC_ELOCKLOST). Errors also: PGC_EUSAGE. */
-PGC_EXTERN PGC_MUSTCHECK int pgc_conn_check(pgc_conn *conn, int heartbeat_timeout_ms,
+/* Checks that lock is still held: its session is alive (pgc_conn_check() with
+ * heartbeat_timeout_ms, see conn.h) and, for a lock held in a transaction of its own, that
+ * transaction is still open and sound. Returns 0 when it is held, PGC_ELOCKLOST (saying why)
+ * when it is not; a lock held in a transaction that failed is let go of at once (its
+ * transaction rolled back). Errors also: PGC_EUSAGE. Not thread-safe for one conn. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_check(pgc_lock *lock, int heartbeat_timeout_ms,
                                             pgc_error *err);
-
-/* The socket of conn's session, to poll(2) for readability together with other descriptors;
- * call pgc_conn_check(conn, 0, ...) when it is readable. -1 when closed or NULL. */
-PGC_EXTERN int pgc_conn_socket(const pgc_conn *conn);
 
 typedef struct pgc_watch_options {
 	int interval_ms;          /* heartbeat every interval_ms; default 1000 */
@@ -255,6 +274,53 @@ typedef struct pgc_watch_options {
  * acquisition was already released). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms,
                                             const pgc_watch_options *opts, pgc_error *err);
+
+/* ---- Row and table locks ---------------------------------------------------------------- */
+
+/* What a locking read does about rows locked by others. */
+typedef enum pgc_wait_policy {
+	PGC_ROWS_WAIT = 0,         /* wait (bounded by lock_timeout, see below) */
+	PGC_ROWS_NOWAIT = 1,       /* fail at once with 55P03 */
+	PGC_ROWS_SKIP_LOCKED = 2   /* leave those rows out */
+} pgc_wait_policy;
+
+/* Locks the rows of table whose key_column is one of ids, in ascending key order, with
+ *   SELECT key FROM table WHERE key = ANY($1) ORDER BY key FOR <mode> [NOWAIT | SKIP LOCKED]
+ * so that every path that locks several rows through it takes them in one global order and
+ * no deadlock cycle can form among them. table is "name" or "schema.name" (one dot separates
+ * the schema; each part is quoted as an identifier, so any other character is allowed);
+ * key_column is quoted as is. Keys are 64-bit integers (the column may be smallint, integer
+ * or bigint). ids need not be sorted and may repeat; n may be 0.
+ * locked (may be NULL) has n entries: locked[i] is set to true when the row with key ids[i]
+ * is now locked by this transaction, false when it does not exist (or is invisible to this
+ * transaction) or was skipped by SKIP LOCKED.
+ * Must run inside a transaction (pgc_tx_run, or your own BEGIN): a row lock outside one
+ * would be released at once. The statement is prepared on the session the first time, as
+ * pgbench -M prepared does (the statement cache of the connection: after a DEALLOCATE ALL the
+ * next call fails once with 26000 and the statement is prepared again).
+ * A wait (PGC_ROWS_WAIT) inside pgc_tx_run() with a lock_timeout_ms is bounded by that
+ * lock_timeout alone: the server's statement_timeout is off for the locking statement. Without
+ * one it is bounded by the session's lock_timeout and statement_timeout, and by the
+ * connection's call timeout (pgc_conn_options.call_timeout_ms).
+ * Errors: PGC_EUSAGE (NULL or empty names, ids NULL with n > 0, mode or wait_policy out of
+ * range, not inside a transaction or the transaction is aborted), PGC_ENOMEM, PGC_ESQL (55P03
+ * under NOWAIT or lock_timeout, 40P01, 42P01 no such table, ...; the transaction is then
+ * aborted unless this ran in pgc_savepoint()), PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_rows(pgc_conn *conn, const char *table,
+                                           const char *key_column, const int64_t *ids,
+                                           size_t n, pgc_row_lock mode,
+                                           pgc_wait_policy wait_policy, bool *locked,
+                                           pgc_error *err);
+
+/* LOCK TABLE table IN <mode> MODE [NOWAIT]. The mode is always explicit (a bare LOCK TABLE
+ * would take ACCESS EXCLUSIVE, the strongest). table is named as for pgc_lock_rows(). The lock
+ * is held until the transaction ends.
+ * Its wait is bounded as pgc_lock_rows()'s.
+ * Errors: PGC_EUSAGE (NULL or empty table, mode out of range, not inside a transaction or the
+ * transaction is aborted), PGC_ENOMEM, PGC_ESQL (55P03 under nowait or lock_timeout, 42P01,
+ * 42501, ...), PGC_ETIMEDOUT, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_table(pgc_conn *conn, const char *table,
+                                            pgc_table_lock mode, bool nowait, pgc_error *err);
 
 /* ---- Who holds a key -------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* pgcoord/tx.h - transactions that survive contention: a whole-transaction retry runner,
- * savepoints, rows locked in one global order, explicit table locks
+ * savepoints (rows locked in one global order and explicit table locks are in lock.h)
  *
  * pgc_tx_run() is the loop every application writes by hand and usually gets wrong: BEGIN with
  * the requested isolation, per-transaction timeouts, the caller's work, COMMIT; on a deadlock
@@ -9,8 +9,8 @@
  * back exactly as the server reported them.
  *
  * Connection loss. When the session dies before COMMIT was sent, the transaction is known to
- * be rolled back: the runner reconnects the same pgc_conn (same DSN and options, same PGconn
- * handle as returned by pgc_conn_pg()) and runs the transaction again. When it dies after
+ * be rolled back: the runner reconnects the same pgc_conn (same DSN and options; a new PGconn
+ * under it, so do not keep what pgc_conn_pg() returned) and runs the transaction again. When it dies after
  * COMMIT was sent and before the answer came, nobody can know whether the transaction
  * committed: the runner returns PGC_ECOMMIT_UNKNOWN and never retries on its own. Only the
  * server's COMMIT tag means committed, and only an ERROR from the server in answer to COMMIT
@@ -22,7 +22,6 @@
  * one is gone: session advisory locks, LISTEN registrations, session-level SET, prepared
  * statements, temporary tables. The runner therefore reconnects only when
  *   - opts.reconnect is true (the default), and
- *   - the pgc_conn was opened by pgc_connect() (it knows its DSN), and
  *   - the library tracks no session-scoped state on the conn (a session advisory lock held
  *     through the library, a LISTEN channel): then the runner refuses and returns
  *     PGC_ECONNLOST with a message saying why, so that no state is pretended to survive.
@@ -164,46 +163,6 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_tx_run(pgc_conn *conn, const pgc_tx_options *op
  * example when fn released the savepoint itself). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_savepoint(pgc_conn *conn, pgc_tx_fn fn, void *arg,
                                            pgc_error *err);
-
-/* What a locking read does about rows locked by others. */
-typedef enum pgc_wait_policy {
-	PGC_LOCK_WAIT = 0,         /* wait (bounded by lock_timeout / statement_timeout) */
-	PGC_LOCK_NOWAIT = 1,       /* fail at once with 55P03 */
-	PGC_LOCK_SKIP_LOCKED = 2   /* leave those rows out */
-} pgc_wait_policy;
-
-/* Locks the rows of table whose key_column is one of ids, in ascending key order, with
- *   SELECT key FROM table WHERE key = ANY($1) ORDER BY key FOR <mode> [NOWAIT | SKIP LOCKED]
- * so that every path that locks several rows through it takes them in one global order and
- * no deadlock cycle can form among them. table is "name" or "schema.name" (one dot separates
- * the schema; each part is quoted as an identifier, so any other character is allowed);
- * key_column is quoted as is. Keys are 64-bit integers (the column may be smallint, integer
- * or bigint). ids need not be sorted and may repeat; n may be 0.
- * locked (may be NULL) has n entries: locked[i] is set to true when the row with key ids[i]
- * is now locked by this transaction, false when it does not exist (or is invisible to this
- * transaction) or was skipped by SKIP LOCKED.
- * Must run inside a transaction (pgc_tx_run, or your own BEGIN): a row lock outside one
- * would be released at once. The statement is prepared on the session the first time (named
- * "pgcoord_lock_rows_N"; up to 32 shapes per session), as pgbench -M prepared does; after a
- * DEALLOCATE ALL on the session the next call fails once with 26000 and prepares it again.
- * Errors: PGC_EUSAGE (NULL or empty names, ids NULL with n > 0, mode or wait_policy out of
- * range, not inside a transaction or the transaction is aborted), PGC_ENOMEM, PGC_ESQL (55P03
- * under NOWAIT or lock_timeout, 40P01, 42P01 no such table, ...; the transaction is then
- * aborted unless this ran in pgc_savepoint()), PGC_ECONNLOST. */
-PGC_EXTERN PGC_MUSTCHECK int pgc_lock_rows(pgc_conn *conn, const char *table,
-                                           const char *key_column, const int64_t *ids,
-                                           size_t n, pgc_row_lock mode,
-                                           pgc_wait_policy wait_policy, bool *locked,
-                                           pgc_error *err);
-
-/* LOCK TABLE table IN <mode> MODE [NOWAIT]. The mode is always explicit (a bare LOCK TABLE
- * would take ACCESS EXCLUSIVE, the strongest). table is named as for pgc_lock_rows(). The lock
- * is held until the transaction ends.
- * Errors: PGC_EUSAGE (NULL or empty table, mode out of range, not inside a transaction or the
- * transaction is aborted), PGC_ENOMEM, PGC_ESQL (55P03 under nowait or lock_timeout, 42P01,
- * 42501, ...), PGC_ECONNLOST. */
-PGC_EXTERN PGC_MUSTCHECK int pgc_lock_table(pgc_conn *conn, const char *table,
-                                            pgc_table_lock mode, bool nowait, pgc_error *err);
 
 /* The result of a libpq call made inside a transaction body, as the runner needs it: 0 when
  * res is a success (PGRES_COMMAND_OK, PGRES_TUPLES_OK or PGRES_EMPTY_QUERY), otherwise err

@@ -15,7 +15,7 @@
 --  * lease_until and token are in no index, so a heartbeat is a HOT update (fillfactor 80).
 --  * job_history is insert-only and trimmed by the reaper after the retention settings.
 
-CREATE TABLE @schema@.queue_settings (
+CREATE TABLE @S@.queue_settings (
     one                 boolean     PRIMARY KEY DEFAULT true CHECK (one),
     channel             text        NOT NULL DEFAULT '',
     job_seq             regclass,
@@ -25,16 +25,16 @@ CREATE TABLE @schema@.queue_settings (
     failed_retention    interval    NOT NULL DEFAULT '7 days' CHECK (failed_retention >= '0'),
     max_payload_bytes   integer     NOT NULL DEFAULT 1048576 CHECK (max_payload_bytes > 0)
 );
-COMMENT ON TABLE @schema@.queue_settings IS
+COMMENT ON TABLE @S@.queue_settings IS
     'pgcoord: queue settings (one row): aging of low priorities, history retention, payload limit';
 
-CREATE SEQUENCE @schema@.job_id_seq;
-CREATE SEQUENCE @schema@.claim_token_seq CACHE 64;
+CREATE SEQUENCE @S@.job_id_seq;
+CREATE SEQUENCE @S@.claim_token_seq CACHE 64;
 
-INSERT INTO @schema@.queue_settings DEFAULT VALUES;
+INSERT INTO @S@.queue_settings DEFAULT VALUES;
 -- The notification channel and the sequences are found through the catalog from the row's own
 -- table, so that no name is pasted into a string here.
-UPDATE @schema@.queue_settings s
+UPDATE @S@.queue_settings s
    SET channel = left(n.nspname, 50) || '.queue',
        job_seq = (SELECT q.oid FROM pg_catalog.pg_class q
                    WHERE q.relnamespace = c.relnamespace AND q.relname = 'job_id_seq'),
@@ -43,25 +43,25 @@ UPDATE @schema@.queue_settings s
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = s.tableoid;
 
-CREATE TABLE @schema@.queues (
+CREATE TABLE @S@.queues (
     name       text        PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 128),
     paused     boolean     NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-COMMENT ON TABLE @schema@.queues IS 'pgcoord: the queues that have seen a job, and their pause flag';
+COMMENT ON TABLE @S@.queues IS 'pgcoord: the queues that have seen a job, and their pause flag';
 
 -- Running workers that LISTEN, each on its own channel, with their free slots (refreshed about
 -- once a second), so that an enqueue wakes one worker rather than all of them. Unlogged: it
 -- only describes the present.
-CREATE UNLOGGED TABLE @schema@.workers (
+CREATE UNLOGGED TABLE @S@.workers (
     channel    text        PRIMARY KEY,
     queues     text[]      NOT NULL,
     free       integer     NOT NULL DEFAULT 0,
     seen_at    timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-COMMENT ON TABLE @schema@.workers IS 'pgcoord: listening workers, for targeted wake-ups';
+COMMENT ON TABLE @S@.workers IS 'pgcoord: listening workers, for targeted wake-ups';
 
-CREATE TABLE @schema@.jobs (
+CREATE TABLE @S@.jobs (
     id           bigint      PRIMARY KEY,
     queue        text        NOT NULL,
     status       text        NOT NULL DEFAULT 'pending'
@@ -83,16 +83,16 @@ CREATE TABLE @schema@.jobs (
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01,
         autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0,
         autovacuum_vacuum_insert_scale_factor = 0.05);
-COMMENT ON TABLE @schema@.jobs IS 'pgcoord: live jobs (pending and running); finished ones move to job_history';
+COMMENT ON TABLE @S@.jobs IS 'pgcoord: live jobs (pending and running); finished ones move to job_history';
 
-CREATE INDEX jobs_claim ON @schema@.jobs (queue, eff_priority DESC, run_at, id)
+CREATE INDEX jobs_claim ON @S@.jobs (queue, eff_priority DESC, run_at, id)
     WHERE status = 'pending';
-CREATE INDEX jobs_waiting ON @schema@.jobs (queue, run_at) WHERE status = 'pending';
-CREATE INDEX jobs_scheduled ON @schema@.jobs (queue, run_at) WHERE status = 'scheduled';
-CREATE INDEX jobs_running ON @schema@.jobs (queue) WHERE status = 'running';
-CREATE UNIQUE INDEX jobs_unique ON @schema@.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
+CREATE INDEX jobs_waiting ON @S@.jobs (queue, run_at) WHERE status = 'pending';
+CREATE INDEX jobs_scheduled ON @S@.jobs (queue, run_at) WHERE status = 'scheduled';
+CREATE INDEX jobs_running ON @S@.jobs (queue) WHERE status = 'running';
+CREATE UNIQUE INDEX jobs_unique ON @S@.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
 
-CREATE TABLE @schema@.job_history (
+CREATE TABLE @S@.job_history (
     id           bigint      PRIMARY KEY,
     queue        text        NOT NULL,
     status       text        NOT NULL CHECK (status IN ('succeeded', 'failed', 'cancelled')),
@@ -109,12 +109,12 @@ CREATE TABLE @schema@.job_history (
     finished_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
     payload      jsonb       NOT NULL
 ) WITH (autovacuum_vacuum_cost_delay = 0);
-COMMENT ON TABLE @schema@.job_history IS
+COMMENT ON TABLE @S@.job_history IS
     'pgcoord: finished jobs (succeeded, failed = dead letter, cancelled), kept for the retention settings';
-CREATE INDEX job_history_queue ON @schema@.job_history (queue, status, finished_at);
+CREATE INDEX job_history_queue ON @S@.job_history (queue, status, finished_at);
 
 -- Appends one error to a job's short error history (the last 5).
-CREATE FUNCTION @schema@.push_error(errors jsonb, attempt integer, message text)
+CREATE FUNCTION @S@.push_error(errors jsonb, attempt integer, message text)
 RETURNS jsonb LANGUAGE sql IMMUTABLE AS $pgc$
     SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb)
       FROM jsonb_array_elements(coalesce(errors, '[]'::jsonb)
@@ -129,12 +129,12 @@ $pgc$;
 -- by a pending or running job of the queue is skipped, and its id comes back NULL. Returns one
 -- row per input element, in order. Sends one notification per transaction (duplicates of a
 -- notification in one transaction are folded by the server).
-CREATE FUNCTION @schema@.enqueue(p_queue text, p_payloads text[], p_unique_keys text[],
+CREATE FUNCTION @S@.enqueue(p_queue text, p_payloads text[], p_unique_keys text[],
                                  p_priority integer, p_run_at timestamptz,
                                  p_max_attempts integer)
 RETURNS TABLE (ord bigint, id bigint) LANGUAGE plpgsql AS $pgc$
 DECLARE
-    st @schema@.queue_settings;
+    st @S@.queue_settings;
     bad bigint;
     why text;
     big bigint;
@@ -157,7 +157,7 @@ BEGIN
         RAISE EXCEPTION 'unique_keys has % elements, payloads %', cardinality(p_unique_keys),
             cardinality(p_payloads) USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO st FROM @schema@.queue_settings;
+    SELECT * INTO st FROM @S@.queue_settings;
     SELECT u.i, octet_length(u.p) INTO big, n
       FROM unnest(p_payloads) WITH ORDINALITY AS u(p, i)
      WHERE octet_length(u.p) > st.max_payload_bytes OR u.p IS NULL
@@ -170,7 +170,7 @@ BEGIN
             USING ERRCODE = '22023', COLUMN = big::text,
                   HINT = 'the limit is queue_settings.max_payload_bytes (pgcoord queue config)';
     END IF;
-    INSERT INTO @schema@.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
+    INSERT INTO @S@.queues (name) VALUES (p_queue) ON CONFLICT DO NOTHING;
     BEGIN
         RETURN QUERY
         WITH input AS MATERIALIZED (
@@ -178,7 +178,7 @@ BEGIN
                    CASE WHEN p_unique_keys IS NULL THEN NULL ELSE p_unique_keys[u.i] END AS ukey
               FROM unnest(p_payloads) WITH ORDINALITY AS u(p, i)
         ), ins AS (
-            INSERT INTO @schema@.jobs AS j (id, queue, status, priority, eff_priority, run_at,
+            INSERT INTO @S@.jobs AS j (id, queue, status, priority, eff_priority, run_at,
                                             max_attempts, unique_key, payload)
             SELECT input.id, p_queue,
                    CASE WHEN p_run_at > clock_timestamp() THEN 'scheduled' ELSE 'pending' END,
@@ -205,7 +205,7 @@ BEGIN
     END;
     -- Wake one worker with free slots for this queue (workers register their own channel),
     -- the same one for every call of a transaction; everyone only when none is known.
-    SELECT w.channel INTO target FROM @schema@.workers w
+    SELECT w.channel INTO target FROM @S@.workers w
      WHERE p_queue = ANY (w.queues) AND w.free > 0
        AND w.seen_at > clock_timestamp() - interval '10 seconds'
      ORDER BY hashtext(w.channel || txid_current()::text) LIMIT 1;

@@ -14,7 +14,7 @@
 -- write guarded by an older token can still commit. Renewals update only non-key columns
 -- (FOR NO KEY UPDATE), which does not conflict with FOR KEY SHARE, so writers never delay the
 -- holder's renewals.
-CREATE TABLE @schema@.leases (
+CREATE TABLE @S@.leases (
     name        text        PRIMARY KEY CHECK (name <> '' AND octet_length(name) <= 200),
     token       bigint      NOT NULL CHECK (token > 0),
     kind        text        NOT NULL CHECK (kind IN ('lease', 'lock')),
@@ -26,10 +26,10 @@ CREATE TABLE @schema@.leases (
     released_at timestamptz,
     CHECK (kind = 'lease' OR expires_at IS NULL)
 );
-COMMENT ON TABLE @schema@.leases IS
+COMMENT ON TABLE @S@.leases IS
     'pgcoord: leases and fencing tokens, one row per name; tokens only grow';
 
-CREATE FUNCTION @schema@.leases_guard() RETURNS trigger
+CREATE FUNCTION @S@.leases_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
@@ -45,12 +45,12 @@ BEGIN
               HINT = 'release a lease with lease_release(name, token) instead';
 END
 $$;
-CREATE TRIGGER leases_guard BEFORE UPDATE OR DELETE ON @schema@.leases
-    FOR EACH ROW EXECUTE FUNCTION @schema@.leases_guard();
-CREATE TRIGGER leases_guard_truncate BEFORE TRUNCATE ON @schema@.leases
-    FOR EACH STATEMENT EXECUTE FUNCTION @schema@.leases_guard();
+CREATE TRIGGER leases_guard BEFORE UPDATE OR DELETE ON @S@.leases
+    FOR EACH ROW EXECUTE FUNCTION @S@.leases_guard();
+CREATE TRIGGER leases_guard_truncate BEFORE TRUNCATE ON @S@.leases
+    FOR EACH STATEMENT EXECUTE FUNCTION @S@.leases_guard();
 
-CREATE FUNCTION @schema@.lease_check_args(p_name text, p_holder text, p_ttl_ms bigint) RETURNS void
+CREATE FUNCTION @S@.lease_check_args(p_name text, p_holder text, p_ttl_ms bigint) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF p_name IS NULL OR p_name = '' OR octet_length(p_name) > 200 THEN
@@ -66,7 +66,7 @@ END
 $$;
 
 -- A token that reached a client must survive a crash: commit at least to the local WAL.
-CREATE FUNCTION @schema@.lease_durable() RETURNS void
+CREATE FUNCTION @S@.lease_durable() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF current_setting('synchronous_commit') = 'off' THEN
@@ -79,29 +79,29 @@ $$;
 -- with a token one greater than the last one for the name. granted is false when someone
 -- else holds it; the other columns then describe the current holder. Waits at most
 -- p_lock_timeout_ms for transactions that checked the previous token (SQLSTATE 55P03).
-CREATE FUNCTION @schema@.lease_acquire(p_name text, p_holder text, p_ttl_ms bigint,
+CREATE FUNCTION @S@.lease_acquire(p_name text, p_holder text, p_ttl_ms bigint,
         p_lock_timeout_ms integer DEFAULT 1000,
         OUT granted boolean, OUT token bigint, OUT holder text, OUT granted_at timestamptz,
         OUT expires_at timestamptz, OUT db_now timestamptz)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
 #variable_conflict use_column
 DECLARE
-    cur @schema@.leases;
+    cur @S@.leases;
     v_now timestamptz;
 BEGIN
-    PERFORM @schema@.lease_check_args(p_name, p_holder, p_ttl_ms);
+    PERFORM @S@.lease_check_args(p_name, p_holder, p_ttl_ms);
     IF p_holder IS NULL OR p_ttl_ms IS NULL THEN
         RAISE EXCEPTION 'lease holder and ttl must not be NULL' USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('lock_timeout', greatest(coalesce(p_lock_timeout_ms, 1000), 1)::text || 'ms', true);
-    PERFORM @schema@.lease_durable();
+    PERFORM @S@.lease_durable();
     -- The expiry counts from before any wait, so it is never later than the caller expects.
     v_now := clock_timestamp();
-    SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name;
+    SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name;
     IF NOT FOUND OR cur.expires_at IS NULL OR cur.expires_at <= clock_timestamp() THEN
         -- "SET name = excluded.name" assigns the key, so the conflicting row is locked
         -- FOR UPDATE: the grant waits for writers that hold it FOR KEY SHARE (fence_check).
-        INSERT INTO @schema@.leases AS l
+        INSERT INTO @S@.leases AS l
             (name, token, kind, holder, granted_at, renewed_at, expires_at, ttl_ms, released_at)
         VALUES (p_name, 1, 'lease', p_holder, v_now, v_now,
                 v_now + p_ttl_ms * interval '1 millisecond', p_ttl_ms, NULL)
@@ -117,7 +117,7 @@ BEGIN
             db_now := clock_timestamp();
             RETURN;
         END IF;
-        SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name;
+        SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name;
     END IF;
     granted := false;
     token := cur.token;
@@ -131,22 +131,22 @@ $$;
 -- Extends the lease by p_ttl_ms from now when it is still held with p_token and not expired.
 -- status: 'ok', 'expired' (nobody took it yet, but it lapsed), 'released', 'superseded' (a
 -- newer token exists), 'unknown' (no such name or token). The other columns describe the row.
-CREATE FUNCTION @schema@.lease_renew(p_name text, p_token bigint, p_ttl_ms bigint,
+CREATE FUNCTION @S@.lease_renew(p_name text, p_token bigint, p_ttl_ms bigint,
         OUT status text, OUT token bigint, OUT holder text, OUT granted_at timestamptz,
         OUT expires_at timestamptz, OUT db_now timestamptz)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
 #variable_conflict use_column
 DECLARE
-    cur @schema@.leases;
+    cur @S@.leases;
     v_now timestamptz;
 BEGIN
-    PERFORM @schema@.lease_check_args(p_name, NULL, p_ttl_ms);
+    PERFORM @S@.lease_check_args(p_name, NULL, p_ttl_ms);
     IF p_ttl_ms IS NULL THEN
         RAISE EXCEPTION 'lease ttl must not be NULL' USING ERRCODE = '22023';
     END IF;
-    PERFORM @schema@.lease_durable();
+    PERFORM @S@.lease_durable();
     v_now := clock_timestamp();
-    UPDATE @schema@.leases l
+    UPDATE @S@.leases l
        SET renewed_at = v_now, expires_at = v_now + p_ttl_ms * interval '1 millisecond',
            ttl_ms = p_ttl_ms
      WHERE l.name = p_name AND l.token = p_token AND l.kind = 'lease'
@@ -157,7 +157,7 @@ BEGIN
         db_now := clock_timestamp();
         RETURN;
     END IF;
-    SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name;
+    SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name;
     status := CASE WHEN NOT FOUND OR p_token IS NULL OR cur.token < p_token THEN 'unknown'
                    WHEN cur.token > p_token THEN 'superseded'
                    WHEN cur.kind <> 'lease' THEN 'unknown'
@@ -174,20 +174,20 @@ $$;
 -- Ends the lease held with p_token (expired or not, as long as no newer token exists) and
 -- wakes the candidates that wait on the channel pgcoord_lease (payload: the name).
 -- Returns 'ok', 'released' (already), 'superseded' or 'unknown'.
-CREATE FUNCTION @schema@.lease_release(p_name text, p_token bigint) RETURNS text
+CREATE FUNCTION @S@.lease_release(p_name text, p_token bigint) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
 DECLARE
-    cur @schema@.leases;
+    cur @S@.leases;
 BEGIN
-    PERFORM @schema@.lease_check_args(p_name, NULL, NULL);
-    UPDATE @schema@.leases l SET expires_at = NULL, released_at = clock_timestamp()
+    PERFORM @S@.lease_check_args(p_name, NULL, NULL);
+    UPDATE @S@.leases l SET expires_at = NULL, released_at = clock_timestamp()
      WHERE l.name = p_name AND l.token = p_token AND l.kind = 'lease'
        AND l.expires_at IS NOT NULL;
     IF FOUND THEN
         PERFORM pg_notify('pgcoord_lease', p_name);
         RETURN 'ok';
     END IF;
-    SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name;
+    SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name;
     RETURN CASE WHEN NOT FOUND OR p_token IS NULL OR cur.token < p_token THEN 'unknown'
                 WHEN cur.token > p_token THEN 'superseded'
                 WHEN cur.kind <> 'lease' THEN 'unknown'
@@ -198,22 +198,22 @@ $$;
 -- Hands a fencing token for p_name to p_holder, who holds the name by other means (an
 -- advisory lock): the same counter as the leases, so both fence the same way. Refuses with
 -- SQLSTATE PCF03 while a lease on the name is held and not expired.
-CREATE FUNCTION @schema@.fence_next(p_name text, p_holder text, p_lock_timeout_ms integer DEFAULT 1000)
+CREATE FUNCTION @S@.fence_next(p_name text, p_holder text, p_lock_timeout_ms integer DEFAULT 1000)
 RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '1s' AS $$
 DECLARE
-    cur @schema@.leases;
+    cur @S@.leases;
     v_now timestamptz;
     v_token bigint;
 BEGIN
-    PERFORM @schema@.lease_check_args(p_name, p_holder, NULL);
+    PERFORM @S@.lease_check_args(p_name, p_holder, NULL);
     IF p_holder IS NULL THEN
         RAISE EXCEPTION 'holder must not be NULL' USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('lock_timeout', greatest(coalesce(p_lock_timeout_ms, 1000), 1)::text || 'ms', true);
-    PERFORM @schema@.lease_durable();
+    PERFORM @S@.lease_durable();
     v_now := clock_timestamp();
-    INSERT INTO @schema@.leases AS l
+    INSERT INTO @S@.leases AS l
         (name, token, kind, holder, granted_at, renewed_at, expires_at, ttl_ms, released_at)
     VALUES (p_name, 1, 'lock', p_holder, v_now, v_now, NULL, NULL, NULL)
     ON CONFLICT (name) DO UPDATE
@@ -225,7 +225,7 @@ BEGIN
     IF FOUND THEN
         RETURN v_token;
     END IF;
-    SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name;
+    SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name;
     RAISE EXCEPTION 'name "%" is held as a lease by % (token %) until %',
             p_name, cur.holder, cur.token, cur.expires_at
         USING ERRCODE = 'PCF03',
@@ -238,12 +238,12 @@ $$;
 -- (stale fencing token) when a newer token was granted, and PCF02 when no such token was ever
 -- granted. Holds the row FOR KEY SHARE until the transaction ends, so no newer token can be
 -- granted before this transaction commits or rolls back.
-CREATE FUNCTION @schema@.fence_check(p_name text, p_token bigint) RETURNS bigint
+CREATE FUNCTION @S@.fence_check(p_name text, p_token bigint) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    cur @schema@.leases;
+    cur @S@.leases;
 BEGIN
-    SELECT * INTO cur FROM @schema@.leases l WHERE l.name = p_name FOR KEY SHARE;
+    SELECT * INTO cur FROM @S@.leases l WHERE l.name = p_name FOR KEY SHARE;
     IF NOT FOUND OR p_token IS NULL OR p_token > cur.token OR p_token <= 0 THEN
         RAISE EXCEPTION 'no fencing token % was granted for "%"', coalesce(p_token::text, 'NULL'), p_name
             USING ERRCODE = 'PCF02';

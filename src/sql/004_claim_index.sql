@@ -9,6 +9,6 @@
 -- not aged yet; aged ones (eff_priority = 32768) are in run_at order inside the claim index.
 -- With the extra predicate the claim's WHERE no longer implies the index's, so the claim index
 -- is the claim's only index path again.
-DROP INDEX @schema@.jobs_waiting;
-CREATE INDEX jobs_waiting ON @schema@.jobs (queue, run_at)
+DROP INDEX @S@.jobs_waiting;
+CREATE INDEX jobs_waiting ON @S@.jobs (queue, run_at)
     WHERE status = 'pending' AND eff_priority < 32768;

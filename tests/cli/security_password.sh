@@ -28,8 +28,8 @@ commands=$("$PGCOORD_BIN" --help | awk '/^Commands:/ {on=1; next} /^$/ {on=0} on
 [ -n "$commands" ] || fail "no commands in --help"
 checked=0
 for dsn in "$uri" "$kv"; do
-	# The rejection itself: 69 and the masked DSN.
-	run 69 "$PG" -d "$dsn" info
+	# The rejection itself: 77 (EX_NOPERM: fix the credentials) and the masked DSN.
+	run 77 "$PG" -d "$dsn" info
 	err_has "password authentication failed"
 	for cmd in $commands; do
 		for json in "" --json; do
@@ -44,9 +44,9 @@ for dsn in "$uri" "$kv"; do
 		done
 	done
 	# Through the environment too.
-	PGCOORD_DSN="$dsn" run 69 "$PG" info
-	DATABASE_URL="$dsn" run 69 "$PG" init
-	PGPASSWORD="$secret" run 69 "$PG" -d "host=127.0.0.1 port=$port user=$role dbname=postgres" info
+	PGCOORD_DSN="$dsn" run 77 "$PG" info
+	DATABASE_URL="$dsn" run 77 "$PG" init
+	PGPASSWORD="$secret" run 77 "$PG" -d "host=127.0.0.1 port=$port user=$role dbname=postgres" info
 	grep -q -F "S3cr3t" "$TMP/out" "$TMP/err" && fail "PGPASSWORD printed"
 done
 # A malformed URI with raw '@' and '?' in the password: libpq's own parse error quotes a piece

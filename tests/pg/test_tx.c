@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/internal.h"
+#include "../../src/tx_int.h"
 #include "../t.h"
 
 /* ---- fixtures ---- */
@@ -176,7 +177,7 @@ static int transfer_fn(pgc_conn *c, void *arg, pgc_error *err)
 	if (x->ordered) {
 		int64_t ids[2] = { x->from, x->to };
 		bool locked[2];
-		int rc = pgc_lock_rows(c, x->table, "id", ids, 2, PGC_FOR_UPDATE, PGC_LOCK_WAIT, locked, err);
+		int rc = pgc_lock_rows(c, x->table, "id", ids, 2, PGC_FOR_UPDATE, PGC_ROWS_WAIT, locked, err);
 		if (rc != PGC_OK)
 			return rc;
 		if (!locked[0] || !locked[1])
@@ -252,17 +253,17 @@ static void tx__usage(void)
 	T_ASSERT_CONTAINS(err.message, "not inside a transaction");
 	T_ASSERT_INT_EQ(pgc_savepoint(NULL, noop_fn, NULL, &err), PGC_EUSAGE);
 	int64_t id = 1;
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", &id, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", &id, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "not inside a transaction");
 	T_ASSERT_INT_EQ(pgc_lock_table(c, "t", PGC_SHARE, false, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "not inside a transaction");
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", NULL, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "", &id, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", &id, 1, (pgc_row_lock)0, PGC_LOCK_WAIT, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", NULL, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "", &id, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", &id, 1, (pgc_row_lock)0, PGC_ROWS_WAIT, NULL, &err), PGC_EUSAGE);
 	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", &id, 1, PGC_FOR_UPDATE, (pgc_wait_policy)3, NULL, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", NULL, 0, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_OK);
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, ".t", "id", &id, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, "t", "id", NULL, 0, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, ".t", "id", &id, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_EUSAGE);
 	T_ASSERT_INT_EQ(pgc_lock_table(c, "t", (pgc_table_lock)0, false, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "explicit");
 	T_ASSERT_INT_EQ(pgc_lock_table(c, "t", (pgc_table_lock)9, false, &err), PGC_EUSAGE);
@@ -676,7 +677,7 @@ static int killed_fn(pgc_conn *c, void *arg, pgc_error *err)
 	char table[96];
 	snprintf(table, sizeof table, "%s.accounts", S);
 	int64_t one = 1;
-	int rc = pgc_lock_rows(c, table, "id", &one, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, err);
+	int rc = pgc_lock_rows(c, table, "id", &one, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, err);
 	if (rc != PGC_OK)
 		return rc;
 	rc = insert_fn(c, "row", err);
@@ -733,6 +734,15 @@ static void tx__terminate_while_idle_retried_not_unknown(void)
 	terminate_case(false);
 }
 
+/* Stands for session state the library tracks (a session lock, a LISTEN). */
+static int held_state;
+static bool held_state_holds(const void *state)
+{
+	(void)state;
+	return true;
+}
+static const pgc__attach_ops held_state_ops = { "test", NULL, NULL, held_state_holds, NULL };
+
 static void tx__reconnect_refused(void)
 {
 	pgc_conn *c = setup();
@@ -751,12 +761,12 @@ static void tx__reconnect_refused(void)
 	T_ASSERT_INT_EQ(st.attempts, 1);
 	T_ASSERT_INT_EQ(st.reconnects, 0);
 	/* session state the library tracks is never pretended to survive */
-	victim->session_state = 1;
+	T_ASSERT_INT_EQ(pgc__attach(victim, &held_state_ops, &held_state, &err), PGC_OK);
 	o.reconnect = true;
 	T_ASSERT_INT_EQ(pgc_tx_run(victim, &o, insert_fn, "x", &err), PGC_ECONNLOST);
 	T_ASSERT_CONTAINS(err.message, "session-scoped state");
 	T_ASSERT_INT_EQ(st.reconnects, 0);
-	victim->session_state = 0;
+	pgc__detach(victim, &held_state_ops);
 	/* and without it, the dead session is replaced before the first attempt */
 	T_ASSERT_INT_EQ(pgc_tx_run(victim, &o, insert_fn, "x", &err), PGC_OK);
 	T_ASSERT_INT_EQ(st.reconnects, 1);
@@ -1039,7 +1049,7 @@ static int nowait_lock_fn(pgc_conn *c, void *arg, pgc_error *err)
 	nowait_arg *a = arg;
 	int64_t id = 2;
 	bool locked = true;
-	int rc = pgc_lock_rows(c, a->table, "id", &id, 1, PGC_FOR_UPDATE, PGC_LOCK_NOWAIT, &locked, err);
+	int rc = pgc_lock_rows(c, a->table, "id", &id, 1, PGC_FOR_UPDATE, PGC_ROWS_NOWAIT, &locked, err);
 	return rc;
 }
 
@@ -1074,7 +1084,7 @@ static void tx__savepoint_nowait_outer_commits(void)
 	T_ASSERT_INT_EQ(a.sp_err.klass, PGC_CLASS_RETRY_LATER);
 	T_ASSERT_INT_EQ(st.attempts, 1);
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.t", S), 2);
-	T_ASSERT_INT_EQ(c->savepoint_depth, 0);
+	T_ASSERT_INT_EQ(pgc__tx_state_of(c)->savepoint_depth, 0);
 	sql(h, "ROLLBACK");
 	pgc_conn_close(h);
 	teardown(c);
@@ -1105,8 +1115,8 @@ static int sp_outer_keep(pgc_conn *c, void *arg, pgc_error *err)
 	pgc_error e2;
 	if (pgc_savepoint(c, sp_insert_rollback, "2", &e2) != PGC_TX_ROLLBACK)
 		return pgc__err(err, PGC_EINTERNAL, "inner rollback: %s", e2.message);
-	if (c->savepoint_depth != 1)
-		return pgc__err(err, PGC_EINTERNAL, "depth %d inside one level", c->savepoint_depth);
+	if (pgc__tx_state_of(c)->savepoint_depth != 1)
+		return pgc__err(err, PGC_EINTERNAL, "depth %d inside one level", pgc__tx_state_of(c)->savepoint_depth);
 	/* a real error in a nested level: reported, the levels above go on */
 	rc = pgc_savepoint(c, sp_insert_ok, "1", &e2);
 	if (rc != PGC_ESQL || strcmp(e2.sqlstate, "23505") != 0)
@@ -1154,7 +1164,7 @@ static int sp_release_itself(pgc_conn *c, void *arg, pgc_error *err)
 {
 	(void)arg;
 	char q[64];
-	snprintf(q, sizeof q, "RELEASE SAVEPOINT pgcoord_sp_%d", c->savepoint_depth);
+	snprintf(q, sizeof q, "RELEASE SAVEPOINT pgcoord_sp_%d", pgc__tx_state_of(c)->savepoint_depth);
 	return pgc_exec(c, q, err);
 }
 
@@ -1184,13 +1194,13 @@ static void tx__savepoint_nested(void)
 		T_FAIL("rc %d: %s", rc, err.message);
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.t", S), 3);
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.t WHERE v IN ('1', '3', '6')", S), 3);
-	T_ASSERT_INT_EQ(c->savepoint_depth, 0);
+	T_ASSERT_INT_EQ(pgc__tx_state_of(c)->savepoint_depth, 0);
 	rc = pgc_tx_run(c, NULL, sp_misuse, NULL, &err);
 	if (rc != PGC_ESQL)
 		T_FAIL("rc %d: %s", rc, err.message);
 	T_ASSERT_STR_EQ(err.sqlstate, "3B001");
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.t WHERE v = '7'", S), 0);
-	T_ASSERT_INT_EQ(c->savepoint_depth, 0);
+	T_ASSERT_INT_EQ(pgc__tx_state_of(c)->savepoint_depth, 0);
 	teardown(c);
 }
 
@@ -1206,35 +1216,35 @@ static void tx__lock_rows_modes_and_names(void)
 	sql(c, "BEGIN");
 	int64_t ids[5] = { 5, 3, 3, 99, 1 };
 	bool locked[5];
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", ids, 5, PGC_FOR_KEY_SHARE, PGC_LOCK_WAIT, locked, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", ids, 5, PGC_FOR_KEY_SHARE, PGC_ROWS_WAIT, locked, &err), PGC_OK);
 	T_ASSERT(locked[0] && locked[1] && locked[2] && !locked[3] && locked[4]);
 
 	/* FOR KEY SHARE lets others take FOR NO KEY UPDATE, not FOR UPDATE */
 	int64_t three = 3;
 	bool l1 = false;
 	sql(o, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_NO_KEY_UPDATE, PGC_LOCK_NOWAIT, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_NO_KEY_UPDATE, PGC_ROWS_NOWAIT, &l1, &err), PGC_OK);
 	T_ASSERT(l1);
 	sql(o, "ROLLBACK");
 	sql(o, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_NOWAIT, &l1, &err), PGC_ESQL);
+	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_NOWAIT, &l1, &err), PGC_ESQL);
 	T_ASSERT_STR_EQ(err.sqlstate, "55P03");
 	sql(o, "ROLLBACK");
 	/* SKIP LOCKED returns what it could lock: 2 and 4 are free, 1 and 3 are not */
 	sql(o, "BEGIN");
 	int64_t four[4] = { 4, 3, 2, 1 };
 	bool l4[4];
-	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", four, 4, PGC_FOR_UPDATE, PGC_LOCK_SKIP_LOCKED, l4, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", four, 4, PGC_FOR_UPDATE, PGC_ROWS_SKIP_LOCKED, l4, &err), PGC_OK);
 	T_ASSERT(l4[0] && !l4[1] && l4[2] && !l4[3]);
 	/* FOR SHARE: shared with other sharers */
 	sql(o, "ROLLBACK");
 	sql(c, "ROLLBACK");
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_SHARE, PGC_LOCK_WAIT, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_SHARE, PGC_ROWS_WAIT, NULL, &err), PGC_OK);
 	sql(o, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_SHARE, PGC_LOCK_NOWAIT, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_SHARE, PGC_ROWS_NOWAIT, &l1, &err), PGC_OK);
 	T_ASSERT(l1);
-	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_NO_KEY_UPDATE, PGC_LOCK_NOWAIT, &l1, &err), PGC_ESQL);
+	T_ASSERT_INT_EQ(pgc_lock_rows(o, table, "Key Col", &three, 1, PGC_FOR_NO_KEY_UPDATE, PGC_ROWS_NOWAIT, &l1, &err), PGC_ESQL);
 	sql(o, "ROLLBACK");
 	sql(c, "ROLLBACK");
 
@@ -1242,11 +1252,11 @@ static void tx__lock_rows_modes_and_names(void)
 	sql(c, "BEGIN");
 	char evil[128];
 	snprintf(evil, sizeof evil, "%s.accounts; DROP TABLE x", S);
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, evil, "id", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_ESQL);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, evil, "id", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_ESQL);
 	T_ASSERT_STR_EQ(err.sqlstate, "42P01");
 	sql(c, "ROLLBACK");
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "id) OR (true", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, NULL, &err), PGC_ESQL);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "id) OR (true", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, NULL, &err), PGC_ESQL);
 	T_ASSERT_STR_EQ(err.sqlstate, "42703");
 	sql(c, "ROLLBACK");
 	/* large batches and negative keys */
@@ -1257,7 +1267,7 @@ static void tx__lock_rows_modes_and_names(void)
 	for (int i = 0; i < BIG; i++)
 		big[i] = (i % 2 ? -1 : 1) * (int64_t)i * 1000003;
 	big[7] = 2;
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", big, BIG, PGC_FOR_UPDATE, PGC_LOCK_WAIT, bl, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", big, BIG, PGC_FOR_UPDATE, PGC_ROWS_WAIT, bl, &err), PGC_OK);
 	int n = 0;
 	for (int i = 0; i < BIG; i++)
 		n += bl[i];
@@ -1267,23 +1277,23 @@ static void tx__lock_rows_modes_and_names(void)
 	free(bl);
 	sql(c, "ROLLBACK");
 	/* statements are prepared once per session and survive rolled-back transactions */
-	T_ASSERT(c->nstmts >= 2);
-	int before = c->nstmts;
+	T_ASSERT(pgc__stmt_count(c) >= 2);
+	int before = pgc__stmt_count(c);
 	for (int i = 0; i < 3; i++) {
 		sql(c, "BEGIN");
-		T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, &l1, &err), PGC_OK);
 		T_ASSERT(l1);
 		sql(c, "ROLLBACK");
 	}
-	T_ASSERT_INT_EQ(c->nstmts, before);
+	T_ASSERT_INT_EQ(pgc__stmt_count(c), before);
 	/* deallocated behind the library's back: one failure, then prepared again */
 	sql(c, "DEALLOCATE ALL");
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_ESQL);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, &l1, &err), PGC_ESQL);
 	T_ASSERT_STR_EQ(err.sqlstate, "26000");
 	sql(c, "ROLLBACK");
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_LOCK_WAIT, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_rows(c, table, "Key Col", &three, 1, PGC_FOR_UPDATE, PGC_ROWS_WAIT, &l1, &err), PGC_OK);
 	sql(c, "ROLLBACK");
 	pgc_conn_close(o);
 	teardown(c);

@@ -28,7 +28,10 @@ static void error__classify_seed_sqlstates(void)
 		{ "0A000", PGC_CLASS_FATAL },       /* FOR UPDATE with GROUP BY (§06) */
 		{ "25P02", PGC_CLASS_FATAL },       /* in failed SQL transaction (NOWAIT abort) */
 		{ "25001", PGC_CLASS_FATAL },       /* active SQL transaction */
-		{ "28P01", PGC_CLASS_FATAL },       /* invalid password: authentication is not retried */
+		{ "28P01", PGC_CLASS_CONFIG },      /* invalid password: fix the credentials, not retried */
+		{ "28000", PGC_CLASS_CONFIG },      /* no pg_hba.conf entry, role cannot log in */
+		{ "3D000", PGC_CLASS_CONFIG },      /* the database does not exist */
+		{ "53300", PGC_CLASS_RETRY_LATER }, /* too many connections */
 		{ "53200", PGC_CLASS_FATAL },       /* out of shared memory (lock table full, §09) */
 		{ "40002", PGC_CLASS_FATAL },       /* integrity constraint at commit: not a retry */
 		{ "XX000", PGC_CLASS_FATAL },       /* internal error */

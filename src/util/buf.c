@@ -1,0 +1,96 @@
+/* buf.c - a growable string, and the PostgreSQL array literals built with it
+ *
+ * Values that go to the server as arrays (ids, tokens, payloads, queue names) are written as
+ * one array literal and sent as one text parameter: never pasted into SQL. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+bool pgc__sb_grow(pgc__sb *b, size_t extra)
+{
+	if (b->oom)
+		return false;
+	if (b->len + extra + 1 <= b->cap)
+		return true;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	char *p = realloc(b->buf, cap);
+	if (p == NULL) {
+		b->oom = true;
+		return false;
+	}
+	b->buf = p;
+	b->cap = cap;
+	return true;
+}
+
+void pgc__sb_put(pgc__sb *b, const char *s, size_t n)
+{
+	if (!pgc__sb_grow(b, n))
+		return;
+	memcpy(b->buf + b->len, s, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+}
+
+void pgc__sb_puts(pgc__sb *b, const char *s)
+{
+	pgc__sb_put(b, s, strlen(s));
+}
+
+void pgc__sb_putc(pgc__sb *b, char c)
+{
+	pgc__sb_put(b, &c, 1);
+}
+
+void pgc__sb_free(pgc__sb *b)
+{
+	free(b->buf);
+	memset(b, 0, sizeof *b);
+}
+
+void pgc__sb_array_text(pgc__sb *b, const char *s)
+{
+	if (s == NULL) {
+		pgc__sb_puts(b, "NULL");
+		return;
+	}
+	size_t n = strlen(s);
+	if (!pgc__sb_grow(b, 2 * n + 2))
+		return;
+	char *o = b->buf + b->len;
+	*o++ = '"';
+	for (const char *p = s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			*o++ = '\\';
+		*o++ = *p;
+	}
+	*o++ = '"';
+	*o = '\0';
+	b->len = (size_t)(o - b->buf);
+}
+
+void pgc__sb_text_array(pgc__sb *b, size_t n, const char *const *v)
+{
+	pgc__sb_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			pgc__sb_putc(b, ',');
+		pgc__sb_array_text(b, v[i]);
+	}
+	pgc__sb_putc(b, '}');
+}
+
+void pgc__sb_int_array(pgc__sb *b, size_t n, const int64_t *v)
+{
+	pgc__sb_putc(b, '{');
+	for (size_t i = 0; i < n; i++) {
+		char num[24];
+		snprintf(num, sizeof num, i ? ",%lld" : "%lld", (long long)v[i]);
+		pgc__sb_puts(b, num);
+	}
+	pgc__sb_putc(b, '}');
+}
