@@ -1,10 +1,13 @@
 /* cmd_run.c - pgcoord run: run a command only while holding a cluster-wide advisory lock
  *
- * flock(1) across hosts. The lock lives on one dedicated session for the command's whole life.
- * One poll() loop watches the signal pipe (signals to forward, the child's exit) and the
- * session's socket (a terminated session announces itself), and sends a heartbeat every check
- * interval. When the lock is lost the command's process group gets SIGTERM at once and SIGKILL
- * after --kill-after, and pgcoord exits 75.
+ * flock(1) across hosts. The lock lives on one dedicated session for the command's whole life:
+ * a session lock on a direct connection (or through a pool in session mode), and through a
+ * transaction-mode pooler a transaction lock held by one open transaction, which the pooler
+ * keeps on one server session until it ends (the library picks: PGC_LOCK_AUTO_SCOPE). One
+ * poll() loop watches the signal pipe (signals to forward, the child's exit) and the session's
+ * socket (a terminated session announces itself), and sends a heartbeat every check interval.
+ * When the lock is lost the command's process group gets SIGTERM at once and SIGKILL after
+ * --kill-after, and pgcoord exits 75.
  *
  * The run is a sequence of steps over one run_ctx: parse, connect, acquire, build the child's
  * environment, supervise, finish. A step that hands the command more context (another
@@ -26,9 +29,10 @@ static void usage(FILE *f)
 	      "       pgcoord [-d DSN] run [OPTIONS] --key N|A,B -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Runs COMMAND while holding the advisory lock NAME (or the numeric key), like\n"
-	      "flock(1) across hosts. The lock is held on one dedicated session; if it is lost,\n"
-	      "COMMAND's process group gets SIGTERM at once, SIGKILL after --kill-after, and\n"
-	      "pgcoord exits 75. Otherwise pgcoord exits with COMMAND's status.\n"
+	      "flock(1) across hosts. The lock is held on one dedicated session (through a\n"
+	      "transaction-mode pooler: in one open transaction); if it is lost, COMMAND's\n"
+	      "process group gets SIGTERM at once, SIGKILL after --kill-after, and pgcoord\n"
+	      "exits 75. Otherwise pgcoord exits with COMMAND's status.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -n, --nonblock, --nb         fail at once if the lock is held elsewhere\n"
@@ -61,7 +65,8 @@ static void usage(FILE *f)
 	      "\n"
 	      "Exit status: COMMAND's status (128+N if killed by signal N); the -E code (1)\n"
 	      "if the lock is held or the wait timed out; 64 usage; 65 lock name collision;\n"
-	      "69 database unavailable; 75 lock lost; 126 COMMAND not executable;\n"
+	      "69 database unavailable; 75 lock lost; 77 credentials refused; 78 a setting\n"
+	      "that cannot work (or a statement-mode pooler); 126 COMMAND not executable;\n"
 	      "127 COMMAND not found.\n", f);
 }
 
@@ -258,7 +263,8 @@ static void say_waiting(run_ctx *r)
 static int acquire(run_ctx *r)
 {
 	pgc_lock_options o = PGC_LOCK_OPTIONS_INIT;
-	o.flags = (r->shared ? PGC_LOCK_SHARED : 0) | (r->no_register ? PGC_LOCK_NO_REGISTRY : 0);
+	o.flags = PGC_LOCK_AUTO_SCOPE | (r->shared ? PGC_LOCK_SHARED : 0) |
+	          (r->no_register ? PGC_LOCK_NO_REGISTRY : 0);
 	o.timeout_ms = r->nonblock ? 0 : r->wait_ms;
 	if (r->nonblock)
 		o.flags |= PGC_LOCK_TRY;
@@ -282,8 +288,11 @@ done:
 	switch (rc) {
 	case PGC_OK:
 		if (r->verbose)
-			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms\n", r->shared ? "shared" : "exclusive",
-			        r->desc, (long long)(cli_now_ms() - t0));
+			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms%s\n", r->shared ? "shared" : "exclusive",
+			        r->desc, (long long)(cli_now_ms() - t0),
+			        pgc_lock_held_in_transaction(r->lock)
+			                ? ", held in an open transaction (a transaction-mode pooler is in between)"
+			                : "");
 		return 0;
 	case PGC_EBUSY:
 	case PGC_ETIMEDOUT:
@@ -316,7 +325,18 @@ static int take_token(run_ctx *r)
 	pgc_lease_options o = PGC_LEASE_OPTIONS_INIT;
 	o.schema = r->schema;
 	pgc_error err;
-	int rc = pgc_fence_next(r->conn, r->key.name[0] ? r->key.name : key, holder, &o, &r->token, &err);
+	/* The token must commit before the command uses it: a lock held in an open transaction
+	 * leaves the lock's session inside that transaction, so the token comes from a second
+	 * one. */
+	pgc_conn *tc = r->conn;
+	if (pgc_lock_held_in_transaction(r->lock)) {
+		int crc = cli_connect("run", &tc);
+		if (crc != 0)
+			return crc;
+	}
+	int rc = pgc_fence_next(tc, r->key.name[0] ? r->key.name : key, holder, &o, &r->token, &err);
+	if (tc != r->conn)
+		pgc_conn_close(tc);
 	if (rc == PGC_OK)
 		return 0;
 	if (rc == PGC_EBUSY) {
@@ -368,7 +388,7 @@ static int supervise(run_ctx *r)
 			break;
 		int64_t now = cli_now_ms();
 		if (now >= next_beat) {
-			if (pgc_conn_check(r->conn, (int)r->heartbeat_ms, &err) != PGC_OK)
+			if (pgc_lock_check(r->lock, (int)r->heartbeat_ms, &err) != PGC_OK)
 				return lost(r, &err);
 			next_beat = cli_now_ms() + r->check_ms;
 			continue;
@@ -377,17 +397,18 @@ static int supervise(run_ctx *r)
 		int n = poll(fds, 2, (int)(next_beat - now));
 		if (n > 0 && fds[1].revents != 0) {
 			/* The server spoke unasked: usually the FATAL of a terminated session. */
-			if (pgc_conn_check(r->conn, 0, &err) != PGC_OK)
+			if (pgc_lock_check(r->lock, 0, &err) != PGC_OK)
 				return lost(r, &err);
 		}
 	}
 	/* The command is done. Had the lock been lost since the last check, the command ran
 	 * part of the time unprotected: that must not look like success. The release proves the
-	 * opposite: the server answers true only to the session that still holds the lock, and a
-	 * session that lost it cannot have it back. */
+	 * opposite: the server answers true only to the session that still holds the lock (and
+	 * commits only the transaction that still holds it), and a session that lost it cannot
+	 * have it back. */
 	int code = cli_child_exit_code(&r->child);
 	cli_child_terminate(&r->child, 0); /* whatever it left behind in its group */
-	if (pgc_conn_check(r->conn, 0, &err) != PGC_OK) {
+	if (pgc_lock_check(r->lock, 0, &err) != PGC_OK) {
 		cli_errorf("%s before the command finished (its exit status was %d)", err.message, code);
 		return EXIT_LOCKLOST;
 	}

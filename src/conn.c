@@ -130,7 +130,8 @@ static int check_settings(const settings *s, pgc_error *err)
 		                env ? " from " : "", env ? enums[i].env : "", list);
 	}
 	const char *host = setting(s, "host", NULL), *hostaddr = setting(s, "hostaddr", NULL);
-	const char *port = setting(s, "port", NULL);
+	bool port_env;
+	const char *port = setting(s, "port", &port_env);
 	int nhost = host ? list_count(host) : hostaddr ? list_count(hostaddr) : 1;
 	if (host && hostaddr && list_count(hostaddr) != nhost)
 		return pgc__err(err, PGC_ECONFIG, "%d host names but %d hostaddr values", nhost,
@@ -149,7 +150,8 @@ static int check_settings(const settings *s, pgc_error *err)
 			errno = 0;
 			long v = strtol(item, &end, 10);
 			if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
-				return pgc__err(err, PGC_ECONFIG, "invalid port \"%.20s\": use a number from 1 to 65535", item);
+				return pgc__err(err, PGC_ECONFIG, "invalid port \"%.20s\"%s: use a number from 1 to 65535", item,
+				                port_env ? " from PGPORT" : "");
 		}
 	}
 	const char *ct = setting(s, "connect_timeout", NULL);
@@ -843,6 +845,10 @@ int pgc_conn_check(pgc_conn *c, int heartbeat_timeout_ms, pgc_error *err)
 		return PGC_OK;
 	pgc__call call = pgc__bound(heartbeat_timeout_ms, -1);
 	call.on_deadline = PGC__DROP;
+	/* Simple protocol: it also drops the unnamed portal an earlier statement may have left,
+	 * which inside a transaction block would keep that statement's snapshot (and hold back
+	 * vacuum) while the session sits idle. */
+	call.flags = PGC__SIMPLE;
 	int rc;
 	pgc_error e;
 	PGresult *r = pgc__query(c, "SELECT 1", 0, NULL, &call, &rc, &e);

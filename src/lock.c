@@ -661,8 +661,9 @@ static int hold_acquire(pgc_conn *conn, lock_table *t, const pgc_key *key, const
 			return rc;
 		}
 	}
-	rc = held_add(conn, t, key, shared, out, err);
-	if (rc != PGC_OK) {
+	/* The lock statement's portal would keep its snapshot while the transaction sits idle:
+	 * a statement in the simple protocol drops it. */
+	if ((rc = pgc__command(conn, "SELECT 1", err)) != PGC_OK || (rc = held_add(conn, t, key, shared, out, err)) != PGC_OK) {
 		(void)pgc__rollback(conn);
 		return rc;
 	}

@@ -1,0 +1,150 @@
+# run_pgbouncer.sh - pgcoord run through a real PgBouncer: in transaction mode the lock is held
+# by one open transaction (the pooler keeps its server session until it ends), so there is
+# exactly one holder at a time and nothing is left held after any exit, a SIGKILL included;
+# that transaction holds no snapshot (vacuum and CREATE INDEX CONCURRENTLY go on); a lost
+# holder's command is stopped (75). In session mode it is a session lock, in statement mode
+# a refusal that names the fix.
+. "$(dirname "$0")/lib.sh"
+skip_without_pg
+. "$(dirname "$0")/pgbouncer_lib.sh"
+export PGCOORD_DSN=$PGCOORD_TEST_DSN
+S=pgc_runpgb_$$
+cleanup() {
+	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null; done
+	stop_bouncers
+	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+run 0 "$PG" init --schema "$S"
+start_bouncer transaction 10
+tx=$bouncer_dsn
+start_bouncer session 10
+sess=$bouncer_dsn
+start_bouncer statement 10
+stmt=$bouncer_dsn
+
+name=pgbtx-$$
+holders() { "$PG" --json lock status "$1" --schema "$S" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(1 for h in d.get("sessions", []) if h.get("granted")))'; }
+
+# 1. The issue's first case: a second -n half a second later is refused while the first runs.
+"$PG" -d "$tx" run -n "$name" --schema "$S" -- sh -c 'sleep 2' >"$TMP/a.out" 2>"$TMP/a.err" &
+a=$!
+sleep 0.7
+run 1 "$PG" -d "$tx" run -n "$name" --schema "$S" -v -- echo second
+grep -q second "$TMP/out" && fail "the second run ran its command while the first held the lock"
+err_has "held by another session"
+wait "$a"
+st=$?
+[ "$st" -eq 0 ] || { cat "$TMP/a.err"; fail "the first run exited $st"; }
+[ "$(holders "$name")" = 0 ] || fail "the lock is still held after the holder exited"
+# and now it is free
+run 0 "$PG" -d "$tx" run -n "$name" --schema "$S" -v -- echo third
+err_has "held in an open transaction"
+
+# 2. Five contenders: one at a time, every one runs, nothing left held.
+log=$TMP/contend.log
+: >"$log"
+pids=()
+for i in 1 2 3 4 5; do
+	"$PG" -d "$tx" run -w 30s "$name" --schema "$S" -- sh -c \
+		"echo start $i \$(date +%s%N) >>$log; sleep 0.3; echo end $i \$(date +%s%N) >>$log" \
+		>"$TMP/c$i.out" 2>"$TMP/c$i.err" &
+	pids+=($!)
+done
+for i in 0 1 2 3 4; do
+	wait "${pids[$i]}"
+	st=$?
+	[ "$st" -eq 0 ] || { cat "$TMP/c$((i + 1)).err"; fail "contender $((i + 1)) exited $st"; }
+done
+python3 - "$log" <<'PY' || fail "two contenders held the lock at once"
+import sys
+ev = sorted((int(t), kind, i) for kind, i, t in (l.split() for l in open(sys.argv[1])))
+inside = 0
+for t, kind, i in ev:
+    inside += 1 if kind == "start" else -1
+    assert inside <= 1, ev
+assert sum(1 for e in ev if e[1] == "start") == 5, ev
+PY
+[ "$(holders "$name")" = 0 ] || fail "the lock is still held after five contenders"
+run 0 "$PG" -d "$PGCOORD_TEST_DSN" run -n "$name" --schema "$S" -- true
+
+# 3. The holding transaction: named, idle in transaction, with no snapshot and no xid; vacuum
+#    removes dead rows and CREATE INDEX CONCURRENTLY completes while it is held.
+psql_q "CREATE TABLE $S.t (id int PRIMARY KEY, v text)" >/dev/null
+psql_q "INSERT INTO $S.t SELECT g, 'x' FROM generate_series(1, 1000) g" >/dev/null
+"$PG" -d "$tx" run "$name" --schema "$S" -- sleep 30 >"$TMP/h.out" 2>"$TMP/h.err" &
+h=$!
+end=$((SECONDS + 15))
+until [ "$(holders "$name")" = 1 ]; do
+	[ $SECONDS -lt $end ] || { cat "$TMP/h.err"; fail "the holder did not take the lock"; }
+	sleep 0.1
+done
+sleep 1.2 # past a heartbeat
+read -r app state xmin xid < <(psql -X -A -t -q -F ' ' "$PGCOORD_TEST_DSN" -c "SELECT a.application_name,
+	replace(a.state, ' ', '_'), coalesce(a.backend_xmin::text, '-'), coalesce(a.backend_xid::text, '-')
+	FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted
+	AND l.pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'pgcoord/lock-holder')")
+[ "$app" = pgcoord/lock-holder ] || fail "the holder's session is named \"$app\""
+[ "$state" = idle_in_transaction ] || fail "the holder's session is $state"
+[ "$xmin" = - ] && [ "$xid" = - ] || fail "the holding transaction has xmin $xmin, xid $xid"
+psql_q "DELETE FROM $S.t WHERE id <= 500" >/dev/null
+psql -X -q "$PGCOORD_TEST_DSN" -c "VACUUM (VERBOSE) $S.t" 2>"$TMP/vac" >/dev/null
+grep -q "dead but not yet removable" "$TMP/vac" || { cat "$TMP/vac"; fail "no VACUUM VERBOSE report"; }
+grep -Eq "[^0-9]0 are dead but not yet removable" "$TMP/vac" || { cat "$TMP/vac"; fail "the holder held back vacuum"; }
+timeout 20 psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "CREATE INDEX CONCURRENTLY t_v ON $S.t (v)" \
+	|| fail "CREATE INDEX CONCURRENTLY did not complete while the lock was held"
+kill -0 "$h" 2>/dev/null || { cat "$TMP/h.err"; fail "the holder ended early"; }
+
+# 4. SIGKILL of pgcoord: the pooler ends the transaction with the client, and the lock is free.
+kill -KILL "$h"
+wait "$h" 2>/dev/null
+pkill -KILL -f "sleep 30" 2>/dev/null
+end=$((SECONDS + 10))
+until [ "$(holders "$name")" = 0 ]; do
+	[ $SECONDS -lt $end ] || fail "the lock stayed held after pgcoord was SIGKILLed"
+	sleep 0.1
+done
+run 0 "$PG" -d "$PGCOORD_TEST_DSN" run -n "$name" --schema "$S" -- true
+
+# 5. The holder's server session is terminated: the command is stopped and pgcoord exits 75.
+"$PG" -d "$tx" run "$name" --schema "$S" --check-interval 200ms -- sleep 30 >"$TMP/l.out" 2>"$TMP/l.err" &
+l=$!
+end=$((SECONDS + 15))
+until [ "$(holders "$name")" = 1 ]; do
+	[ $SECONDS -lt $end ] || fail "the holder did not take the lock"
+	sleep 0.1
+done
+psql_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pgcoord/lock-holder'" >/dev/null
+end=$((SECONDS + 15))
+while kill -0 "$l" 2>/dev/null; do
+	[ $SECONDS -lt $end ] || fail "pgcoord run did not notice the lost lock"
+	sleep 0.1
+done
+wait "$l"
+st=$?
+[ "$st" -eq 75 ] || { cat "$TMP/l.err"; fail "a lost lock exited $st, expected 75"; }
+grep -q "lost" "$TMP/l.err" || { cat "$TMP/l.err"; fail "no word of the loss"; }
+
+# 6. --fence through the pooler: the token comes from a second session and is committed.
+run 0 "$PG" -d "$tx" run -n "$name" --schema "$S" --fence -- sh -c 'test -n "$PGCOORD_FENCE_TOKEN"'
+
+# 7. In session mode: a session lock (not a held transaction).
+"$PG" -d "$sess" run "$name" --schema "$S" -v -- sleep 2 >"$TMP/s.out" 2>"$TMP/s.err" &
+s=$!
+sleep 1
+[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord/lock-holder'")" = 0 ] \
+	|| fail "session mode held the lock in a transaction"
+run 1 "$PG" -d "$sess" run -n "$name" --schema "$S" -- true
+wait "$s" || { cat "$TMP/s.err"; fail "the session-mode holder failed"; }
+grep -q "held in an open transaction" "$TMP/s.err" && fail "session mode said it held a transaction"
+
+# 8. In statement mode: refused, naming the fix.
+run 78 "$PG" -d "$stmt" run -n "$name" --schema "$S" --no-register -- true
+err_has "statement-mode pooler"
+err_has "connect straight to PostgreSQL"
+[ "$(holders "$name")" = 0 ] || fail "statement mode left the lock held"
+echo ok
