@@ -544,10 +544,7 @@ int pgc__reconnect(pgc_conn *c, pgc_error *err)
 		}
 		return rc;
 	}
-	if (c->pending != NULL) {
-		pgc__batch_free(c->pending);
-		c->pending = NULL;
-	}
+	pgc__batches_free(c);
 	PQfinish(c->pg);
 	pgc__stmts_forget(c);
 	c->missing = 0;
@@ -568,8 +565,7 @@ void pgc_conn_close(pgc_conn *c)
 		if (ops->close != NULL)
 			ops->close(c, state);
 	}
-	if (c->pending != NULL)
-		pgc__batch_free(c->pending);
+	pgc__batches_free(c);
 	if (c->pg != NULL)
 		PQfinish(c->pg);
 	pgc__stmts_free(c);

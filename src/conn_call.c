@@ -204,9 +204,21 @@ struct pgc__batch {
 
 pgc__batch *pgc__batch_new(pgc_conn *c)
 {
-	pgc__batch *b = calloc(1, sizeof *b);
-	if (b == NULL)
+	/* A session keeps one finished batch for the next call: a call then allocates nothing. */
+	pgc__batch *b = c->spare;
+	if (b != NULL) {
+		c->spare = NULL;
+		item *items = b->items;
+		slot *slots = b->slots;
+		int cap = b->cap, slotcap = b->slotcap;
+		memset(b, 0, sizeof *b);
+		b->items = items;
+		b->slots = slots;
+		b->cap = cap;
+		b->slotcap = slotcap;
+	} else if ((b = calloc(1, sizeof *b)) == NULL) {
 		return NULL;
+	}
 	b->c = c;
 	b->main = -1;
 	b->overrides = -1;
@@ -261,9 +273,24 @@ void pgc__batch_free(pgc__batch *b)
 	if (b == NULL)
 		return;
 	batch_clear_results(b);
+	if (b->c != NULL && b->c->spare == NULL && b->c->pending != b && b->cap <= 16) {
+		b->c->spare = b;
+		return;
+	}
 	free(b->items);
 	free(b->slots);
 	free(b);
+}
+
+void pgc__batches_free(pgc_conn *c)
+{
+	pgc__batch *b[2] = { c->pending, c->spare };
+	c->pending = c->spare = NULL;
+	for (int i = 0; i < 2; i++)
+		if (b[i] != NULL) {
+			b[i]->c = NULL;
+			pgc__batch_free(b[i]);
+		}
 }
 
 PGresult *pgc__batch_result(const pgc__batch *b, int i)

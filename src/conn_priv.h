@@ -31,6 +31,8 @@ struct pgc_conn {
 
 	/* What pgc__send() sent and pgc__await() has not collected yet. */
 	pgc__batch *pending;
+	/* A finished batch kept for the next call, so that a call allocates nothing. */
+	pgc__batch *spare;
 	/* A statement ran in single-row mode: libpq keeps that mode for the first statement of
 	 * the next pipeline, until a statement outside a pipeline resets it. */
 	bool single_row_left;
@@ -62,5 +64,9 @@ struct pgc_conn {
  * frees the cache's texts (close). */
 void pgc__stmts_forget(pgc_conn *c);
 void pgc__stmts_free(pgc_conn *c);
+
+/* conn_call.c: frees what was sent and not collected, and the batch kept for the next call
+ * (reconnect, close). */
+void pgc__batches_free(pgc_conn *c);
 
 #endif

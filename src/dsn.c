@@ -32,38 +32,6 @@ const char *pgc_dsn_resolve(const char *dsn, pgc_dsn_source *source)
 	return v;
 }
 
-typedef struct {
-	char *buf;
-	size_t len, cap;
-	bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->cap ? b->cap : 64);
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *nb = realloc(b->buf, cap);
-		if (nb == NULL) {
-			b->oom = true;
-			return;
-		}
-		b->buf = nb;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, s, n);
-	b->len += n;
-	b->buf[b->len] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-	sb_put(b, s, strlen(s));
-}
-
 /* The keywords whose values are secrets: the server password and the client key's passphrase.
  * libpq's keywords are lower case; any case is masked. */
 static bool is_secret_key(const char *key, size_t len)
@@ -117,7 +85,7 @@ static bool is_uri(const char *s)
  *   more than needed, which is safe);
  * - the value of every "password" or "sslpassword" query parameter, up to the next '&' or the
  *   end, whatever characters it contains. */
-static void mask_uri(sbuf *b, const char *dsn)
+static void mask_uri(pgc__sb *b, const char *dsn)
 {
 	const char *rest = strstr(dsn, "://") + 3;
 	size_t n = strlen(dsn), off = (size_t)(rest - dsn);
@@ -143,11 +111,11 @@ static void mask_uri(sbuf *b, const char *dsn)
 	}
 	for (size_t i = 0; i < n;) {
 		if (hide[i]) {
-			sb_puts(b, MASK);
+			pgc__sb_puts(b, MASK);
 			while (i < n && hide[i])
 				i++;
 		} else {
-			sb_put(b, dsn + i, 1);
+			pgc__sb_put(b, dsn + i, 1);
 			i++;
 		}
 	}
@@ -162,14 +130,14 @@ static bool is_space(char c)
 /* key = value pairs as libpq parses them: values are bare words or single-quoted strings in
  * which backslash escapes the next character. With all, every value is masked: for a string
  * libpq refused, where a misspelt keyword ("pasword=") may hold a password. */
-static void mask_kv(sbuf *b, const char *s, bool all)
+static void mask_kv(pgc__sb *b, const char *s, bool all)
 {
 	const char *p = s;
 	while (*p != '\0') {
 		const char *ws = p;
 		while (is_space(*p))
 			p++;
-		sb_put(b, ws, (size_t)(p - ws));
+		pgc__sb_put(b, ws, (size_t)(p - ws));
 		if (*p == '\0')
 			break;
 		const char *key = p;
@@ -184,24 +152,24 @@ static void mask_kv(sbuf *b, const char *s, bool all)
 			/* Not key=value: libpq would reject it. Show the rest only if no password can
 			 * hide in it; with all, the word itself may be a piece of one. */
 			if (all) {
-				sb_puts(b, MASK);
+				pgc__sb_puts(b, MASK);
 			} else {
-				sb_put(b, key, keylen);
+				pgc__sb_put(b, key, keylen);
 				if (secret || strcasestr(p, "password") != NULL)
-					sb_puts(b, " " MASK);
+					pgc__sb_puts(b, " " MASK);
 				else
-					sb_puts(b, sp);
+					pgc__sb_puts(b, sp);
 			}
 			return;
 		}
-		sb_put(b, key, keylen);
-		sb_put(b, sp, (size_t)(p - sp));
-		sb_puts(b, "=");
+		pgc__sb_put(b, key, keylen);
+		pgc__sb_put(b, sp, (size_t)(p - sp));
+		pgc__sb_puts(b, "=");
 		p++;
 		const char *sp2 = p;
 		while (is_space(*p))
 			p++;
-		sb_put(b, sp2, (size_t)(p - sp2));
+		pgc__sb_put(b, sp2, (size_t)(p - sp2));
 		const char *val = p;
 		if (*p == '\'') {
 			p++;
@@ -212,7 +180,7 @@ static void mask_kv(sbuf *b, const char *s, bool all)
 			}
 			if (*p == '\0') {
 				/* Unterminated quote: everything to the end may be the password. */
-				sb_puts(b, secret ? "'" MASK "'" : val);
+				pgc__sb_puts(b, secret ? "'" MASK "'" : val);
 				return;
 			}
 			p++;
@@ -224,9 +192,9 @@ static void mask_kv(sbuf *b, const char *s, bool all)
 			}
 		}
 		if (secret)
-			sb_puts(b, *val == '\'' ? "'" MASK "'" : MASK);
+			pgc__sb_puts(b, *val == '\'' ? "'" MASK "'" : MASK);
 		else
-			sb_put(b, val, (size_t)(p - val));
+			pgc__sb_put(b, val, (size_t)(p - val));
 	}
 }
 
@@ -234,11 +202,11 @@ static char *mask(const char *dsn, bool all)
 {
 	if (dsn == NULL)
 		return NULL;
-	sbuf b = { 0 };
-	sb_puts(&b, "");
+	pgc__sb b = PGC__SB_INIT;
+	pgc__sb_puts(&b, "");
 	if (is_uri(dsn) && all) {
-		sb_put(&b, dsn, (size_t)(strstr(dsn, "://") + 3 - dsn));
-		sb_puts(&b, MASK);
+		pgc__sb_put(&b, dsn, (size_t)(strstr(dsn, "://") + 3 - dsn));
+		pgc__sb_puts(&b, MASK);
 	} else if (is_uri(dsn)) {
 		mask_uri(&b, dsn);
 	} else {
