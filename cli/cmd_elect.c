@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -366,7 +365,7 @@ enum lead_end { LEAD_EXITED, LEAD_LOST };
 
 static bool conn_ok(const elect *e)
 {
-	return e->conn != NULL && PQstatus(pgc_conn_pg(e->conn)) == CONNECTION_OK;
+	return e->conn != NULL && pgc_conn_socket(e->conn) >= 0;
 }
 
 /* Releases the lease so that a follower takes over at once. Best effort and bounded: if it
