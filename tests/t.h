@@ -58,9 +58,15 @@ typedef struct t_case {
 	void (*fn)(void);
 } t_case;
 
-/* Runs the case named argv[1] (or all of them, in order, without an argument). */
+/* Runs the case named argv[1] (or all of them, in order, without an argument); "--list"
+ * prints the names, one a line, for the check that meson registers every case. */
 static inline int t_main(int argc, char **argv, const t_case *cases)
 {
+	if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+		for (const t_case *c = cases; c->name; c++)
+			printf("%s\n", c->name);
+		return 0;
+	}
 	for (const t_case *c = cases; c->name; c++) {
 		if (argc > 1 && strcmp(argv[1], c->name) != 0)
 			continue;

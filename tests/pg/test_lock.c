@@ -907,7 +907,8 @@ int main(int argc, char **argv)
 		{ "lock__registry_and_collision", lock__registry_and_collision },
 		{ "lock__holders", lock__holders },
 		{ "lock__bad_arguments", lock__bad_arguments },
-		{ "lock__server_restart", lock__server_restart },
+		/* Restarts the server: runs alone, so that no other test loses its sessions. */
+		{ "lock__server_restart", lock__server_restart }, /* meson: alone, timeout 120 */
 		{ NULL, NULL },
 	};
 	signal(SIGPIPE, SIG_IGN);
