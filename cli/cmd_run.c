@@ -198,10 +198,8 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 			usage(stdout);
 			*done = true;
 			return 0;
-		case ':':
-			return cli_usage_error("run", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("run", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("run", ch, argv);
 		}
 	}
 	if (optind < nopt) {

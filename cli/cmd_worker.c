@@ -436,10 +436,8 @@ int cmd_worker(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("worker", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("worker", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("worker", ch, argv);
 		}
 		if (dur != NULL) {
 			pgc_error e;

@@ -108,10 +108,8 @@ int cli_main(int argc, char **argv)
 		case 'V':
 			printf("pgcoord %s\n", pgc_version());
 			return 0;
-		case ':':
-			return cli_usage_error(NULL, "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error(NULL, "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error(NULL, ch, argv);
 		}
 	}
 	if (optind >= argc) {
