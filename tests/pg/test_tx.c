@@ -15,10 +15,11 @@
 static char S[64]; /* this process's schema */
 
 /* The test DSN with extra server settings (-c name=value ...) for every session opened from
- * it, reconnects included. */
+ * it, reconnects included. In a buffer of the calling thread's own: threads open sessions at
+ * the same time. */
 static char *dsn_with(const char *settings)
 {
-	static char buf[2048];
+	static _Thread_local char buf[2048];
 	const char *base = t_dsn();
 	if (strncmp(base, "postgres", 8) == 0) {
 		char enc[512];
