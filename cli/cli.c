@@ -1,4 +1,4 @@
-/* main.c - pgcoord: global options, then dispatch to one cmd_<name>() per subcommand */
+/* cli.c - pgcoord: global options, then dispatch to one cmd_<name>() per subcommand */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
