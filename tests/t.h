@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define T_SKIP 77
 
@@ -79,6 +80,13 @@ static inline int t_main(int argc, char **argv, const t_case *cases)
 		return 1;
 	}
 	return 0;
+}
+
+/* Sleeps ms milliseconds (less when a signal arrives). */
+static inline void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
 }
 
 /* The server for integration tests, or a skip when there is none. */

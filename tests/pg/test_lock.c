@@ -23,12 +23,6 @@ static pgc_key KEY(int n)
 	return pgc_key_int64(K(n));
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 /* pg_locks rows for key: all, granted only, or of one backend (pid > 0). */
 static int lock_rows(pgc_conn *obs, const pgc_key *key, int pid, int granted_only)
 {
