@@ -961,24 +961,45 @@ static void herd_handler(const pgc_job *job, pgc_job_result *res, void *arg)
 	atomic_fetch_add(&herd_runs, 1);
 }
 
-static void queue__wakeup_one_worker(void)
+/* Starts n workers on this test's queue qname, each running one job at a time, with no jobs
+ * held ready and a fallback poll of 30 s: only a notification wakes them in time. */
+static void start_lone_workers(pgc_worker **w, int n, const char *qname, pgc_job_handler fn)
 {
-	pgc_queue *q;
-	pgc_conn *c = setup(&q);
-	pgc_error err;
-	const char *queues[] = { "h" };
-	pgc_worker *w[3];
-	for (int i = 0; i < 3; i++) {
+	const char *queues[] = { qname };
+	for (int i = 0; i < n; i++) {
 		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
 		o.dsn = t_dsn();
 		o.schema = schema;
 		o.queues = queues;
 		o.n_queues = 1;
 		o.concurrency = 1;
+		o.prefetch = 0;
 		o.poll_ms = 30000;
-		T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w[i], &err), PGC_OK);
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_worker_new(&o, fn, NULL, &w[i], &err), PGC_OK);
 		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
 	}
+}
+
+/* Stops the n workers, each with grace_ms for its running jobs, then waits for and frees them. */
+static void stop_workers(pgc_worker **w, int n, int64_t grace_ms)
+{
+	for (int i = 0; i < n; i++)
+		pgc_worker_stop(w[i], grace_ms);
+	for (int i = 0; i < n; i++) {
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
+		pgc_worker_free(w[i]);
+	}
+}
+
+static void queue__wakeup_one_worker(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_worker *w[3];
+	start_lone_workers(w, 3, "h", herd_handler);
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.workers WHERE free > 0", schema), 3);
 	for (int round = 1; round <= 3; round++) {
 		T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
@@ -999,12 +1020,7 @@ static void queue__wakeup_one_worker(void)
 	}
 	/* One notification per transaction, delivered to one worker. */
 	T_ASSERT_INT_EQ(wakeups, 3);
-	for (int i = 0; i < 3; i++)
-		pgc_worker_stop(w[i], 1000);
-	for (int i = 0; i < 3; i++) {
-		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
-		pgc_worker_free(w[i]);
-	}
+	stop_workers(w, 3, 1000);
 	/* Stopped workers leave the registry. */
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.workers", schema), 0);
 	teardown(c, q);
@@ -1029,20 +1045,8 @@ static void queue__wakeup_passed_on_when_full(void)
 	pgc_queue *q;
 	pgc_conn *c = setup(&q);
 	pgc_error err;
-	const char *queues[] = { "f" };
 	pgc_worker *w[2];
-	for (int i = 0; i < 2; i++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 1;
-		o.prefetch = 0;
-		o.poll_ms = 30000;
-		T_ASSERT_INT_EQ(pgc_worker_new(&o, busy_handler, NULL, &w[i], &err), PGC_OK);
-		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
-	}
+	start_lone_workers(w, 2, "f", busy_handler);
 	/* Both registered as free; one of them takes the first job and is full. */
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{}", NULL, NULL, &err), PGC_OK);
 	int64_t deadline = pgc__now_ms() + 10000;
@@ -1058,12 +1062,7 @@ static void queue__wakeup_passed_on_when_full(void)
 		sleep_ms(2);
 	T_ASSERT(atomic_load(&second_started) != 0);
 	T_ASSERT(atomic_load(&second_started) - t0 < 2500);
-	for (int i = 0; i < 2; i++)
-		pgc_worker_stop(w[i], 0);
-	for (int i = 0; i < 2; i++) {
-		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
-		pgc_worker_free(w[i]);
-	}
+	stop_workers(w, 2, 0);
 	teardown(c, q);
 }
 
