@@ -1,5 +1,5 @@
 # The README's commands. Meson builds everything; this file only names the steps.
-.PHONY: all build test demo bench asan valgrind fuzz chaos clean
+.PHONY: all build test demo bench asan tsan valgrind fuzz chaos clean
 
 all: build
 
@@ -15,6 +15,9 @@ asan:
 	@scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all
 
+tsan:
+	@scripts/tsan
+
 demo:
 	@scripts/demo
 
@@ -28,7 +31,8 @@ fuzz:
 	@scripts/fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-fuzz build.ninja.log build-asan.ninja.log
+	rm -rf build build-asan build-tsan build-fuzz build.ninja.log build-asan.ninja.log \
+		build-tsan.ninja.log
 
 chaos:
 	@scripts/deps && ([ -f build/build.ninja ] || meson setup build) && ninja -C build >/dev/null

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,9 @@
 extern char **environ;
 
 static int sig_pipe[2] = { -1, -1 };
-static volatile sig_atomic_t pending_signal;
+/* Atomic, not only volatile: the worker's threads take it (finding nothing) while they
+ * terminate their own children. */
+static atomic_int pending_signal;
 
 static void on_signal(int sig)
 {
@@ -56,9 +59,7 @@ int cli_signal_fd(void)
 
 int cli_signal_take(void)
 {
-	int s = pending_signal;
-	pending_signal = 0;
-	return s;
+	return atomic_exchange(&pending_signal, 0);
 }
 
 static void drain_signal_pipe(void)
@@ -218,12 +219,17 @@ void cli_child_signal(cli_child *c, int sig)
 
 void cli_child_terminate(cli_child *c, int grace_ms)
 {
+	cli_child_terminate_fd(c, grace_ms, -1);
+}
+
+void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd)
+{
 	if (c->pid <= 0)
 		return;
 	if (!c->exited) {
 		kill(-c->pid, SIGTERM);
 		kill(-c->pid, SIGCONT); /* a stopped group cannot act on SIGTERM */
-		if (!cli_child_wait(c, grace_ms < 0 ? 0 : grace_ms, -1)) {
+		if (!cli_child_wait(c, grace_ms < 0 ? 0 : grace_ms, wake_fd)) {
 			kill(-c->pid, SIGKILL);
 			while (!c->exited) {
 				int st;

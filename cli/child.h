@@ -53,6 +53,11 @@ void cli_child_signal(cli_child *c, int sig);
  * it has been reaped. Also kills whatever is left of the group after the child exits. */
 void cli_child_terminate(cli_child *c, int grace_ms);
 
+/* The same, also waking as soon as wake_fd (>= 0) becomes readable: a pidfd of the child, for
+ * a thread whose SIGCHLD wake-up another thread may take from the shared self-pipe. Several
+ * threads may call it at once, each for a child of its own. */
+void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd);
+
 /* The exit code pgcoord should report for the child: its status, or 128 + signal. */
 int cli_child_exit_code(const cli_child *c);
 

@@ -42,6 +42,11 @@ typedef struct cli_command {
 /* "pgcoord: <msg>" on stderr, then the "Try ... --help" line; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) PGC_PRINTF(2, 3);
 
+/* The usage error for what getopt_long returned in ch when it is not an option of cmd
+ * (NULL: a global option): ':' "option X needs a value", anything else "unknown option X",
+ * X being argv[optind - 1]. Returns EXIT_USAGE. */
+int cli_getopt_error(const char *cmd, int ch, char **argv);
+
 /* "pgcoord: <msg>" on stderr. */
 void cli_errorf(const char *fmt, ...) PGC_PRINTF(1, 2);
 

@@ -51,10 +51,8 @@ int cmd_activity(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("activity", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("activity", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("activity", ch, argv);
 		}
 	}
 	if (optind < argc)

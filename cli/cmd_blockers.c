@@ -436,10 +436,8 @@ int cmd_blockers(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("blockers", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("blockers", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("blockers", ch, argv);
 		}
 	}
 	if (optind < argc)

@@ -65,10 +65,8 @@ static int signal_cmd(int argc, char **argv, bool terminate)
 		case 'h':
 			usage(stdout, terminate);
 			return 0;
-		case ':':
-			return cli_usage_error(cmd, "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error(cmd, ch, argv);
 		}
 	}
 	if (optind >= argc)

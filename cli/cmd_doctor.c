@@ -53,10 +53,8 @@ int cmd_doctor(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("doctor", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("doctor", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("doctor", ch, argv);
 		}
 	}
 	if (optind < argc)

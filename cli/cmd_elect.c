@@ -563,10 +563,8 @@ int cmd_elect(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("elect", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("elect", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("elect", ch, argv);
 		}
 	}
 	if (optind >= split)

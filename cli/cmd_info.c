@@ -35,10 +35,8 @@ int cmd_info(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("info", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("info", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("info", ch, argv);
 		}
 	}
 	if (optind < argc)

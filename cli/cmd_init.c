@@ -52,10 +52,8 @@ int cmd_init(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("init", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("init", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("init", ch, argv);
 		}
 	}
 	if (optind < argc)

@@ -131,10 +131,8 @@ int cmd_lab(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("lab", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("lab", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("lab", ch, argv);
 		}
 	}
 	for (int i = optind; i < argc; i++)

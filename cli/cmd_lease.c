@@ -190,10 +190,8 @@ int cmd_lease(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("lease", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("lease", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("lease", ch, argv);
 		}
 	}
 	if (optind >= argc)

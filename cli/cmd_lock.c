@@ -157,10 +157,8 @@ int cmd_lock(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("lock", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("lock", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("lock", ch, argv);
 		}
 	}
 	if (optind >= argc)

@@ -89,10 +89,8 @@ int cmd_locks(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("locks", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("locks", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("locks", ch, argv);
 		}
 	}
 	if (optind < argc)

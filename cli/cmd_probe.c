@@ -151,10 +151,8 @@ int cmd_probe(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("probe", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("probe", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("probe", ch, argv);
 		}
 	}
 	if (optind < argc)

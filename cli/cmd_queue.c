@@ -177,10 +177,8 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		case 'h':
 			usage(stdout);
 			return -1;
-		case ':':
-			return cli_usage_error(cmd, "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error(cmd, ch, argv);
 		}
 	}
 	/* Which options belong to which subcommand. */

@@ -36,9 +36,9 @@ static void usage(FILE *f)
 	      "\n"
 	      "Options:\n"
 	      "  -n, --nonblock, --nb         fail at once if the lock is held elsewhere\n"
-	      "  -w, --wait=DURATION          give up after DURATION (500ms, 10s, 5m; 0 = -n);\n"
-	      "                               default: wait as long as it takes; also\n"
-	      "                               spelled --timeout\n"
+	      "  -w, --wait=DURATION, --timeout=DURATION\n"
+	      "                               give up after DURATION (500ms, 10s, 5m; 0 = -n);\n"
+	      "                               default: wait as long as it takes\n"
 	      "  -s, --shared                 take a shared lock (default: exclusive)\n"
 	      "  -E, --conflict-exit-code=N   exit status when the lock is held or the wait\n"
 	      "                               times out (0-255, default 1)\n"
@@ -203,10 +203,8 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 			usage(stdout);
 			*done = true;
 			return 0;
-		case ':':
-			return cli_usage_error("run", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("run", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("run", ch, argv);
 		}
 	}
 	if (optind < nopt) {

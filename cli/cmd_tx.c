@@ -646,10 +646,8 @@ int cmd_tx(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("tx", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("tx", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("tx", ch, argv);
 		}
 	}
 	if (optind < argc)

@@ -81,31 +81,6 @@ static void log_line(pgc_log_level level, const char *msg, void *arg)
 	fprintf(stderr, "pgcoord worker: %s\n", msg);
 }
 
-/* Kills the child's group: SIGTERM, then SIGKILL after 2 s; reaps it. */
-static void kill_group(pid_t pid, int pidfd, int *status)
-{
-	kill(-pid, SIGTERM);
-	kill(-pid, SIGCONT);
-	int64_t until = cli_now_ms() + 2000;
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-		if (r == pid)
-			break;
-		if (cli_now_ms() >= until) {
-			kill(-pid, SIGKILL);
-			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-				;
-			break;
-		}
-		struct pollfd p = { pidfd, POLLIN, 0 };
-		if (pidfd >= 0)
-			poll(&p, 1, 50);
-		else
-			usleep(10000);
-	}
-	kill(-pid, SIGKILL); /* whatever is left in the group */
-}
-
 /* Keeps the last bytes written to stderr. */
 typedef struct tail {
 	char buf[4096];
@@ -239,13 +214,14 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 			kill(-c.pid, SIGKILL); /* leftovers of its group */
 			break;
 		}
-		if (ctx->timeout_ms > 0 && cli_now_ms() - t0 >= ctx->timeout_ms) {
+		if (ctx->timeout_ms > 0 && cli_now_ms() - t0 >= ctx->timeout_ms)
 			timed_out = true;
-			kill_group(c.pid, pidfd, &status);
-			exited = true;
-		} else if (pgc_job_lost(job)) {
+		else if (pgc_job_lost(job))
 			lost = true;
-			kill_group(c.pid, pidfd, &status);
+		if (timed_out || lost) {
+			/* The group gets SIGTERM, then SIGKILL after 2 s; the child is reaped. */
+			cli_child_terminate_fd(&c, 2000, pidfd);
+			status = c.status;
 			exited = true;
 		}
 	}
@@ -436,10 +412,8 @@ int cmd_worker(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
-		case ':':
-			return cli_usage_error("worker", "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("worker", "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error("worker", ch, argv);
 		}
 		if (dur != NULL) {
 			pgc_error e;

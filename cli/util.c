@@ -1,5 +1,6 @@
 /* util.c - error reporting, connecting and JSON output for the subcommands */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,15 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	else
 		fputs("Try \"pgcoord --help\" for more information.\n", stderr);
 	return EXIT_USAGE;
+}
+
+int cli_getopt_error(const char *cmd, int ch, char **argv)
+{
+	/* getopt_long (with opterr = 0 and a leading ':' in optstring) has just stepped past the
+	 * offending word. */
+	if (ch == ':')
+		return cli_usage_error(cmd, "option %s needs a value", argv[optind - 1]);
+	return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
 }
 
 int cli_exit_code(const pgc_error *err)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define T_SKIP 77
 
@@ -58,9 +59,15 @@ typedef struct t_case {
 	void (*fn)(void);
 } t_case;
 
-/* Runs the case named argv[1] (or all of them, in order, without an argument). */
+/* Runs the case named argv[1] (or all of them, in order, without an argument); "--list"
+ * prints the names, one a line, for the check that meson registers every case. */
 static inline int t_main(int argc, char **argv, const t_case *cases)
 {
+	if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+		for (const t_case *c = cases; c->name; c++)
+			printf("%s\n", c->name);
+		return 0;
+	}
 	for (const t_case *c = cases; c->name; c++) {
 		if (argc > 1 && strcmp(argv[1], c->name) != 0)
 			continue;
@@ -73,6 +80,13 @@ static inline int t_main(int argc, char **argv, const t_case *cases)
 		return 1;
 	}
 	return 0;
+}
+
+/* Sleeps ms milliseconds (less when a signal arrives). */
+static inline void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
 }
 
 /* The server for integration tests, or a skip when there is none. */

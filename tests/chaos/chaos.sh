@@ -158,7 +158,9 @@ H
 	(
 		# wave QUEUE FROM TO: enqueues one wave; a wave that could not connect (the server is
 		# restarting), or lost its session before COMMIT ("nothing was enqueued": the
-		# transaction rolled back), left nothing behind and is tried again, for up to 30 s.
+		# transaction rolled back; or lost it before the transaction began, as the queue was
+		# opened or at BEGIN), left nothing behind and is tried again, for up to 30 s. A
+		# session lost during COMMIT ("may or may not have been enqueued") fails the wave.
 		wave() {
 			local try out rc
 			for try in $(seq 60); do
@@ -167,7 +169,9 @@ H
 				rc=$?
 				[ $rc -eq 0 ] && return 0
 				case $rc:$out in
-				69:*"cannot connect"* | 69:*"nothing was enqueued"*) sleep 0.5 ;;
+				*"may or may not have been enqueued"*) break ;;
+				69:*"cannot connect"* | 69:*"nothing was enqueued"* | \
+					69:*"server closed the connection unexpectedly"*) sleep 0.5 ;;
 				*) break ;;
 				esac
 			done

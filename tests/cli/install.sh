@@ -38,6 +38,8 @@ if [ -n "${PGCOORD_SANITIZE:-}" ] && [ "$PGCOORD_SANITIZE" != none ]; then extra
 cc $extra -o "$TMP/hello" "$TMP/hello.c" $flags || fail "compile against the installed library"
 LD_LIBRARY_PATH=$(dirname "$so") run 0 "$TMP/hello"
 out_has "pgcoord [0-9.]* ok"
-# It really linked the shared library.
-LD_LIBRARY_PATH=$(dirname "$so") ldd "$TMP/hello" | grep -q libpgcoord.so.0 || fail "not linked against libpgcoord.so.0"
+# It really linked the shared library. (ldd's output goes to a file first: under pipefail,
+# grep -q leaving early could fail the pipeline with ldd's SIGPIPE.)
+LD_LIBRARY_PATH=$(dirname "$so") ldd "$TMP/hello" >"$TMP/ldd" || fail "ldd $TMP/hello"
+grep -q libpgcoord.so.0 "$TMP/ldd" || { cat "$TMP/ldd"; fail "not linked against libpgcoord.so.0"; }
 echo ok

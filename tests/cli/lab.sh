@@ -14,7 +14,6 @@ n=$(wc -l <"$TMP/out")
 [ "$n" -ge 39 ] || fail "--list shows $n experiments, expected at least 39"
 out_has "^singleton  *000 lab result 1  *five contenders"
 out_has "^table-lock-matrix  *002 §03"
-cp "$TMP/out" "$TMP/out.list"
 run 0 "$PG" --json lab --list
 python3 - "$TMP/out" <<'PY' || fail "lab --list --json"
 import json, sys
@@ -23,11 +22,6 @@ assert len(rows) >= 39
 for r in rows:
     assert set(r) == {"name", "seed", "description"}, r
 PY
-
-# The man page lists every experiment.
-for name in $(cut -d' ' -f1 "$TMP/out.list"); do
-	grep -q "^\.B ${name//-/\\\\-}\$" "$SRC/docs/pgcoord-lab.1" || fail "pgcoord-lab(1) does not list $name"
-done
 
 run 64 "$PG" lab no-such-experiment
 err_has 'unknown experiment "no-such-experiment"'

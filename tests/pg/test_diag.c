@@ -10,12 +10,6 @@
 /* This file's advisory keys: the high half spells "diag", the low half is the test's pid. */
 #define KEY_BASE INT64_C(0x6469616700000000)
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 static void exec_ok(pgc_conn *c, const char *sql)
 {
 	pgc_error err;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,12 +21,6 @@ static int64_t K(int n)
 static pgc_key KEY(int n)
 {
 	return pgc_key_int64(K(n));
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
 }
 
 /* pg_locks rows for key: all, granted only, or of one backend (pid > 0). */
@@ -290,7 +285,7 @@ static void lock__modes_and_key_spaces(void)
 
 /* ---- deadlines ---------------------------------------------------------------------------- */
 
-static volatile int edge_stop;
+static atomic_int edge_stop; /* set by the main thread, read by the holder */
 
 static void *edge_holder(void *arg)
 {
@@ -440,12 +435,14 @@ typedef struct dl_arg {
 	int rc;
 	pgc_error err;
 	pgc_lock *got;
+	atomic_int done; /* rc, err and got are set */
 } dl_arg;
 
 static void *deadlock_side(void *arg)
 {
 	dl_arg *a = arg;
 	a->rc = pgc_lock_acquire(a->conn, &a->want, 0, 30000, &a->got, &a->err);
+	atomic_store(&a->done, 1);
 	return NULL;
 }
 
@@ -460,17 +457,18 @@ static void lock__deadlock_detected(void)
 	pgc_error err;
 	T_ASSERT_INT_EQ(pgc_lock_acquire(a, &k1, 0, 1000, &la, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_lock_acquire(b, &k2, 0, 1000, &lb, &err), PGC_OK);
-	dl_arg da = { a, k2, 0, PGC_ERROR_INIT, NULL }, db = { b, k1, 0, PGC_ERROR_INIT, NULL };
+	dl_arg da = { a, k2, 0, PGC_ERROR_INIT, NULL, 0 }, db = { b, k1, 0, PGC_ERROR_INIT, NULL, 0 };
 	pthread_t ta, tb;
 	pthread_create(&ta, NULL, deadlock_side, &da);
 	pthread_create(&tb, NULL, deadlock_side, &db);
 	/* Whoever loses gives back its own key, so the winner can finish. */
 	for (;;) {
 		sleep_ms(20);
-		if (da.rc != 0 || da.got != NULL || db.rc != 0 || db.got != NULL)
+		if (atomic_load(&da.done) || atomic_load(&db.done))
 			break;
 	}
-	dl_arg *loser = da.rc != 0 ? &da : &db, *winner = loser == &da ? &db : &da;
+	/* The winner waits for the loser's key: the first side done is the loser. */
+	dl_arg *loser = atomic_load(&da.done) ? &da : &db, *winner = loser == &da ? &db : &da;
 	pthread_join(loser == &da ? ta : tb, NULL);
 	T_ASSERT_INT_EQ(loser->rc, PGC_ESQL);
 	T_ASSERT_STR_EQ(loser->err.sqlstate, "40P01");
@@ -907,7 +905,8 @@ int main(int argc, char **argv)
 		{ "lock__registry_and_collision", lock__registry_and_collision },
 		{ "lock__holders", lock__holders },
 		{ "lock__bad_arguments", lock__bad_arguments },
-		{ "lock__server_restart", lock__server_restart },
+		/* Restarts the server: runs alone, so that no other test loses its sessions. */
+		{ "lock__server_restart", lock__server_restart }, /* meson: alone, timeout 120 */
 		{ NULL, NULL },
 	};
 	signal(SIGPIPE, SIG_IGN);

@@ -8,14 +8,9 @@
 #include "../../src/internal.h"
 #include "../../src/queue_int.h"
 #include "../t.h"
+#include "pgt.h"
 
 static char schema[64];
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
 
 /* A fresh schema per test process. */
 static pgc_conn *setup(pgc_queue **q)
@@ -44,18 +39,6 @@ static void teardown(pgc_conn *c, pgc_queue *q)
 	pgc_error err;
 	(void)!pgc_exec(c, sql, &err);
 	pgc_conn_close(c);
-}
-
-static long count_sql(pgc_conn *c, const char *fmt)
-{
-	char sql[512];
-	snprintf(sql, sizeof sql, fmt, schema);
-	PGresult *r = PQexec(pgc_conn_pg(c), sql);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", sql, PQerrorMessage(pgc_conn_pg(c)));
-	long n = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	return n;
 }
 
 /* One reaper pass; the reaper key is shared by every schema on the server, so other tests
@@ -104,7 +87,7 @@ static void queue__basic(void)
 	T_ASSERT_STR_EQ(info->status, "succeeded");
 	T_ASSERT(info->finished_at != NULL);
 	pgc_free(info);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
 
 	/* Retry later does not count the attempt. */
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "mail", "{}", NULL, &id, &err), PGC_OK);
@@ -127,8 +110,9 @@ static void queue__basic(void)
 	pgc_queue_jobs_free(jobs, n);
 	/* Backoff between 30 and 60 s: not claimable now. */
 	T_ASSERT_INT_EQ(pgc_queue_claim(q, "mail", 1, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE run_at > clock_timestamp() + interval '29 s'"
-	                             " AND run_at < clock_timestamp() + interval '61 s' AND last_error = 'boom'"), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE run_at > clock_timestamp() + interval '29 s'"
+	                           " AND run_at < clock_timestamp() + interval '61 s' AND last_error = 'boom'",
+	                        schema), 1);
 
 	/* The maintenance vacuum: only above its threshold, never inside a transaction. */
 	bool did = true;
@@ -223,9 +207,10 @@ static void queue__drain_exactly_once(void)
 	for (int i = 0; i < DRAIN_JOBS; i++)
 		if (atomic_load(&drain_count[i]) != 1)
 			T_FAIL("job n=%d ran %d times", i, atomic_load(&drain_count[i]));
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'"), DRAIN_JOBS);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(DISTINCT id) FROM %s.job_history"), DRAIN_JOBS);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema),
+	                DRAIN_JOBS);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(DISTINCT id) FROM %s.job_history", schema), DRAIN_JOBS);
 	teardown(c, q);
 }
 
@@ -413,7 +398,7 @@ static void queue__retry_backoff_dead_letter(void)
 	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
 	int64_t deadline = pgc__now_ms() + 20000;
 	while (pgc__now_ms() < deadline &&
-	       count_sql(c, "SELECT count(*) FROM %s.job_history") < 2)
+	       sql_int(c, "SELECT count(*) FROM %s.job_history", schema) < 2)
 		sleep_ms(50);
 	pgc_worker_stop(w, 1000);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
@@ -585,7 +570,7 @@ static void queue__aging_beats_starvation(void)
 			/* Not before it waited the aging time, and high-priority work was still waiting. */
 			T_ASSERT(pgc__now_ms() - t0 >= 400);
 			T_ASSERT(round >= 1);
-			T_ASSERT(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE priority = 100") > 0);
+			T_ASSERT(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE priority = 100", schema) > 0);
 			teardown(c, q);
 			return;
 		}
@@ -717,7 +702,7 @@ static void queue__bad_input(void)
 	T_ASSERT_INT_EQ(bad, 2);
 	T_ASSERT_INT_EQ(ins, 0);
 	T_ASSERT_CONTAINS(err.message, "payload 3");
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
 	/* Over the payload limit. */
 	pgc_queue_config cfg = no_change();
 	cfg.max_payload_bytes = 50;
@@ -727,13 +712,13 @@ static void queue__bad_input(void)
 	T_ASSERT_STR_EQ(err.sqlstate, "22023");
 	T_ASSERT_CONTAINS(err.message, "over the limit of 50 bytes");
 	T_ASSERT_INT_EQ(bad, 2);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
 	/* Inside a transaction, the failure leaves the caller's transaction to roll back. */
 	T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "x", "{}", NULL, &id, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "x", "{", NULL, &id, &err), PGC_ESQL);
 	T_ASSERT_INT_EQ(pgc_exec(c, "ROLLBACK", &err), PGC_OK);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
 
 	pgc_queue_stat *st;
 	size_t n;
@@ -796,7 +781,7 @@ static void queue__worker_graceful_stop(void)
 	while (atomic_load(&slow_started) < 2 && pgc__now_ms() < deadline)
 		sleep_ms(10);
 	T_ASSERT_INT_EQ(atomic_load(&slow_started), 2);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE status = 'running'"), 4);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE status = 'running'", schema), 4);
 	int64_t t0 = pgc__now_ms();
 	pgc_worker_stop(w, 200);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
@@ -806,9 +791,9 @@ static void queue__worker_graceful_stop(void)
 	T_ASSERT_INT_EQ(st.released, 4);
 	pgc_worker_free(w);
 	/* Everything is back to pending; the two that never started did not use an attempt. */
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE status = 'pending'"), 6);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 0"), 4);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 1"), 2);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE status = 'pending'", schema), 6);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 0", schema), 4);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 1", schema), 2);
 	teardown(c, q);
 }
 
@@ -899,10 +884,8 @@ static void queue__worker_reconnects(void)
 		sleep_ms(5);
 	T_ASSERT(atomic_load(&woke_at) != 0);
 	/* Kill the worker's session. */
-	char sql[256];
-	snprintf(sql, sizeof sql,
-	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '%s'", app);
-	T_ASSERT(count_sql(c, sql) >= 1);
+	T_ASSERT(sql_int(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+	                    " WHERE application_name = '%s'", app) >= 1);
 	atomic_store(&woke_at, 0);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "rc", "{}", NULL, NULL, &err), PGC_OK);
 	deadline = pgc__now_ms() + 15000;
@@ -910,10 +893,11 @@ static void queue__worker_reconnects(void)
 		sleep_ms(5);
 	T_ASSERT(atomic_load(&woke_at) != 0);
 	deadline = pgc__now_ms() + 10000;
-	while (count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'") < 2 &&
+	while (sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema) < 2 &&
 	       pgc__now_ms() < deadline)
 		sleep_ms(20);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'"), 2);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema),
+	                2);
 	T_ASSERT(atomic_load(&reconnected));
 	pgc_worker_stop(w, 1000);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
@@ -961,7 +945,7 @@ static void queue__worker_two_queues(void)
 	pgc_worker_free(w);
 	T_ASSERT_INT_EQ(atomic_load(&per_queue[0]), 300);
 	T_ASSERT_INT_EQ(atomic_load(&per_queue[1]), 300);
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
 	teardown(c, q);
 }
 
@@ -977,25 +961,46 @@ static void herd_handler(const pgc_job *job, pgc_job_result *res, void *arg)
 	atomic_fetch_add(&herd_runs, 1);
 }
 
-static void queue__wakeup_one_worker(void)
+/* Starts n workers on this test's queue qname, each running one job at a time, with no jobs
+ * held ready and a fallback poll of 30 s: only a notification wakes them in time. */
+static void start_lone_workers(pgc_worker **w, int n, const char *qname, pgc_job_handler fn)
 {
-	pgc_queue *q;
-	pgc_conn *c = setup(&q);
-	pgc_error err;
-	const char *queues[] = { "h" };
-	pgc_worker *w[3];
-	for (int i = 0; i < 3; i++) {
+	const char *queues[] = { qname };
+	for (int i = 0; i < n; i++) {
 		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
 		o.dsn = t_dsn();
 		o.schema = schema;
 		o.queues = queues;
 		o.n_queues = 1;
 		o.concurrency = 1;
+		o.prefetch = 0;
 		o.poll_ms = 30000;
-		T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w[i], &err), PGC_OK);
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_worker_new(&o, fn, NULL, &w[i], &err), PGC_OK);
 		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
 	}
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.workers WHERE free > 0"), 3);
+}
+
+/* Stops the n workers, each with grace_ms for its running jobs, then waits for and frees them. */
+static void stop_workers(pgc_worker **w, int n, int64_t grace_ms)
+{
+	for (int i = 0; i < n; i++)
+		pgc_worker_stop(w[i], grace_ms);
+	for (int i = 0; i < n; i++) {
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
+		pgc_worker_free(w[i]);
+	}
+}
+
+static void queue__wakeup_one_worker(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_worker *w[3];
+	start_lone_workers(w, 3, "h", herd_handler);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.workers WHERE free > 0", schema), 3);
 	for (int round = 1; round <= 3; round++) {
 		T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
 		T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "h", "{}", NULL, NULL, &err), PGC_OK);
@@ -1015,14 +1020,9 @@ static void queue__wakeup_one_worker(void)
 	}
 	/* One notification per transaction, delivered to one worker. */
 	T_ASSERT_INT_EQ(wakeups, 3);
-	for (int i = 0; i < 3; i++)
-		pgc_worker_stop(w[i], 1000);
-	for (int i = 0; i < 3; i++) {
-		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
-		pgc_worker_free(w[i]);
-	}
+	stop_workers(w, 3, 1000);
 	/* Stopped workers leave the registry. */
-	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.workers"), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.workers", schema), 0);
 	teardown(c, q);
 }
 
@@ -1045,20 +1045,8 @@ static void queue__wakeup_passed_on_when_full(void)
 	pgc_queue *q;
 	pgc_conn *c = setup(&q);
 	pgc_error err;
-	const char *queues[] = { "f" };
 	pgc_worker *w[2];
-	for (int i = 0; i < 2; i++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 1;
-		o.prefetch = 0;
-		o.poll_ms = 30000;
-		T_ASSERT_INT_EQ(pgc_worker_new(&o, busy_handler, NULL, &w[i], &err), PGC_OK);
-		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
-	}
+	start_lone_workers(w, 2, "f", busy_handler);
 	/* Both registered as free; one of them takes the first job and is full. */
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{}", NULL, NULL, &err), PGC_OK);
 	int64_t deadline = pgc__now_ms() + 10000;
@@ -1074,12 +1062,7 @@ static void queue__wakeup_passed_on_when_full(void)
 		sleep_ms(2);
 	T_ASSERT(atomic_load(&second_started) != 0);
 	T_ASSERT(atomic_load(&second_started) - t0 < 2500);
-	for (int i = 0; i < 2; i++)
-		pgc_worker_stop(w[i], 0);
-	for (int i = 0; i < 2; i++) {
-		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
-		pgc_worker_free(w[i]);
-	}
+	stop_workers(w, 2, 0);
 	teardown(c, q);
 }
 
@@ -1112,7 +1095,7 @@ static void queue__worker_bad_error_text(void)
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, junk_handler, NULL, &w, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
 	int64_t deadline = pgc__now_ms() + 10000;
-	while (count_sql(c, "SELECT count(*) FROM %s.job_history") < 1 && pgc__now_ms() < deadline)
+	while (sql_int(c, "SELECT count(*) FROM %s.job_history", schema) < 1 && pgc__now_ms() < deadline)
 		sleep_ms(20);
 	pgc_worker_stop(w, 1000);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);

@@ -7,46 +7,11 @@
 
 #include "../../src/internal.h"
 #include "../t.h"
+#include "pgt.h"
 
 static char schema[64];
 static char role[64];
 static char canary[64];
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
-/* Runs sql on c, failing the test on an error. */
-static void sql_ok(pgc_conn *c, const char *fmt, ...) PGC_PRINTF(2, 3);
-static void sql_ok(pgc_conn *c, const char *fmt, ...)
-{
-	char sql[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof sql, fmt, ap);
-	va_end(ap);
-	pgc_error err;
-	if (pgc_exec(c, sql, &err) != PGC_OK)
-		T_FAIL("%s: %s", sql, err.message);
-}
-
-static long count_sql(pgc_conn *c, const char *fmt, ...) PGC_PRINTF(2, 3);
-static long count_sql(pgc_conn *c, const char *fmt, ...)
-{
-	char sql[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof sql, fmt, ap);
-	va_end(ap);
-	PGresult *r = PQexec(pgc_conn_pg(c), sql);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", sql, PQerrorMessage(pgc_conn_pg(c)));
-	long n = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	return n;
-}
 
 /* The test DSN with its user replaced by user, as a keyword/value string. */
 static char *dsn_as(const char *user)
@@ -96,12 +61,12 @@ static pgc_conn *setup(void)
 	snprintf(role, sizeof role, "pgc_sec_worker_%d", (int)getpid());
 	snprintf(canary, sizeof canary, "pgc_sec_canary_%d", (int)getpid());
 	pgc_conn *c = t_connect("pgcoord/test-security");
-	sql_ok(c, "SET client_min_messages = warning");
-	sql_ok(c, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	sql_ok(c, "DROP TABLE IF EXISTS public.%s", canary);
-	sql_ok(c, "DROP ROLE IF EXISTS %s", role);
-	sql_ok(c, "CREATE TABLE public.%s (secret text)", canary);
-	sql_ok(c, "INSERT INTO public.%s VALUES ('canary')", canary);
+	sql(c, "SET client_min_messages = warning");
+	sql(c, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+	sql(c, "DROP TABLE IF EXISTS public.%s", canary);
+	sql(c, "DROP ROLE IF EXISTS %s", role);
+	sql(c, "CREATE TABLE public.%s (secret text)", canary);
+	sql(c, "INSERT INTO public.%s VALUES ('canary')", canary);
 	pgc_error err;
 	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
 		T_FAIL("init: %s", err.message);
@@ -282,7 +247,7 @@ static void security__worker_role_can_work(void)
 		T_FAIL("worker start: %s", err.message);
 	long live = -1;
 	for (int i = 0; i < 300; i++) {
-		live = count_sql(owner, "SELECT count(*) FROM %s.jobs", schema);
+		live = sql_int(owner, "SELECT count(*) FROM %s.jobs", schema);
 		if (live == 0)
 			break;
 		sleep_ms(50);
@@ -305,8 +270,8 @@ static void security__worker_role_can_work(void)
 	T_ASSERT_INT_EQ((int)live, 0);
 	T_ASSERT(st.listening);
 	T_ASSERT_INT_EQ(atomic_load(&log_problems), 0);
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM %s.job_history WHERE status = 'failed'", schema), 2);
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema), 5);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM %s.job_history WHERE status = 'failed'", schema), 2);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema), 5);
 	pgc_queue_close(oq);
 	teardown(owner);
 }
@@ -394,13 +359,13 @@ static void security__worker_role_refused(void)
 	pgc_conn_close(w);
 
 	/* Intact: the canary, the job with its payload, the lease, the migrations. */
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM public.%s WHERE secret = 'canary'", canary), 1);
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM %s.jobs WHERE payload = '{\"secret\":1}'"
-	                                      " AND queue = 'sec' AND status = 'pending'", s), 1);
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM %s.leases WHERE holder = 'owner'", s), 1);
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM %s.migrations", s), pgc_schema_latest());
-	T_ASSERT_INT_EQ((int)count_sql(owner, "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
-	                                      " ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = 'evil'", s), 0);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM public.%s WHERE secret = 'canary'", canary), 1);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM %s.jobs WHERE payload = '{\"secret\":1}'"
+	                                    " AND queue = 'sec' AND status = 'pending'", s), 1);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM %s.leases WHERE holder = 'owner'", s), 1);
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM %s.migrations", s), pgc_schema_latest());
+	T_ASSERT_INT_EQ((int)sql_int(owner, "SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+	                                    " ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = 'evil'", s), 0);
 	pgc_queue_close(oq);
 	teardown(owner);
 }
@@ -430,37 +395,37 @@ static void security__grant_worker_bad_arguments(void)
 	PQclear(r);
 	T_ASSERT_INT_EQ(pgc_schema_grant_worker(c, schema, me, NULL, NULL, &err), PGC_EUSAGE);
 	/* A role that reads every table through pg_read_all_data. */
-	sql_ok(c, "CREATE ROLE %s NOLOGIN", role);
-	sql_ok(c, "GRANT pg_read_all_data TO %s", role);
+	sql(c, "CREATE ROLE %s NOLOGIN", role);
+	sql(c, "GRANT pg_read_all_data TO %s", role);
 	T_ASSERT_INT_EQ(pgc_schema_grant_worker(c, schema, role, NULL, NULL, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "more rights");
 	/* ... and nothing was granted by the refused call. */
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM information_schema.role_table_grants"
-	                                  " WHERE grantee = '%s' AND table_schema = '%s'", role, schema), 0);
-	sql_ok(c, "REVOKE pg_read_all_data FROM %s", role);
-	sql_ok(c, "DROP ROLE %s", role);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM information_schema.role_table_grants"
+	                                " WHERE grantee = '%s' AND table_schema = '%s'", role, schema), 0);
+	sql(c, "REVOKE pg_read_all_data FROM %s", role);
+	sql(c, "DROP ROLE %s", role);
 	/* Inside a transaction. */
-	sql_ok(c, "BEGIN");
+	sql(c, "BEGIN");
 	T_ASSERT_INT_EQ(pgc_schema_grant_worker(c, schema, role, NULL, NULL, &err), PGC_EUSAGE);
-	sql_ok(c, "ROLLBACK");
+	sql(c, "ROLLBACK");
 	/* A schema that is not installed: nothing created. */
 	char other[80];
 	snprintf(other, sizeof other, "%s_missing", schema);
 	T_ASSERT_INT_EQ(pgc_schema_grant_worker(c, other, role, NULL, NULL, &err), PGC_ENOSCHEMA);
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = '%s'", role), 0);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = '%s'", role), 0);
 	/* NOLOGIN by default. */
 	bool created = false;
 	if (pgc_schema_grant_worker(c, schema, role, NULL, &created, &err) != PGC_OK)
 		T_FAIL("grant: %s", err.message);
 	T_ASSERT(created);
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = '%s'"
-	                                  " AND NOT rolcanlogin AND NOT rolsuper AND NOT rolcreaterole"
-	                                  " AND NOT rolcreatedb", role), 1);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM pg_catalog.pg_roles WHERE rolname = '%s'"
+	                                " AND NOT rolcanlogin AND NOT rolsuper AND NOT rolcreaterole"
+	                                " AND NOT rolcreatedb", role), 1);
 	/* A hand-made extra grant is taken back by the next run: the set stays exact. */
-	sql_ok(c, "GRANT SELECT ON %s.lock_names TO %s", schema, role);
+	sql(c, "GRANT SELECT ON %s.lock_names TO %s", schema, role);
 	grant(c, false, false);
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM information_schema.role_table_grants"
-	                                  " WHERE grantee = '%s' AND table_name = 'lock_names'", role), 0);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM information_schema.role_table_grants"
+	                                " WHERE grantee = '%s' AND table_name = 'lock_names'", role), 0);
 	teardown(c);
 }
 
@@ -515,7 +480,7 @@ static void security__injection_library(void)
 	pgc_conn *c = setup();
 	pgc_queue *q = open_queue(c);
 	pgc_error err;
-	char sql[512];
+	char query[512];
 	int stored = 0, rejected = 0;
 	for (size_t i = 0; i < NHOSTILE; i++) {
 		char *h = hostile_text(i);
@@ -540,17 +505,17 @@ static void security__injection_library(void)
 			stored++;
 			char ids[24];
 			snprintf(ids, sizeof ids, "%lld", (long long)id);
-			snprintf(sql, sizeof sql, "SELECT queue FROM %s.jobs WHERE id = $1", schema);
-			char *got = read_back(c, sql, ids);
+			snprintf(query, sizeof query, "SELECT queue FROM %s.jobs WHERE id = $1", schema);
+			char *got = read_back(c, query, ids);
 			T_ASSERT(got != NULL);
 			T_ASSERT_STR_EQ(got, h);
 			free(got);
-			snprintf(sql, sizeof sql, "SELECT unique_key FROM %s.jobs WHERE id = $1", schema);
-			got = read_back(c, sql, ids);
+			snprintf(query, sizeof query, "SELECT unique_key FROM %s.jobs WHERE id = $1", schema);
+			got = read_back(c, query, ids);
 			T_ASSERT_STR_EQ(got, h);
 			free(got);
-			snprintf(sql, sizeof sql, "SELECT payload->>'v' FROM %s.jobs WHERE id = $1", schema);
-			got = read_back(c, sql, ids);
+			snprintf(query, sizeof query, "SELECT payload->>'v' FROM %s.jobs WHERE id = $1", schema);
+			got = read_back(c, query, ids);
 			T_ASSERT_STR_EQ(got, h);
 			free(got);
 			/* Claimed back by its name, payload intact. */
@@ -564,8 +529,8 @@ static void security__injection_library(void)
 			if (pgc_queue_fail(q, id, jobs[0].token, h, NULL, NULL, &err) != PGC_OK)
 				T_FAIL("fail %zu: %s", i, err.message);
 			pgc_queue_jobs_free(jobs, n);
-			snprintf(sql, sizeof sql, "SELECT last_error FROM %s.jobs WHERE id = $1", schema);
-			got = read_back(c, sql, ids);
+			snprintf(query, sizeof query, "SELECT last_error FROM %s.jobs WHERE id = $1", schema);
+			got = read_back(c, query, ids);
 			T_ASSERT_STR_EQ(got, h);
 			free(got);
 		} else {
@@ -586,8 +551,8 @@ static void security__injection_library(void)
 			rc = pgc_lock_acquire_ex(c, &key, &lo, &lk, &err);
 			if (rc == PGC_OK) {
 				T_ASSERT_INT_EQ(pgc_lock_release(lk, &err), PGC_OK);
-				snprintf(sql, sizeof sql, "SELECT name FROM %s.lock_names WHERE name = $1", schema);
-				char *got = read_back(c, sql, h);
+				snprintf(query, sizeof query, "SELECT name FROM %s.lock_names WHERE name = $1", schema);
+				char *got = read_back(c, query, h);
 				if (got == NULL)
 					T_FAIL("lock name %zu was not recorded", i);
 				T_ASSERT_STR_EQ(got, h);
@@ -605,8 +570,8 @@ static void security__injection_library(void)
 		if (rc == PGC_OK) {
 			T_ASSERT_STR_EQ(lease.name, h);
 			T_ASSERT_STR_EQ(lease.holder, h);
-			snprintf(sql, sizeof sql, "SELECT holder FROM %s.leases WHERE name = $1", schema);
-			char *got = read_back(c, sql, h);
+			snprintf(query, sizeof query, "SELECT holder FROM %s.leases WHERE name = $1", schema);
+			char *got = read_back(c, query, h);
 			T_ASSERT(got != NULL);
 			T_ASSERT_STR_EQ(got, h);
 			free(got);
@@ -618,7 +583,7 @@ static void security__injection_library(void)
 		char sname[64];
 		snprintf(sname, sizeof sname, "%.40s%d", h, (int)getpid());
 		int applied = 0, version = 0;
-		long before = count_sql(c, "SELECT count(*) FROM pg_catalog.pg_namespace");
+		long before = sql_int(c, "SELECT count(*) FROM pg_catalog.pg_namespace");
 		rc = pgc_schema_init(c, sname, &applied, &version, &err);
 		char *got = NULL;
 		if (rc == PGC_OK) {
@@ -636,15 +601,14 @@ static void security__injection_library(void)
 			pgc_queue_close(hq);
 			char *qs = pgc__quote_ident(c, sname, &err);
 			T_ASSERT(qs != NULL);
-			snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE", qs);
+			sql(c, "DROP SCHEMA %s CASCADE", qs);
 			PQfreemem(qs);
-			sql_ok(c, "%s", sql);
 		} else {
 			if (!(rc == PGC_EUSAGE || (rc == PGC_ESQL && valid_utf8_ok(&err))))
 				T_FAIL("schema %zu: %d %s (%s)", i, rc, err.message, err.sqlstate);
 			/* Refused before anything was created (other tests may add schemas meanwhile,
 			 * but none of ours). */
-			T_ASSERT(count_sql(c, "SELECT count(*) FROM pg_catalog.pg_namespace") >= before);
+			T_ASSERT(sql_int(c, "SELECT count(*) FROM pg_catalog.pg_namespace") >= before);
 			char pat[96];
 			snprintf(pat, sizeof pat, "%%%d", (int)getpid());
 			got = read_back(c, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname LIKE $1"
@@ -657,9 +621,9 @@ static void security__injection_library(void)
 	T_ASSERT(stored >= 7);
 	(void)rejected;
 	/* Intact afterwards. */
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM public.%s WHERE secret = 'canary'", canary), 1);
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM %s.migrations", schema), pgc_schema_latest());
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM %s.jobs", schema), stored);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM public.%s WHERE secret = 'canary'", canary), 1);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.migrations", schema), pgc_schema_latest());
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.jobs", schema), stored);
 	pgc_queue_close(q);
 	teardown(c);
 }
@@ -681,8 +645,8 @@ static void security__schema_name_injection_refused(void)
 		T_ASSERT_INT_EQ(pgc_schema_version(c, name, &(int){ 0 }, &err), PGC_EUSAGE);
 	}
 	T_ASSERT_CONTAINS(err.message, "'$'");
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname LIKE 'x%%DROP TABLE public.%s;--'", canary), 0);
-	T_ASSERT_INT_EQ((int)count_sql(c, "SELECT count(*) FROM public.%s", canary), 1);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM pg_catalog.pg_namespace WHERE nspname LIKE 'x%%DROP TABLE public.%s;--'", canary), 0);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM public.%s", canary), 1);
 	teardown(c);
 }
 

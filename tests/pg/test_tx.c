@@ -10,16 +10,18 @@
 #include "../../src/internal.h"
 #include "../../src/tx_int.h"
 #include "../t.h"
+#include "pgt.h"
 
 /* ---- fixtures ---- */
 
 static char S[64]; /* this process's schema */
 
 /* The test DSN with extra server settings (-c name=value ...) for every session opened from
- * it, reconnects included. */
+ * it, reconnects included. In a buffer of the calling thread's own: threads open sessions at
+ * the same time. */
 static char *dsn_with(const char *settings)
 {
-	static char buf[2048];
+	static _Thread_local char buf[2048];
 	const char *base = t_dsn();
 	if (strncmp(base, "postgres", 8) == 0) {
 		char enc[512];
@@ -55,37 +57,6 @@ static pgc_conn *connect_dsn(const char *dsn, const char *app)
 static pgc_conn *connect_fast(const char *app)
 {
 	return connect_dsn(dsn_with("-c deadlock_timeout=50ms"), app);
-}
-
-/* Formats and runs SQL that belongs to the test (schema names only); fails the test on error. */
-static void sql(pgc_conn *c, const char *fmt, ...) PGC_PRINTF(2, 3);
-static void sql(pgc_conn *c, const char *fmt, ...)
-{
-	char buf[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	pgc_error err;
-	if (pgc_exec(c, buf, &err) != PGC_OK)
-		T_FAIL("%s: %s", buf, err.message);
-}
-
-/* One integer from a query (formatted like sql()). */
-static long long sql_int(pgc_conn *c, const char *fmt, ...) PGC_PRINTF(2, 3);
-static long long sql_int(pgc_conn *c, const char *fmt, ...)
-{
-	char buf[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	PGresult *r = PQexec(pgc_conn_pg(c), buf);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-		T_FAIL("%s: %s", buf, PQresultErrorMessage(r));
-	long long v = atoll(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	return v;
 }
 
 static pgc_conn *setup(void)

@@ -1,4 +1,4 @@
-/* main.c - pgcoord: global options, then dispatch to one cmd_<name>() per subcommand */
+/* cli.c - pgcoord: global options, then dispatch to one cmd_<name>() per subcommand */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,10 +109,8 @@ int cli_main(int argc, char **argv)
 		case 'V':
 			printf("pgcoord %s\n", pgc_version());
 			return 0;
-		case ':':
-			return cli_usage_error(NULL, "option %s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error(NULL, "unknown option %s", argv[optind - 1]);
+			return cli_getopt_error(NULL, ch, argv);
 		}
 	}
 	if (optind >= argc) {
