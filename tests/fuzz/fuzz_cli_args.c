@@ -73,6 +73,9 @@ static bool documented(int rc)
 	}
 }
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (devnull < 0)

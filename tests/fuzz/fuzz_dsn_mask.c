@@ -24,6 +24,9 @@ static void expect(const char *dsn, const char *want)
 	pgc_free(got);
 }
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size > 4096)

@@ -5,6 +5,9 @@
 
 #include <pgcoord.h>
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);

@@ -89,6 +89,9 @@ static void put_utf8(unsigned char **o, uint32_t cp)
 	*o = p;
 }
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* json_str takes a C string: the input up to its first NUL. */

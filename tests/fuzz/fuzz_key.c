@@ -26,6 +26,9 @@ static void roundtrip(const pgc_key *k)
 		abort();
 }
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);

@@ -67,6 +67,9 @@ static bool read_element(const char **p, char **out, size_t *outlen)
 	return true;
 }
 
+/* libFuzzer's entry point (and replay.c's). */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *buf = malloc(size + 1);
