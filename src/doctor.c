@@ -4,8 +4,6 @@
  * it on a second, short-lived session used to find a pooler. Settings are read from that fresh
  * session when there is one, so the values are what a new session of this role gets (server,
  * database and role defaults, the DSN's options), not what the caller SET on conn. */
-#include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,131 +56,6 @@ static void say(char *dst, size_t n, const char *fmt, ...)
 			pgc__copy_line(f_->fix, sizeof f_->fix, (fx_));                                \
 		}                                                                                  \
 	} while (0)
-
-/* Waits for conn's pending query until deadline (monotonic ms): 1 ready, 0 not yet, -1 lost. */
-static int wait_ready(PGconn *pg, int64_t deadline)
-{
-	for (;;) {
-		if (!PQconsumeInput(pg))
-			return -1;
-		if (!PQisBusy(pg))
-			return 1;
-		int64_t left = deadline - pgc__now_ms();
-		if (left <= 0)
-			return 0;
-		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
-		if (pfd.fd < 0)
-			return -1;
-		if (poll(&pfd, 1, left > 100 ? 100 : (int)left) < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/* The single integer a query returns, or -1 with err filled. */
-static long long one_int(pgc_conn *c, const char *sql, int *rc, pgc_error *err)
-{
-	PGresult *res = pgc__exec(c, sql, 0, NULL, rc, err);
-	if (res == NULL)
-		return -1;
-	long long v = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ? atoll(PQgetvalue(res, 0, 0)) : -1;
-	PQclear(res);
-	return v;
-}
-
-struct pooler {
-	bool checked;
-	bool statement_mode;
-	bool transaction_mode;
-	bool proxy; /* libpq's backend pid differs from pg_backend_pid(): something in between */
-	long long pid1, pid2, other_pid;
-	bool queued;
-	char why[256];
-};
-
-/* Finds a pooler. probe is a second session with the same DSN (may be NULL). */
-static int check_pooler(pgc_conn *conn, pgc_conn *probe, int wait_ms, struct pooler *p,
-                        pgc_error *err)
-{
-	int rc;
-	p->pid1 = one_int(conn, "SELECT pg_backend_pid()", &rc, err);
-	if (p->pid1 < 0)
-		return rc;
-	p->proxy = p->pid1 != pgc_conn_backend_pid(conn);
-	if (probe == NULL)
-		return PGC_OK;
-	p->checked = true;
-	pgc_error perr = PGC_ERROR_INIT;
-	PGresult *res = pgc__exec(probe, "BEGIN", 0, NULL, &rc, &perr);
-	if (res == NULL) {
-		/* PgBouncer in statement mode refuses transaction blocks outright. */
-		p->statement_mode = true;
-		snprintf(p->why, sizeof p->why, "BEGIN was refused: %s", perr.message);
-		return PGC_OK;
-	}
-	PQclear(res);
-	p->other_pid = one_int(probe, "SELECT pg_backend_pid()", &rc, &perr);
-	if (p->other_pid < 0) {
-		(void)!pgc_exec(probe, "ROLLBACK", NULL);
-		snprintf(p->why, sizeof p->why, "%s", perr.message);
-		p->checked = false;
-		return PGC_OK;
-	}
-	/* While the probe's transaction holds a server connection, ask conn again. A direct
-	 * session answers at once with the same pid. */
-	PGconn *pg = pgc_conn_pg(conn);
-	if (!PQsendQuery(pg, "SELECT pg_backend_pid()")) {
-		(void)!pgc_exec(probe, "ROLLBACK", NULL);
-		return pgc__err_result(err, pg, NULL, NULL);
-	}
-	int ready = wait_ready(pg, pgc__now_ms() + wait_ms);
-	if (ready == 0)
-		p->queued = true; /* it waits for a server connection the probe holds */
-	int commit_rc = pgc_exec(probe, "COMMIT", &perr);
-	if (ready == 0)
-		ready = wait_ready(pg, pgc__now_ms() + 10000);
-	if (ready != 1) {
-		PGcancel *c = PQgetCancel(pg);
-		char buf[128];
-		if (c != NULL) {
-			PQcancel(c, buf, sizeof buf);
-			PQfreeCancel(c);
-		}
-		wait_ready(pg, pgc__now_ms() + 2000);
-		while ((res = PQgetResult(pg)) != NULL)
-			PQclear(res);
-		return pgc__err(err, PGC_ETIMEDOUT,
-		                "the server (or a pooler) did not answer SELECT pg_backend_pid() within %d ms",
-		                wait_ms + 10000);
-	}
-	p->pid2 = -1;
-	rc = PGC_OK;
-	while ((res = PQgetResult(pg)) != NULL) {
-		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-			p->pid2 = atoll(PQgetvalue(res, 0, 0));
-		else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == PGC_OK)
-			rc = pgc__err_result(err, pg, res, NULL);
-		PQclear(res);
-	}
-	if (rc != PGC_OK)
-		return rc;
-	(void)commit_rc;
-	p->transaction_mode = p->queued || p->pid2 != p->pid1 || p->other_pid == p->pid1;
-	if (p->transaction_mode) {
-		if (p->queued)
-			snprintf(p->why, sizeof p->why,
-			         "a statement outside any transaction waited until another client's transaction"
-			         " ended (pid %lld, then %lld)", p->pid1, p->pid2);
-		else if (p->pid2 != p->pid1)
-			snprintf(p->why, sizeof p->why,
-			         "the backend pid changed between two statements outside a transaction (%lld, then"
-			         " %lld)", p->pid1, p->pid2);
-		else
-			snprintf(p->why, sizeof p->why,
-			         "another client connection was given this connection's backend (pid %lld)",
-			         p->pid1);
-	}
-	return PGC_OK;
-}
 
 /* A setting as a fresh session of this role sees it: value (with unit) and source. */
 static int setting(pgc_conn *c, const char *name, char *value, size_t vn, char *source, size_t sn,
@@ -256,30 +129,22 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 	FINDING(out, "server", PGC_DOCTOR_OK, version, "", "PostgreSQL %s, user %s, database %s",
 	        version, user, db);
 
-	/* A second session: for the pooler, and for the settings a new session gets. Without the
-	 * pooler check the settings are read on conn. */
 	pgc_conn *probe = NULL;
-	pgc_error perr = PGC_ERROR_INIT;
-	char probe_why[PGC_ERROR_MESSAGE_MAX] = "";
 	if (opts->check_pooler) {
-		if (pgc__open_like(conn, NULL, &probe, &perr) != PGC_OK) {
-			probe = NULL;
-			snprintf(probe_why, sizeof probe_why, "%s", perr.message);
-		}
-	}
-
-	if (opts->check_pooler) {
-		struct pooler p;
-		memset(&p, 0, sizeof p);
-		rc = check_pooler(conn, probe, opts->pooler_wait_ms, &p, err);
+		/* The layer's probe, thorough: it opens a second session of its own whatever libpq's
+		 * backend pid says. */
+		pgc_pooler_info p;
+		rc = pgc_conn_pooler(conn, PGC_POOLER_THOROUGH, opts->pooler_wait_ms, &p, err);
 		if (rc != PGC_OK)
 			goto fail;
-		if (p.statement_mode)
+		switch (p.mode) {
+		case PGC_POOLER_STATEMENT:
 			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "statement",
 			        "connect pgcoord straight to PostgreSQL, or through a pool in session mode",
 			        "a statement-mode pooler is in between (%s): transactions, session locks and"
 			        " LISTEN cannot work through it", p.why);
-		else if (p.transaction_mode)
+			break;
+		case PGC_POOLER_TRANSACTION:
 			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "transaction",
 			        "connect pgcoord straight to PostgreSQL (or through a pool in session mode) for"
 			        " session locks, run, elect, workers and LISTEN; through this pooler use only"
@@ -288,20 +153,33 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 			        " are unsafe here: a lock is taken on a server connection you do not keep, an"
 			        " unlock can land on another one and return false, and the lock stays held",
 			        p.why);
-		else if (!p.checked)
+			break;
+		case PGC_POOLER_UNKNOWN:
 			FINDING(out, "pooler", PGC_DOCTOR_WARNING, "unknown",
 			        "check that the DSN allows a second connection, then run pgcoord doctor again",
-			        "could not test for a pooler: no second session (%s)",
-			        probe_why[0] ? probe_why : p.why);
-		else if (p.proxy)
+			        "could not test for a pooler: %s", p.why);
+			break;
+		case PGC_POOLER_SESSION:
 			FINDING(out, "pooler", PGC_DOCTOR_INFO, "session",
-			        "", "a pooler or proxy is in between (libpq was told pid %d, the server says %lld),"
+			        "", "a pooler or proxy is in between (libpq was told pid %d, the server says %d),"
 			        " but each client keeps its server session: session locks are safe",
-			        pgc_conn_backend_pid(conn), p.pid1);
-		else
+			        p.libpq_pid, p.server_pid);
+			break;
+		case PGC_POOLER_NONE:
 			FINDING(out, "pooler", PGC_DOCTOR_OK, "none", "",
-			        "direct session: the backend pid (%lld) stays the same between statements",
-			        p.pid1);
+			        "direct session: the backend pid (%d) stays the same between statements",
+			        p.server_pid);
+			break;
+		}
+	}
+
+	/* A second session for the settings a new session of this role gets (server, database
+	 * and role defaults, the DSN's options), opened after the probe's own has closed so that
+	 * the doctor never holds more than two. Without it they are read on conn. */
+	if (opts->check_pooler) {
+		pgc_error perr = PGC_ERROR_INIT;
+		if (pgc__open_like(conn, NULL, &probe, &perr) != PGC_OK)
+			probe = NULL;
 	}
 
 	pgc_conn *fresh = probe ? probe : conn;
