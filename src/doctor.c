@@ -323,29 +323,54 @@ static void check_lock_table(doctor *d, const check *ck)
 	        " %lld in use now (%lld advisory)", mlpt, mc, mpt, slots, used, advisory);
 }
 
+/* What a lock held through a transaction-mode pooler looks like (PGC_LOCK_HOLD_XACT, which
+ * pgcoord run uses there): one transaction, idle for as long as the lock is held, named so
+ * locally, with no xid and no snapshot, holding advisory locks and its own virtualxid and
+ * nothing else. That is by design; such a session holding anything more is not. */
+#define LOCK_HOLDER_APP "pgcoord/lock-holder"
+
 /* Sessions idle in transaction right now (other than ours). */
 static void check_idle_in_transaction(doctor *d, const check *ck)
 {
 	char own1[24], own2[24];
 	snprintf(own1, sizeof own1, "%d", pgc_conn_backend_pid(d->conn));
 	snprintf(own2, sizeof own2, "%d", d->fresh ? pgc_conn_backend_pid(d->fresh) : 0);
-	const char *pp[2] = { own1, own2 };
+	const char *pp[3] = { own1, own2, LOCK_HOLDER_APP };
 	PGresult *res = query(d, ck, d->conn,
-	        "SELECT count(*), coalesce(max(extract(epoch FROM clock_timestamp() - state_change))::bigint, 0),"
-	        " (array_agg(pid ORDER BY state_change))[1],"
-	        " (array_agg(usename::text ORDER BY state_change))[1]"
-	        " FROM pg_catalog.pg_stat_activity"
-	        " WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
-	        " AND pid <> $1::int AND pid <> $2::int", 2, pp);
+	        "SELECT count(*) FILTER (WHERE NOT by_design),"
+	        " coalesce(max(extract(epoch FROM clock_timestamp() - state_change)) FILTER (WHERE NOT by_design),"
+	        "  0)::bigint,"
+	        " (array_agg(pid ORDER BY state_change) FILTER (WHERE NOT by_design))[1],"
+	        " (array_agg(usename::text ORDER BY state_change) FILTER (WHERE NOT by_design))[1],"
+	        " count(*) FILTER (WHERE by_design),"
+	        " count(*) FILTER (WHERE named AND NOT by_design)"
+	        " FROM (SELECT a.pid, a.usename, a.state_change, a.application_name = $3 AS named,"
+	        "  a.application_name = $3 AND a.state = 'idle in transaction'"
+	        "  AND a.backend_xid IS NULL AND a.backend_xmin IS NULL"
+	        "  AND NOT EXISTS (SELECT FROM pg_catalog.pg_locks l WHERE l.pid = a.pid"
+	        "   AND l.locktype <> 'advisory'"
+	        "   AND NOT (l.locktype = 'virtualxid' AND l.virtualxid = l.virtualtransaction)) AS by_design"
+	        "  FROM pg_catalog.pg_stat_activity a"
+	        "  WHERE a.state LIKE 'idle in transaction%' AND a.pid <> pg_backend_pid()"
+	        "  AND a.pid <> $1::int AND a.pid <> $2::int) AS idle", 3, pp);
 	if (res == NULL)
 		return;
 	long long idle = atoll(PQgetvalue(res, 0, 0)), oldest = atoll(PQgetvalue(res, 0, 1));
 	char oldest_pid[24], oldest_user[128];
 	snprintf(oldest_pid, sizeof oldest_pid, "%s", PQgetvalue(res, 0, 2));
 	snprintf(oldest_user, sizeof oldest_user, "%s", PQgetvalue(res, 0, 3));
+	long long holders = atoll(PQgetvalue(res, 0, 4)), misnamed = atoll(PQgetvalue(res, 0, 5));
 	PQclear(res);
-	char idle_s[24], fix[512];
+	char idle_s[24], fix[512], holding[160] = "", named[160] = "";
 	snprintf(idle_s, sizeof idle_s, "%lld", idle);
+	if (holders > 0)
+		snprintf(holding, sizeof holding,
+		         "%lld pgcoord lock holder(s) idle in transaction by design; they hold no snapshot",
+		         holders);
+	if (misnamed > 0)
+		snprintf(named, sizeof named,
+		         " (%lld of them named " LOCK_HOLDER_APP " but holding an xid, a snapshot or a"
+		         " relation lock)", misnamed);
 	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
 	                                       " pg_read_all_stats to see all)";
 	if (idle > 0) {
@@ -354,8 +379,12 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
 		         oldest_pid);
 		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, idle_s, fix,
-		        "%lld session(s) idle in transaction now; the oldest, pid %s (user %s), for %lld s: it"
-		        " keeps every lock it took%s", idle, oldest_pid, oldest_user, oldest, scope);
+		        "%lld session(s) idle in transaction now%s; the oldest, pid %s (user %s), for %lld s:"
+		        " it keeps every lock it took%s%s%s", idle, named, oldest_pid, oldest_user, oldest,
+		        holding[0] ? "; " : "", holding, scope);
+	} else if (holders > 0) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, idle_s, "",
+		        "%s; no other session is idle in transaction%s", holding, scope);
 	} else {
 		FINDING(d->out, ck->name, PGC_DOCTOR_OK, idle_s, "",
 		        "no other session is idle in transaction%s", scope);
@@ -411,8 +440,9 @@ static const check checks[] = {
 	  check_deadlock_timeout, false },
 	{ "lock_table", "the shared lock table's size, and how much of it is in use",
 	  check_lock_table, false },
-	{ "idle_in_transaction", "the sessions idle in transaction now", check_idle_in_transaction,
-	  false },
+	{ "idle_in_transaction",
+	  "the sessions idle in transaction now, apart from pgcoord's own lock holders",
+	  check_idle_in_transaction, false },
 	{ "schema", "the pgcoord schema's version against this binary's", check_schema, false },
 };
 

@@ -20,20 +20,23 @@ static const char *const seed000[5][2] = {
 static long long scalar(pgc_conn *c, const char *sql, const char *param)
 {
 	const char *p[1] = { param };
-	PGresult *res = PQexecParams(pgc_conn_pg(c), sql, param ? 1 : 0, NULL, p, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", sql, PQresultErrorMessage(res));
+	int rc;
+	pgc_error err;
+	PGresult *res = pgc__exec(c, sql, param ? 1 : 0, p, &rc, &err);
+	if (res == NULL)
+		T_FAIL("%s: %s", sql, err.message);
 	long long v = atoll(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return v;
 }
 
+/* Runs a script through the simple protocol, as psql does: nothing of it (no portal, no
+ * snapshot) is left on the session but what the statements themselves keep. */
 static void exec_ok(pgc_conn *c, const char *sql)
 {
-	PGresult *res = PQexec(pgc_conn_pg(c), sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", sql, PQresultErrorMessage(res));
-	PQclear(res);
+	pgc_error err;
+	if (pgc__command(c, sql, &err) != PGC_OK)
+		T_FAIL("%s: %s", sql, err.message);
 }
 
 static bool schema_exists(pgc_conn *c, const char *name)
@@ -324,6 +327,92 @@ static void doctor__role_timeouts(void)
 	pgc_conn_close(admin);
 }
 
+/* A session of dsn's that opens a transaction the way pgcoord run holds a lock through a
+ * transaction-mode pooler (named locally, an advisory lock taken in it), then runs extra
+ * (may be NULL) in it, and stays idle in it. */
+static pgc_conn *lock_holder(const char *dsn, const char *begin, int64_t key, const char *extra)
+{
+	pgc_conn *c = NULL;
+	pgc_error err;
+	if (pgc_connect(dsn, NULL, &c, &err) != PGC_OK)
+		T_FAIL("connect as the test role: %s", err.message);
+	char sql[512];
+	snprintf(sql, sizeof sql,
+	         "%s; SELECT set_config('application_name', 'pgcoord/lock-holder', true);"
+	         " SELECT pg_advisory_xact_lock(%lld)%s%s", begin, (long long)key, extra ? "; " : "",
+	         extra ? extra : "");
+	exec_ok(c, sql);
+	return c;
+}
+
+/* pgcoord's own lock holders are idle in transaction by design and hold no snapshot: counted
+ * apart, not warned about. One that holds a snapshot, a relation lock or an xid is a problem
+ * like any other idle transaction. */
+static void doctor__lock_holders(void)
+{
+	pgc_conn *admin = t_connect("pgcoord/test-doctor");
+	char role[64], none[64], schema[64], sql[512];
+	int pid = (int)getpid();
+	snprintf(role, sizeof role, "pgc_doctor_holder_%d", pid);
+	snprintf(none, sizeof none, "pgc_doctor_none_%d", pid);
+	snprintf(schema, sizeof schema, "pgc_doctor_holders_%d", pid);
+	snprintf(sql, sizeof sql,
+	         "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN; CREATE SCHEMA %s;"
+	         " CREATE TABLE %s.t (id int); INSERT INTO %s.t VALUES (1);"
+	         " GRANT USAGE ON SCHEMA %s TO %s; GRANT SELECT, UPDATE ON %s.t TO %s",
+	         role, role, schema, schema, schema, schema, role, schema, role);
+	exec_ok(admin, sql);
+	char *dsn = dsn_as(role);
+	int64_t key = ((int64_t)pid << 32) + 7001;
+
+	pgc_conn *holder = lock_holder(dsn, "BEGIN", key, NULL);
+	pgc_doctor_report rep;
+	doctor_as(dsn, none, &rep);
+	const pgc_doctor_finding *f = finding(&rep, "idle_in_transaction");
+	T_ASSERT_INT_EQ(f->severity, PGC_DOCTOR_INFO);
+	T_ASSERT_STR_EQ(f->value, "0");
+	T_ASSERT_CONTAINS(f->message,
+	                  "1 pgcoord lock holder(s) idle in transaction by design; they hold no snapshot");
+	T_ASSERT_CONTAINS(f->message, "no other session is idle in transaction");
+
+	/* The same name holding a snapshot, a relation lock or a row lock (an xid) is a problem,
+	 * and so is any other idle transaction. */
+	pgc_conn *snapshot = lock_holder(dsn, "BEGIN ISOLATION LEVEL REPEATABLE READ", key + 1, "SELECT 1");
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.t", schema);
+	pgc_conn *relation = lock_holder(dsn, "BEGIN", key + 2, sql);
+	snprintf(sql, sizeof sql, "SELECT id FROM %s.t FOR UPDATE", schema);
+	pgc_conn *row = lock_holder(dsn, "BEGIN", key + 3, sql);
+	pgc_conn *plain = NULL;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_connect(dsn, NULL, &plain, &err), PGC_OK);
+	exec_ok(plain, "BEGIN; SELECT 1");
+	doctor_as(dsn, none, &rep);
+	f = finding(&rep, "idle_in_transaction");
+	T_ASSERT_INT_EQ(f->severity, PGC_DOCTOR_WARNING);
+	T_ASSERT_STR_EQ(f->value, "4");
+	T_ASSERT_CONTAINS(f->message, "4 session(s) idle in transaction now");
+	T_ASSERT_CONTAINS(f->message, "3 of them named pgcoord/lock-holder but holding an xid, a snapshot or a relation lock");
+	T_ASSERT_CONTAINS(f->message,
+	                  "1 pgcoord lock holder(s) idle in transaction by design; they hold no snapshot");
+	char oldest[32];
+	snprintf(oldest, sizeof oldest, "pid %d", pgc_conn_backend_pid(snapshot));
+	T_ASSERT_CONTAINS(f->message, oldest);
+	T_ASSERT(rep.worst >= PGC_DOCTOR_WARNING);
+
+	pgc_conn_close(plain);
+	pgc_conn_close(row);
+	pgc_conn_close(relation);
+	pgc_conn_close(snapshot);
+	pgc_conn_close(holder);
+	free(dsn);
+	/* The backends end a moment after their clients hang up; DROP ROLE waits for nothing. */
+	for (int i = 0; i < 500 && scalar(admin, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role) != 0; i++)
+		usleep(10000);
+	snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE; DROP ROLE %s", schema, role);
+	exec_ok(admin, sql);
+	pgc_conn_close(admin);
+}
+
 static void doctor__bad_arguments(void)
 {
 	pgc_doctor_report rep;
@@ -361,6 +450,7 @@ int main(int argc, char **argv)
 		{ "lab__lock_held_elsewhere_fails_in_time", lab__lock_held_elsewhere_fails_in_time },
 		{ "lab__concurrent_runs_do_not_collide", lab__concurrent_runs_do_not_collide },
 		{ "doctor__role_timeouts", doctor__role_timeouts },
+		{ "doctor__lock_holders", doctor__lock_holders },
 		{ "doctor__bad_arguments", doctor__bad_arguments },
 		{ NULL, NULL },
 	};
