@@ -2,11 +2,12 @@
  *
  * The runner opens an observer session, creates the scratch schema, runs the experiment,
  * closes every session the experiment opened (which ends whatever they still hold) and drops
- * the schema. Every statement goes out with PQsendQueryParams and is collected with poll()
- * against a monotonic deadline, so even a server that stops answering cannot hang the lab;
- * on the server side every session has lock_timeout and statement_timeout set. */
+ * the schema. Every statement goes through the connection layer: sent asynchronously
+ * (pgc__send), watched without waiting (pgc__ready) and collected under a deadline
+ * (pgc__await, which cancels, and closes a session whose cancel is not answered), so even a
+ * server that stops answering cannot hang the lab; on the server side every session has
+ * lock_timeout and statement_timeout set. */
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,14 +241,6 @@ static const char *first_line(const char *sql, char *buf, size_t n)
 	return buf;
 }
 
-/* Server notices (the WARNING of an unlock that held nothing) are kept, never printed. */
-static void keep_notice(void *arg, const PGresult *res)
-{
-	lab_sess *s = arg;
-	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	pgc__copy_line(s->notice, sizeof s->notice, msg ? msg : PQresultErrorMessage(res));
-}
-
 static lab_sess *open_session(lab *L, const char *label, bool set_path)
 {
 	if (L->nsess >= LAB_SESSIONS_MAX) {
@@ -268,9 +261,7 @@ static lab_sess *open_session(lab *L, const char *label, bool set_path)
 		return NULL;
 	}
 	L->nsess++;
-	s->pg = pgc_conn_pg(s->conn);
 	s->pid = pgc_conn_backend_pid(s->conn);
-	PQsetNoticeReceiver(s->pg, keep_notice, s);
 	char lt[24], st[24];
 	snprintf(lt, sizeof lt, "%dms", L->opts.lock_timeout_ms);
 	snprintf(st, sizeof st, "%dms", L->opts.lock_timeout_ms + 5000);
@@ -305,82 +296,55 @@ void lab_close(lab *L, lab_sess *s)
 	if (s != NULL && s->conn != NULL) {
 		pgc_conn_close(s->conn);
 		s->conn = NULL;
-		s->pg = NULL;
 	}
+}
+
+const char *lab_notice(const lab_sess *s)
+{
+	return s->conn != NULL ? pgc__last_notice(s->conn, NULL) : "";
+}
+
+/* Sends sql on s. Without parameters it goes as a simple query, which may hold several
+ * statements. The layer's answer, PGC_OK or its error, is returned with err filled. */
+static int send_on(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
+                   pgc_error *err)
+{
+	char sh[80];
+	if (s == NULL || s->conn == NULL) {
+		lab_fail(L, "internal: statement on a closed session: %s", first_line(sql, sh, sizeof sh));
+		return PGC_EUSAGE;
+	}
+	if (pgc__busy(s->conn)) {
+		lab_fail(L, "internal: session %s is still busy", s->label);
+		return PGC_EUSAGE;
+	}
+	pgc__call call = PGC__CALL_INIT;
+	call.flags = nparams == 0 && params == NULL ? PGC__SIMPLE : 0;
+	return pgc__send(s->conn, sql, nparams, params, &call, err);
 }
 
 bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
 {
-	char sh[80];
-	if (s == NULL || s->pg == NULL) {
-		lab_fail(L, "internal: statement on a closed session: %s", first_line(sql, sh, sizeof sh));
-		return false;
+	pgc_error err = PGC_ERROR_INIT;
+	int rc = send_on(L, s, sql, nparams, params, &err);
+	if (rc != PGC_OK && !lab_failed(L)) {
+		char sh[80];
+		lab_fail(L, "session %s: cannot send %s: %s", s->label, first_line(sql, sh, sizeof sh),
+		         err.message);
 	}
-	if (s->busy) {
-		lab_fail(L, "internal: session %s is still busy", s->label);
-		return false;
-	}
-	int sent = nparams == 0 && params == NULL
-	        ? PQsendQuery(s->pg, sql)
-	        : PQsendQueryParams(s->pg, sql, nparams, NULL, params, NULL, NULL, 0);
-	if (!sent) {
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: cannot send %s: %s", s->label, first_line(sql, sh, sizeof sh), msg);
-		return false;
-	}
-	s->busy = true;
-	return true;
+	return rc == PGC_OK;
 }
 
-/* Reads input until the pending query is done, at most until deadline (monotonic ms).
- * 1 done, 0 deadline passed, -1 connection trouble. */
-static int wait_ready(lab_sess *s, int64_t deadline)
-{
-	for (;;) {
-		if (!PQconsumeInput(s->pg))
-			return -1;
-		if (!PQisBusy(s->pg))
-			return 1;
-		int64_t left = deadline - pgc__now_ms();
-		if (left <= 0)
-			return 0;
-		struct pollfd pfd = { PQsocket(s->pg), POLLIN, 0 };
-		if (pfd.fd < 0)
-			return -1;
-		int n = poll(&pfd, 1, left > 100 ? 100 : (int)left);
-		if (n < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/* Collects every result of the pending query; keeps the last one. */
-static void drain(lab_sess *s, char state[6], PGresult **last)
-{
-	PGresult *r;
-	state[0] = '\0';
-	while ((r = PQgetResult(s->pg)) != NULL) {
-		ExecStatusType st = PQresultStatus(r);
-		if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
-			const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-			snprintf(state, 6, "%s", code && strlen(code) == 5 ? code : "?????");
-			const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-			pgc__copy_line(s->lasterr, sizeof s->lasterr, msg ? msg : PQresultErrorMessage(r));
-		}
-		if (*last != NULL)
-			PQclear(*last);
-		*last = r;
-	}
-}
-
+/* Collects the answer to what was sent on s, bounded by timeout_ms: past it the layer asks the
+ * server to cancel, and closes the session when the cancel is not answered either (whatever
+ * it held ends with it). */
 static bool finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out,
                    bool lost_ok)
 {
-	PGresult *last = NULL;
 	if (out != NULL)
 		*out = NULL;
 	state[0] = '\0';
-	if (s == NULL || s->pg == NULL || !s->busy) {
+	if (s == NULL || s->conn == NULL || !pgc__busy(s->conn)) {
 		lab_fail(L, "internal: nothing sent on session %s", s ? s->label : "?");
 		return false;
 	}
@@ -388,53 +352,39 @@ static bool finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult 
 	 * (which says what happened) normally arrives first. */
 	if (timeout_ms <= 0)
 		timeout_ms = L->opts.lock_timeout_ms + 7000;
-	int rc = wait_ready(s, pgc__now_ms() + timeout_ms);
-	if (rc == 0) {
-		/* Past the deadline: cancel, then give the cancel a bounded moment to land. */
-		PGcancel *c = PQgetCancel(s->pg);
-		char buf[256];
-		if (c != NULL) {
-			PQcancel(c, buf, sizeof buf);
-			PQfreeCancel(c);
-		}
-		if (wait_ready(s, pgc__now_ms() + 2000) == 1) {
-			drain(s, state, &last);
-			PQclear(last);
-			s->busy = false;
-		} else {
-			lab_close(L, s); /* stuck: end the session so nothing it holds stays held */
-		}
-		lab_fail(L, "session %s: no answer within %d ms (cancelled)", s->label, timeout_ms);
+	pgc__call call = pgc__bound(timeout_ms, -1);
+	call.on_deadline = PGC__CANCEL;
+	int rc;
+	pgc_error err = PGC_ERROR_INIT;
+	PGresult *res = pgc__await(s->conn, &call, &rc, &err);
+	if (call.hit_deadline) {
+		PQclear(res);
+		lab_fail(L, "session %s: no answer within %d ms (cancelled%s)", s->label, timeout_ms,
+		         call.dropped ? ", then closed" : "");
 		return false;
 	}
-	if (rc < 0) {
-		s->busy = false;
+	if (rc == PGC_ECONNLOST) {
 		if (lost_ok) {
 			snprintf(state, 6, "%s", "conn");
 			return true;
 		}
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
+		lab_fail(L, "session %s: connection lost: %s", s->label, err.message);
 		return false;
 	}
-	drain(s, state, &last);
-	s->busy = false;
-	if (PQstatus(s->pg) == CONNECTION_BAD) {
-		PQclear(last);
-		if (lost_ok) {
-			snprintf(state, 6, "%s", "conn");
-			return true;
+	if (rc != PGC_OK) {
+		if (rc != PGC_ESQL && err.sqlstate[0] == '\0') {
+			lab_fail(L, "session %s: %s", s->label, err.message);
+			return false;
 		}
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
-		return false;
+		/* The server's error is an outcome the experiment looks at. */
+		snprintf(state, 6, "%s", err.sqlstate[0] ? err.sqlstate : "?????");
+		pgc__copy_line(s->lasterr, sizeof s->lasterr, err.message);
+		return true;
 	}
 	if (out != NULL)
-		*out = last;
+		*out = res;
 	else
-		PQclear(last);
+		PQclear(res);
 	return true;
 }
 
@@ -443,8 +393,20 @@ bool lab_finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **o
 	return finish(L, s, timeout_ms, state, out, false);
 }
 
-bool lab_finish_or_lost(lab *L, lab_sess *s, char state[6])
+bool lab_try_or_lost(lab *L, lab_sess *s, const char *sql, char state[6])
 {
+	state[0] = '\0';
+	pgc_error err = PGC_ERROR_INIT;
+	int rc = send_on(L, s, sql, 0, NULL, &err);
+	if (rc == PGC_ECONNLOST) {
+		snprintf(state, 6, "%s", "conn");
+		return true;
+	}
+	if (rc != PGC_OK) {
+		if (!lab_failed(L))
+			lab_fail(L, "session %s: cannot send %s: %s", s->label, sql, err.message);
+		return false;
+	}
 	return finish(L, s, 0, state, NULL, true);
 }
 
@@ -549,11 +511,12 @@ int lab_await_lock_wait(lab *L, lab_sess *s)
 	const char *params[1] = { pid };
 	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
 	for (;;) {
-		if (!PQconsumeInput(s->pg)) {
+		int ready = pgc__ready(s->conn);
+		if (ready < 0) {
 			lab_fail(L, "session %s: connection lost while waiting", s->label);
 			return -1;
 		}
-		if (!PQisBusy(s->pg))
+		if (ready == 1)
 			return 0;
 		bool waiting;
 		if (!lab_bool(L, L->obs,
@@ -719,9 +682,10 @@ int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
 		if (*p == '-')
 			*p = '_';
 	snprintf(out->schema, sizeof out->schema, "%s", L->schema);
-	L->qschema = PQescapeIdentifier(obs->pg, L->schema, strlen(L->schema));
+	pgc_error qerr = PGC_ERROR_INIT;
+	L->qschema = pgc__quote_ident(obs->conn, L->schema, &qerr);
 	if (L->qschema == NULL) {
-		lab_fail(L, "cannot quote the schema name");
+		lab_fail(L, "cannot quote the schema name: %s", qerr.message);
 	} else {
 		char sql[200];
 		snprintf(sql, sizeof sql, "CREATE SCHEMA %s", L->qschema);
@@ -736,7 +700,7 @@ int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
 	/* Close the experiment's sessions first: whatever they hold ends with them. */
 	for (int i = 1; i < L->nsess; i++)
 		lab_close(L, &L->sess[i]);
-	if (L->qschema != NULL && obs->pg != NULL) {
+	if (L->qschema != NULL && obs->conn != NULL) {
 		if (opts->keep) {
 			out->schema_kept = true;
 		} else {

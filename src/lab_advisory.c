@@ -84,7 +84,7 @@ void lab_exp_pool_trap(lab *L)
 	/* Both sessions stay open, as a pool keeps its idle connections. */
 	lab_vbool(L, "locked", locked);
 	lab_vbool(L, "unlocked_from_other", unlocked);
-	lab_vtext(L, "server_warning", b->notice);
+	lab_vtext(L, "server_warning", lab_notice(b));
 	lab_vint(L, "held_after", held);
 	lab_verdict(L, locked && !unlocked && held == 1,
 	            "2. lock taken=%s, unlock from another connection=%s, locks held after both went"

@@ -1,8 +1,9 @@
 /* lab_internal.h - what the lab's experiments share: sessions, bounded waits, verdicts
  *
  * An experiment is a function void exp_x(lab *L). It opens sessions with lab_open(), talks to
- * them only through the helpers below (every statement is sent asynchronously and collected
- * against a client-side deadline, on top of the server-side lock_timeout/statement_timeout),
+ * them only through the helpers below (every statement goes through the connection layer: sent
+ * asynchronously and collected against a client-side deadline, on top of the server-side
+ * lock_timeout/statement_timeout),
  * records values with lab_vint()/lab_vbool()/lab_vtext() and ends with lab_verdict(). When a
  * helper returns false the failure is already recorded (first one wins) and the experiment
  * just returns: the runner turns it into a FAIL with that message and cleans up. */
@@ -18,13 +19,10 @@
 #define LAB_SESSIONS_MAX 10
 
 typedef struct lab_sess {
-	pgc_conn *conn;
-	PGconn *pg;
+	pgc_conn *conn;      /* NULL once closed */
 	int pid;             /* backend pid */
 	char label[8];       /* "A", "B", ...; "lab" for the observer */
 	char lasterr[256];   /* the last server error, one line */
-	char notice[256];    /* the last WARNING/NOTICE the server sent, one line */
-	bool busy;           /* a query was sent and its result not collected yet */
 } lab_sess;
 
 typedef struct lab {
@@ -36,7 +34,7 @@ typedef struct lab {
 	lab_sess sess[LAB_SESSIONS_MAX];
 	int nsess;
 	char schema[64];
-	char *qschema;                      /* PQescapeIdentifier(schema) */
+	char *qschema;                      /* schema, quoted (pgc__quote_ident) */
 	int64_t key_base;                   /* (observer pid << 32) + 612001 */
 	pthread_mutex_t mu;                 /* guards failure recording and the barrier */
 	pthread_cond_t cv;
@@ -77,9 +75,12 @@ bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *con
  * *out (may be NULL) the last result, which the caller PQclear()s. false on a client-side
  * failure (deadline passed: the query is cancelled; connection lost), which is recorded. */
 bool lab_finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out);
-/* Like lab_finish, but a lost connection is an outcome, not a failure: returns true with state
- * "conn" when the session is gone. */
-bool lab_finish_or_lost(lab *L, lab_sess *s, char state[6]);
+/* Sends sql (no parameters) and collects its answer like lab_try, but a lost connection is an
+ * outcome, not a failure: returns true with state "conn" when the session is gone. */
+bool lab_try_or_lost(lab *L, lab_sess *s, const char *sql, char state[6]);
+
+/* The last WARNING or NOTICE the server sent on s, one line ("" when none). */
+const char *lab_notice(const lab_sess *s);
 
 /* Runs sql and expects success. */
 bool lab_exec(lab *L, lab_sess *s, const char *sql);

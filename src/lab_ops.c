@@ -409,12 +409,9 @@ void lab_exp_cancel_terminate(lab *L)
 	    !done_ok(L, b))
 		return;
 	/* A's session is gone: its next statement finds the connection closed. */
-	char a_state[6] = "conn";
-	if (PQsendQuery(a->pg, "SELECT 1")) {
-		a->busy = true;
-		if (!lab_finish_or_lost(L, a, a_state))
-			return;
-	}
+	char a_state[6];
+	if (!lab_try_or_lost(L, a, "SELECT 1", a_state))
+		return;
 	long long a_alive;
 	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
 	while (lab_int(L, L->obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", 1, qa,
