@@ -1,8 +1,9 @@
-/* lab_advisory.c - the advisory-lock experiments: seed 000's five results and seed 002 §09
+/* lab_advisory.c - advisory locks: one holder at a time, the pool trap, transaction scope,
+ * stacking, the end of a session, shared locks, the two key spaces, and locks taken under LIMIT
  *
- * Seed 000 ran its lab through a connection pool; here every "connection" is a session of
- * its own, which is what the pool handed out. Its five result lines are printed with the
- * same words, and they PASS only when the numbers are the seed's. */
+ * The first five are the classic advisory-lock lab, which ran through a connection pool; here
+ * every "connection" is a session of its own, which is what the pool handed out. Each prints a
+ * fixed numbered result line and PASSes only with the expected numbers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,7 @@
 
 #define KEYP(buf, L, n) const char *kp[1] = { lab_fmt(buf, lab_key(L, n)) }
 
-static const char *tf(bool b)
-{
-	return b ? "true" : "false";
-}
-
-/* ---- seed 000, result 1: a singleton job ---- */
+/* ---- one holder at a time: a singleton job ---- */
 
 struct singleton {
 	int64_t key;
@@ -66,7 +62,7 @@ void lab_exp_singleton(lab *L)
 	            "1. five instances tried a singleton job, instances that ran it: %d", st.ran);
 }
 
-/* ---- seed 000, result 2: the pool trap ---- */
+/* ---- the pool trap: an unlock from another session ---- */
 
 void lab_exp_pool_trap(lab *L)
 {
@@ -88,10 +84,10 @@ void lab_exp_pool_trap(lab *L)
 	lab_vint(L, "held_after", held);
 	lab_verdict(L, locked && !unlocked && held == 1,
 	            "2. lock taken=%s, unlock from another connection=%s, locks held after both went"
-	            " back to the pool: %lld", tf(locked), tf(unlocked), held);
+	            " back to the pool: %lld", lab_tf(locked), lab_tf(unlocked), held);
 }
 
-/* ---- seed 000, result 3: a transaction-level lock ends with its transaction ---- */
+/* ---- a transaction-level lock ends with its transaction ---- */
 
 void lab_exp_xact_rollback(lab *L)
 {
@@ -111,11 +107,11 @@ void lab_exp_xact_rollback(lab *L)
 	lab_vbool(L, "second_caller_while_held", other);
 	lab_vbool(L, "after_rollback", after);
 	lab_verdict(L, got && !other && after,
-	            "3. xact lock: holder=%s, second caller while held=%s, after rollback=%s", tf(got),
-	            tf(other), tf(after));
+	            "3. xact lock: holder=%s, second caller while held=%s, after rollback=%s", lab_tf(got),
+	            lab_tf(other), lab_tf(after));
 }
 
-/* ---- seed 000, result 4: session locks stack ---- */
+/* ---- session locks stack ---- */
 
 void lab_exp_stacked_unlock(lab *L)
 {
@@ -148,10 +144,10 @@ void lab_exp_stacked_unlock(lab *L)
 	lab_vint(L, "held_after", after);
 	lab_verdict(L, first && still == 1 && second && after == 0,
 	            "4. locked twice on one session: first unlock=%s (locks still held: %lld), second"
-	            " unlock=%s", tf(first), still, tf(second));
+	            " unlock=%s", lab_tf(first), still, lab_tf(second));
 }
 
-/* ---- seed 000, result 5: the session's end releases a leaked lock ---- */
+/* ---- the session's end releases a leaked lock ---- */
 
 void lab_exp_session_end(lab *L)
 {
@@ -168,8 +164,8 @@ void lab_exp_session_end(lab *L)
 	    !lab_adv_count(L, lab_key(L, 1), &before))
 		return;
 	if (!locked || unlocked) {
-		lab_fail(L, "could not leak the lock: taken=%s, unlock from another session=%s", tf(locked),
-		         tf(unlocked));
+		lab_fail(L, "could not leak the lock: taken=%s, unlock from another session=%s", lab_tf(locked),
+		         lab_tf(unlocked));
 		return;
 	}
 	lab_close(L, a); /* the session ends */
@@ -186,7 +182,7 @@ void lab_exp_session_end(lab *L)
 	            before, after);
 }
 
-/* ---- seed 002 §09 ---- */
+/* ---- shared locks, key spaces, scope ---- */
 
 void lab_exp_adv_shared(lab *L)
 {
@@ -226,7 +222,7 @@ void lab_exp_adv_shared(lab *L)
 	lab_vbool(L, "exclusive_granted_after_release", granted);
 	lab_verdict(L, sa && sb && shared_rows == 2 && !ctry && waited == 1 && granted,
 	            "two shared holders at once (%lld rows ShareLock); exclusive try=%s, blocking"
-	            " exclusive %s, granted once both released: %s", shared_rows, tf(ctry),
+	            " exclusive %s, granted once both released: %s", shared_rows, lab_tf(ctry),
 	            waited == 1 ? "waited" : "did not wait", granted ? "yes" : state);
 }
 
@@ -305,7 +301,7 @@ void lab_exp_adv_rollback(lab *L)
 	lab_vbool(L, "unlock_after", unlocked);
 	lab_verdict(L, held == 1 && !other && unlocked,
 	            "session lock taken inside a transaction that rolled back: still held (%lld row),"
-	            " other session's try=%s, explicit unlock=%s", held, tf(other), tf(unlocked));
+	            " other session's try=%s, explicit unlock=%s", held, lab_tf(other), lab_tf(unlocked));
 }
 
 void lab_exp_adv_xact_autocommit(lab *L)
@@ -325,8 +321,10 @@ void lab_exp_adv_xact_autocommit(lab *L)
 	lab_vbool(L, "other_session_try", other);
 	lab_verdict(L, held == 0 && other,
 	            "pg_advisory_xact_lock outside a transaction block: locks held right after it: %lld,"
-	            " another session's try=%s (it protected nothing)", held, tf(other));
+	            " another session's try=%s (it protected nothing)", held, lab_tf(other));
 }
+
+/* ---- a lock function and LIMIT ---- */
 
 /* Advisory locks A's transaction holds now. */
 static bool xact_locks(lab *L, lab_sess *a, long long *n)
