@@ -122,7 +122,7 @@ void lab_exp_stacked_unlock(lab *L)
 		return;
 	bool first, second;
 	long long still, after;
-	/* The blocking form, as the seed uses it: lock_timeout bounds the wait. */
+	/* The blocking form, as an application would call it: lock_timeout bounds the wait. */
 	for (int i = 0; i < 2; i++) {
 		char state[6];
 		if (!lab_tryp(L, a, "SELECT pg_advisory_lock($1::bigint)", 1, kp, state, NULL))
@@ -364,7 +364,7 @@ void lab_exp_adv_limit(lab *L)
 	    !count_locks_of(L, a,
 	                    "SELECT DISTINCT id, pg_try_advisory_xact_lock(lock_key) FROM tenants"
 	                    " ORDER BY id LIMIT 3", &distinct) ||
-	    /* The seed's fix: choose the rows in a subquery, lock its output. */
+	    /* The fix the manual gives: choose the rows in a subquery, lock its output. */
 	    !count_locks_of(L, a,
 	                    "SELECT pg_advisory_xact_lock(q.lock_key) FROM"
 	                    " (SELECT lock_key FROM tenants ORDER BY id LIMIT 3) AS q", &fixed) ||

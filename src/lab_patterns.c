@@ -24,7 +24,7 @@ static void read_then_write(lab *L, lab_sess *s, int i, void *arg)
 	if (!lab_barrier(L) ||
 	    !lab_int(L, s, "SELECT stock FROM products WHERE id = 10", 0, NULL, &stock))
 		return;
-	/* Everyone has read before anyone writes: the race the seed warns about, made certain. */
+	/* Everyone has read before anyone writes: the race of read-then-write, made certain. */
 	if (!lab_barrier(L) || stock <= 0)
 		return;
 	if (lab_exec(L, s, "UPDATE products SET stock = stock - 1 WHERE id = 10"))
@@ -167,9 +167,11 @@ void lab_exp_savepoint_locks(lab *L)
 	if (!lab_exec(L, a, "BEGIN; SELECT id FROM items WHERE id = 1 FOR UPDATE; SAVEPOINT s;"
 	                    " SELECT id FROM items WHERE id = 2 FOR UPDATE") ||
 	    !lab_execp(L, a, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp) ||
-	    !lab_locked_ids(L, b, before, sizeof before) || !lab_adv_count(L, lab_key(L, 20), &adv_before) ||
+	    !lab_locked_ids(L, b, before, sizeof before) ||
+	    !lab_adv_count(L, lab_key(L, 20), &adv_before) ||
 	    !lab_exec(L, a, "ROLLBACK TO SAVEPOINT s") ||
-	    !lab_locked_ids(L, b, after, sizeof after) || !lab_adv_count(L, lab_key(L, 20), &adv_after) ||
+	    !lab_locked_ids(L, b, after, sizeof after) ||
+	    !lab_adv_count(L, lab_key(L, 20), &adv_after) ||
 	    !lab_exec(L, a, "ROLLBACK"))
 		return;
 	lab_vtext(L, "rows_locked_before", before);
@@ -215,7 +217,7 @@ void lab_exp_deadlock(lab *L)
 	if (dt < 0 || deadlock_setup(L, b) < 0)
 		return;
 	int limit = (int)dt + L->opts.lock_timeout_ms + 5000;
-	/* The cycle of the seed: A 1 then 2, B 2 then 1. */
+	/* The classic cycle: A 1 then 2, B 2 then 1. */
 	if (!lab_exec(L, a, "BEGIN; UPDATE accounts SET balance = balance - 10 WHERE id = 1") ||
 	    !lab_exec(L, b, "BEGIN; UPDATE accounts SET balance = balance - 20 WHERE id = 2"))
 		return;

@@ -49,7 +49,8 @@ static const char *const complete_sql =
         " WHERE id = $1::bigint AND status = 'running' AND locked_by = $2"
         " RETURNING id";
 
-/* The seed's recovery, with its retry delay as a parameter. */
+/* The reaper: claims older than the 15-minute lease go back to pending, after a retry delay
+ * given as a parameter. */
 static const char *const recover_sql =
         "WITH expired AS ("
         " SELECT id FROM jobs"
