@@ -145,22 +145,22 @@ int lab_waits(lab *L, lab_sess *s, const char *sql);
 /* Collects what was sent on s and expects success; *out (out may be NULL) gets its rows. */
 bool lab_done_ok(lab *L, lab_sess *s, PGresult **out);
 
-#define LAB_MATRIX_MODES_MAX 8
+/* Opens sessions A and B over a one-row items table; A runs hold (a transaction that locks
+ * row 1), then B's UPDATE of that row is sent and must be seen waiting for A. False when
+ * anything else happened (recorded). */
+bool lab_row_waiter(lab *L, const char *hold, lab_sess **a, lab_sess **b);
 
-/* A conflict matrix, measured: for each pair of modes (held, asked) session A runs
- * prefix + sql(held) + suffix, B runs prefix + sql(asked) + suffix + " NOWAIT", and 55P03
- * means they conflict. Modes are 1 .. modes. */
-typedef struct lab_matrix {
-	int modes;
-	const char *(*sql)(int mode);           /* the mode's words in the statement */
-	bool (*conflicts)(int held, int asked); /* the documented table */
-	const char *prefix, *suffix;
-	const char *what;                       /* the pairs, in the verdict */
-} lab_matrix;
+/* The conflict matrices the library encodes (lockmode.h). */
+typedef enum lab_lock_kind {
+	LAB_TABLE_LOCKS = 0, /* the 8 table-lock modes, LOCK TABLE t IN <mode> MODE */
+	LAB_ROW_LOCKS = 1    /* the 4 row-lock modes, SELECT ... FOR <mode> */
+} lab_lock_kind;
 
-/* Measures m with sessions a and b, compares it with the documented table, and records the
- * values (pairs, conflicts, mismatches, matrix) and the verdict. */
-void lab_conflict_matrix(lab *L, lab_sess *a, lab_sess *b, const lab_matrix *m);
+/* Measures a conflict matrix with two new sessions: for each pair of modes (held, asked)
+ * session A takes the first in a transaction and B asks for the second with NOWAIT (55P03
+ * means they conflict). Compares it with the documented table and records the values
+ * (pairs, conflicts, mismatches, matrix) and the verdict. */
+void lab_conflict_matrix(lab *L, lab_lock_kind kind);
 
 /* ---- the experiments ---- */
 

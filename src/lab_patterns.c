@@ -7,19 +7,38 @@
 
 #include "lab_internal.h"
 
+/* A statement every thread runs once, all at the same moment; rows counts the rows they got
+ * back between them. */
+struct at_once {
+	const char *sql;
+	const char *param; /* its one parameter, or NULL */
+	int rows;
+};
+
+static void run_at_once(lab *L, lab_sess *s, int i, void *arg)
+{
+	(void)i;
+	struct at_once *o = arg;
+	const char *p[1] = { o->param };
+	if (!lab_barrier(L))
+		return;
+	PGresult *res = lab_query(L, s, o->sql, o->param ? 1 : 0, o->param ? p : NULL);
+	if (res == NULL)
+		return;
+	__atomic_add_fetch(&o->rows, PQntuples(res), __ATOMIC_SEQ_CST);
+	PQclear(res);
+}
+
 /* ---- read-then-write against the conditional UPDATE ---- */
 
 #define OVERSELL_SESSIONS 8
 #define OVERSELL_STOCK 3
 
-struct oversell {
-	int sold;
-};
-
+/* arg counts the units sold. */
 static void read_then_write(lab *L, lab_sess *s, int i, void *arg)
 {
 	(void)i;
-	struct oversell *o = arg;
+	int *sold = arg;
 	long long stock;
 	if (!lab_barrier(L) ||
 	    !lab_int(L, s, "SELECT stock FROM products WHERE id = 10", 0, NULL, &stock))
@@ -28,23 +47,7 @@ static void read_then_write(lab *L, lab_sess *s, int i, void *arg)
 	if (!lab_barrier(L) || stock <= 0)
 		return;
 	if (lab_exec(L, s, "UPDATE products SET stock = stock - 1 WHERE id = 10"))
-		__atomic_add_fetch(&o->sold, 1, __ATOMIC_SEQ_CST);
-}
-
-static void conditional(lab *L, lab_sess *s, int i, void *arg)
-{
-	(void)i;
-	struct oversell *o = arg;
-	if (!lab_barrier(L))
-		return;
-	PGresult *res = lab_query(L, s,
-	                          "UPDATE products SET stock = stock - 1 WHERE id = 10 AND stock > 0"
-	                          " RETURNING id, stock", 0, NULL);
-	if (res == NULL)
-		return;
-	if (PQntuples(res) == 1)
-		__atomic_add_fetch(&o->sold, 1, __ATOMIC_SEQ_CST);
-	PQclear(res);
+		__atomic_add_fetch(sold, 1, __ATOMIC_SEQ_CST);
 }
 
 void lab_exp_oversell(lab *L)
@@ -55,42 +58,40 @@ void lab_exp_oversell(lab *L)
 			return;
 	char st[24];
 	const char *p[1] = { lab_fmt(st, OVERSELL_STOCK) };
-	struct oversell naive = { 0 }, safe = { 0 };
+	int naive_sold = 0;
+	struct at_once safe = { "UPDATE products SET stock = stock - 1 WHERE id = 10 AND stock > 0"
+	                        " RETURNING id, stock", NULL, 0 };
 	long long naive_stock, safe_stock;
 	if (!lab_exec(L, s[0], "CREATE TABLE products (id int PRIMARY KEY, stock int NOT NULL)") ||
 	    !lab_execp(L, s[0], "INSERT INTO products VALUES (10, $1::int)", 1, p) ||
-	    !lab_threads(L, OVERSELL_SESSIONS, s, read_then_write, &naive) ||
+	    !lab_threads(L, OVERSELL_SESSIONS, s, read_then_write, &naive_sold) ||
 	    !lab_int(L, s[0], "SELECT stock FROM products WHERE id = 10", 0, NULL, &naive_stock) ||
 	    !lab_execp(L, s[0], "UPDATE products SET stock = $1::int WHERE id = 10", 1, p) ||
-	    !lab_threads(L, OVERSELL_SESSIONS, s, conditional, &safe) ||
+	    !lab_threads(L, OVERSELL_SESSIONS, s, run_at_once, &safe) ||
 	    !lab_int(L, s[0], "SELECT stock FROM products WHERE id = 10", 0, NULL, &safe_stock))
 		return;
 	lab_vint(L, "sessions", OVERSELL_SESSIONS);
 	lab_vint(L, "stock", OVERSELL_STOCK);
-	lab_vint(L, "read_then_write_sold", naive.sold);
+	lab_vint(L, "read_then_write_sold", naive_sold);
 	lab_vint(L, "read_then_write_final_stock", naive_stock);
-	lab_vint(L, "conditional_sold", safe.sold);
+	lab_vint(L, "conditional_sold", safe.rows);
 	lab_vint(L, "conditional_final_stock", safe_stock);
-	lab_verdict(L, naive.sold > OVERSELL_STOCK && naive_stock < 0 && safe.sold == OVERSELL_STOCK &&
+	lab_verdict(L, naive_sold > OVERSELL_STOCK && naive_stock < 0 && safe.rows == OVERSELL_STOCK &&
 	                   safe_stock == 0,
 	            "%d sessions, stock %d: read-then-write sold %d (stock now %lld); UPDATE ... WHERE"
 	            " stock > 0 RETURNING sold %d (stock now %lld)", OVERSELL_SESSIONS, OVERSELL_STOCK,
-	            naive.sold, naive_stock, safe.sold, safe_stock);
+	            naive_sold, naive_stock, safe.rows, safe_stock);
 }
 
 /* ---- check-then-insert against a unique constraint ---- */
 
 #define EMAIL_SESSIONS 4
 
-struct email {
-	int inserted;
-	int winners;
-};
-
+/* arg counts the rows inserted. */
 static void check_then_insert(lab *L, lab_sess *s, int i, void *arg)
 {
 	(void)i;
-	struct email *e = arg;
+	int *inserted = arg;
 	static const char *const p[1] = { "a@example.com" };
 	if (!lab_barrier(L) || !lab_exec(L, s, "BEGIN"))
 		return;
@@ -105,26 +106,9 @@ static void check_then_insert(lab *L, lab_sess *s, int i, void *arg)
 	if (found == 0) {
 		if (!lab_execp(L, s, "INSERT INTO users (email) VALUES ($1)", 1, p))
 			return;
-		__atomic_add_fetch(&e->inserted, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(inserted, 1, __ATOMIC_SEQ_CST);
 	}
 	lab_exec(L, s, "COMMIT");
-}
-
-static void insert_on_conflict(lab *L, lab_sess *s, int i, void *arg)
-{
-	(void)i;
-	struct email *e = arg;
-	static const char *const p[1] = { "a@example.com" };
-	if (!lab_barrier(L))
-		return;
-	PGresult *res = lab_query(L, s,
-	                          "INSERT INTO claims (email) VALUES ($1) ON CONFLICT (email) DO NOTHING"
-	                          " RETURNING email", 1, p);
-	if (res == NULL)
-		return;
-	if (PQntuples(res) == 1)
-		__atomic_add_fetch(&e->winners, 1, __ATOMIC_SEQ_CST);
-	PQclear(res);
 }
 
 void lab_exp_unique_email(lab *L)
@@ -133,24 +117,26 @@ void lab_exp_unique_email(lab *L)
 	for (int i = 0; i < EMAIL_SESSIONS; i++)
 		if ((s[i] = lab_open(L)) == NULL)
 			return;
-	struct email e = { 0, 0 };
+	int inserted = 0;
+	struct at_once claim = { "INSERT INTO claims (email) VALUES ($1) ON CONFLICT (email) DO NOTHING"
+	                         " RETURNING email", "a@example.com", 0 };
 	long long dup_rows, claim_rows;
 	if (!lab_exec(L, s[0], "CREATE TABLE users (id serial PRIMARY KEY, email text NOT NULL)") ||
 	    !lab_exec(L, s[0], "CREATE TABLE claims (email text PRIMARY KEY)") ||
-	    !lab_threads(L, EMAIL_SESSIONS, s, check_then_insert, &e) ||
+	    !lab_threads(L, EMAIL_SESSIONS, s, check_then_insert, &inserted) ||
 	    !lab_int(L, s[0], "SELECT count(*) FROM users WHERE email = 'a@example.com'", 0, NULL,
 	             &dup_rows) ||
-	    !lab_threads(L, EMAIL_SESSIONS, s, insert_on_conflict, &e) ||
+	    !lab_threads(L, EMAIL_SESSIONS, s, run_at_once, &claim) ||
 	    !lab_int(L, s[0], "SELECT count(*) FROM claims", 0, NULL, &claim_rows))
 		return;
 	lab_vint(L, "sessions", EMAIL_SESSIONS);
 	lab_vint(L, "check_then_insert_rows", dup_rows);
-	lab_vint(L, "on_conflict_winners", e.winners);
+	lab_vint(L, "on_conflict_winners", claim.rows);
 	lab_vint(L, "on_conflict_rows", claim_rows);
-	lab_verdict(L, dup_rows > 1 && e.winners == 1 && claim_rows == 1,
+	lab_verdict(L, dup_rows > 1 && claim.rows == 1 && claim_rows == 1,
 	            "%d sessions, one email: SELECT ... FOR UPDATE then INSERT stored it %lld times;"
 	            " INSERT ... ON CONFLICT DO NOTHING: %d winner, %lld row", EMAIL_SESSIONS, dup_rows,
-	            e.winners, claim_rows);
+	            claim.rows, claim_rows);
 }
 
 /* ---- savepoints ---- */
@@ -278,15 +264,9 @@ void lab_exp_deadlock(lab *L)
 
 void lab_exp_blocking_pids(lab *L)
 {
-	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
-	if (b == NULL || !lab_make_items(L, a, 1))
+	lab_sess *a, *b;
+	if (!lab_row_waiter(L, "BEGIN; UPDATE items SET v = v + 1 WHERE id = 1", &a, &b))
 		return;
-	if (!lab_exec(L, a, "BEGIN; UPDATE items SET v = v + 1 WHERE id = 1"))
-		return;
-	if (lab_waits(L, b, "UPDATE items SET v = v + 1 WHERE id = 1") != 1) {
-		lab_fail(L, "session B did not wait for A");
-		return;
-	}
 	char pb[24], blockers[64], state[64], want[32];
 	const char *p[1] = { lab_fmt(pb, b->pid) };
 	if (!lab_text(L, L->obs, "SELECT pg_blocking_pids($1::int)::text", 1, p, blockers,
@@ -308,17 +288,11 @@ void lab_exp_blocking_pids(lab *L)
 
 void lab_exp_cancel_terminate(lab *L)
 {
-	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
-	if (b == NULL || !lab_make_items(L, a, 1))
+	lab_sess *a, *b;
+	if (!lab_row_waiter(L, "BEGIN; UPDATE items SET v = v + 1 WHERE id = 1", &a, &b))
 		return;
 	char pa[24], pb[24];
 	const char *qa[1] = { lab_fmt(pa, a->pid) }, *qb[1] = { lab_fmt(pb, b->pid) };
-	if (!lab_exec(L, a, "BEGIN; UPDATE items SET v = v + 1 WHERE id = 1"))
-		return;
-	if (lab_waits(L, b, "UPDATE items SET v = v + 1 WHERE id = 1") != 1) {
-		lab_fail(L, "session B did not wait for A");
-		return;
-	}
 	bool cancelled, terminated;
 	char cancel_state[6];
 	long long b_pid_after;

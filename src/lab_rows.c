@@ -38,30 +38,9 @@ void lab_exp_mvcc_read(lab *L)
 
 /* ---- the conflict matrix ---- */
 
-static const char *row_sql(int mode)
-{
-	return pgc_row_lock_sql((pgc_row_lock)mode);
-}
-
-static bool row_conflicts(int held, int asked)
-{
-	return pgc_row_lock_conflicts((pgc_row_lock)held, (pgc_row_lock)asked);
-}
-
 void lab_exp_row_lock_matrix(lab *L)
 {
-	static const lab_matrix m = {
-		.modes = PGC_ROW_LOCK_COUNT,
-		.sql = row_sql,
-		.conflicts = row_conflicts,
-		.prefix = "BEGIN; SELECT id FROM items WHERE id = 1 ",
-		.suffix = "",
-		.what = "SELECT ... FOR <mode> NOWAIT",
-	};
-	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
-	if (b == NULL || !lab_make_items(L, a, 1))
-		return;
-	lab_conflict_matrix(L, a, b, &m);
+	lab_conflict_matrix(L, LAB_ROW_LOCKS);
 }
 
 /* ---- modes, foreign keys, NOWAIT ---- */
@@ -405,15 +384,9 @@ void lab_exp_row_locks_memory(lab *L)
 
 void lab_exp_row_wait_xid(lab *L)
 {
-	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
-	if (b == NULL || !lab_make_items(L, a, 1))
+	lab_sess *a, *b;
+	if (!lab_row_waiter(L, "BEGIN; SELECT id FROM items WHERE id = 1 FOR UPDATE", &a, &b))
 		return;
-	if (!lab_exec(L, a, "BEGIN; SELECT id FROM items WHERE id = 1 FOR UPDATE"))
-		return;
-	if (lab_waits(L, b, "UPDATE items SET v = v + 1 WHERE id = 1") != 1) {
-		lab_fail(L, "session B did not wait for A");
-		return;
-	}
 	char pa[24], pb[24], wait[160], axid[32];
 	const char *p[1] = { lab_fmt(pa, a->pid) }, *q[1] = { lab_fmt(pb, b->pid) };
 	if (!lab_text(L, L->obs,

@@ -8,30 +8,9 @@
 
 /* ---- the conflict matrix ---- */
 
-static const char *table_sql(int mode)
-{
-	return pgc_table_lock_sql((pgc_table_lock)mode);
-}
-
-static bool table_conflicts(int held, int asked)
-{
-	return pgc_table_lock_conflicts((pgc_table_lock)held, (pgc_table_lock)asked);
-}
-
 void lab_exp_table_lock_matrix(lab *L)
 {
-	static const lab_matrix m = {
-		.modes = PGC_TABLE_LOCK_COUNT,
-		.sql = table_sql,
-		.conflicts = table_conflicts,
-		.prefix = "BEGIN; LOCK TABLE t IN ",
-		.suffix = " MODE",
-		.what = "LOCK TABLE ... NOWAIT",
-	};
-	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
-	if (b == NULL || !lab_exec(L, a, "CREATE TABLE t (id int)"))
-		return;
-	lab_conflict_matrix(L, a, b, &m);
+	lab_conflict_matrix(L, LAB_TABLE_LOCKS);
 }
 
 /* ---- LOCK TABLE ---- */

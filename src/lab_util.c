@@ -1,6 +1,5 @@
 /* lab_util.c - what several experiments share: the items table, lock waits, and the conflict
  * matrices measured with NOWAIT pairs */
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,17 +45,62 @@ bool lab_done_ok(lab *L, lab_sess *s, PGresult **out)
 	return true;
 }
 
-void lab_conflict_matrix(lab *L, lab_sess *a, lab_sess *b, const lab_matrix *m)
+bool lab_row_waiter(lab *L, const char *hold, lab_sess **a, lab_sess **b)
 {
-	assert(m->modes >= 1 && m->modes <= LAB_MATRIX_MODES_MAX);
-	char measured[LAB_MATRIX_MODES_MAX * (LAB_MATRIX_MODES_MAX + 1) + 1] = "";
+	*a = lab_open(L);
+	*b = *a ? lab_open(L) : NULL;
+	if (*b == NULL || !lab_make_items(L, *a, 1) || !lab_exec(L, *a, hold))
+		return false;
+	int w = lab_waits(L, *b, "UPDATE items SET v = v + 1 WHERE id = 1");
+	if (w == 0)
+		lab_fail(L, "session %s did not wait for %s", (*b)->label, (*a)->label);
+	return w == 1;
+}
+
+/* One matrix: its modes are 1 .. modes. */
+static const struct {
+	int modes;
+	const char *setup;          /* run on A first */
+	const char *prefix, *suffix; /* around the mode's words in A's and B's statements */
+	const char *what;           /* the pairs, in the verdict */
+} matrices[] = {
+	[LAB_TABLE_LOCKS] = { PGC_TABLE_LOCK_COUNT, "CREATE TABLE t (id int)",
+	                      "BEGIN; LOCK TABLE t IN ", " MODE", "LOCK TABLE ... NOWAIT" },
+	[LAB_ROW_LOCKS] = { PGC_ROW_LOCK_COUNT,
+	                    "CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL);"
+	                    " INSERT INTO items VALUES (1, 1)",
+	                    "BEGIN; SELECT id FROM items WHERE id = 1 ", "",
+	                    "SELECT ... FOR <mode> NOWAIT" },
+};
+
+static const char *mode_sql(lab_lock_kind kind, int mode)
+{
+	return kind == LAB_TABLE_LOCKS ? pgc_table_lock_sql((pgc_table_lock)mode)
+	                               : pgc_row_lock_sql((pgc_row_lock)mode);
+}
+
+static bool documented(lab_lock_kind kind, int held, int asked)
+{
+	return kind == LAB_TABLE_LOCKS
+	           ? pgc_table_lock_conflicts((pgc_table_lock)held, (pgc_table_lock)asked)
+	           : pgc_row_lock_conflicts((pgc_row_lock)held, (pgc_row_lock)asked);
+}
+
+void lab_conflict_matrix(lab *L, lab_lock_kind kind)
+{
+	int modes = matrices[kind].modes;
+	const char *prefix = matrices[kind].prefix, *suffix = matrices[kind].suffix;
+	lab_sess *a = lab_open(L), *b = a ? lab_open(L) : NULL;
+	if (b == NULL || !lab_exec(L, a, matrices[kind].setup))
+		return;
+	char measured[PGC_TABLE_LOCK_COUNT * (PGC_TABLE_LOCK_COUNT + 1) + 1] = "";
 	int conflicts = 0, mismatches = 0;
 	char first_mismatch[128] = "";
-	for (int m1 = 1; m1 <= m->modes; m1++) {
-		for (int m2 = 1; m2 <= m->modes; m2++) {
+	for (int m1 = 1; m1 <= modes; m1++) {
+		for (int m2 = 1; m2 <= modes; m2++) {
 			char sql1[128], sql2[128], state[6];
-			snprintf(sql1, sizeof sql1, "%s%s%s", m->prefix, m->sql(m1), m->suffix);
-			snprintf(sql2, sizeof sql2, "%s%s%s NOWAIT", m->prefix, m->sql(m2), m->suffix);
+			snprintf(sql1, sizeof sql1, "%s%s%s", prefix, mode_sql(kind, m1), suffix);
+			snprintf(sql2, sizeof sql2, "%s%s%s NOWAIT", prefix, mode_sql(kind, m2), suffix);
 			if (!lab_exec(L, a, sql1) || !lab_try(L, b, sql2, state) ||
 			    !lab_exec(L, b, "ROLLBACK") || !lab_exec(L, a, "ROLLBACK"))
 				return;
@@ -67,22 +111,22 @@ void lab_conflict_matrix(lab *L, lab_sess *a, lab_sess *b, const lab_matrix *m)
 			bool c = state[0] != '\0';
 			conflicts += c;
 			strncat(measured, c ? "X" : ".", 2);
-			if (c != m->conflicts(m1, m2) && mismatches++ == 0)
-				snprintf(first_mismatch, sizeof first_mismatch, "%s held, %s %s", m->sql(m1), m->sql(m2),
-				         c ? "conflicted" : "was granted");
+			if (c != documented(kind, m1, m2) && mismatches++ == 0)
+				snprintf(first_mismatch, sizeof first_mismatch, "%s held, %s %s", mode_sql(kind, m1),
+				         mode_sql(kind, m2), c ? "conflicted" : "was granted");
 		}
-		if (m1 < m->modes)
+		if (m1 < modes)
 			strncat(measured, "/", 2);
 	}
-	int pairs = m->modes * m->modes;
+	int pairs = modes * modes;
 	lab_vint(L, "pairs", pairs);
 	lab_vint(L, "conflicts", conflicts);
 	lab_vint(L, "mismatches", mismatches);
 	lab_vtext(L, "matrix", measured);
 	if (mismatches == 0)
 		lab_verdict(L, true, "%d %s pairs: %d conflict, %d coexist, equal to the documented table",
-		            pairs, m->what, conflicts, pairs - conflicts);
+		            pairs, matrices[kind].what, conflicts, pairs - conflicts);
 	else
 		lab_verdict(L, false, "%d %s pairs: %d differ from the documented table, first: %s", pairs,
-		            m->what, mismatches, first_mismatch);
+		            matrices[kind].what, mismatches, first_mismatch);
 }
