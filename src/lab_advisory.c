@@ -37,7 +37,7 @@ static void singleton_worker(lab *L, lab_sess *s, int i, void *arg)
 	if (!lab_barrier(L) || !got)
 		return;
 	__atomic_add_fetch(&st->ran, 1, __ATOMIC_SEQ_CST);
-	lab_sleep_ms(150); /* the job */
+	pgc__sleep_ms(150); /* the job */
 	bool unlocked;
 	if (lab_bool(L, s, "SELECT pg_advisory_unlock($1::bigint)", 1, kp, &unlocked) && unlocked)
 		__atomic_add_fetch(&st->unlocked_ok, 1, __ATOMIC_SEQ_CST);
@@ -172,7 +172,7 @@ void lab_exp_session_end(lab *L)
 	/* The backend releases its locks as it exits, a moment after the client hangs up. */
 	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
 	while (lab_adv_count(L, lab_key(L, 1), &after) && after != 0 && pgc__now_ms() < deadline)
-		lab_sleep_ms(10);
+		pgc__sleep_ms(10);
 	if (lab_failed(L))
 		return;
 	lab_vint(L, "held_before", before);

@@ -127,8 +127,6 @@ typedef void (*lab_thread_fn)(lab *L, lab_sess *s, int i, void *arg);
 bool lab_threads(lab *L, int n, lab_sess **sessions, lab_thread_fn fn, void *arg);
 bool lab_barrier(lab *L);
 
-/* Sleeps ms milliseconds (only for the work an experiment simulates, never to "wait and hope"). */
-void lab_sleep_ms(int ms);
 
 /* ---- what several experiments share (lab_util.c) ---- */
 

@@ -315,7 +315,7 @@ void lab_exp_cancel_terminate(lab *L)
 	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
 	while (lab_int(L, L->obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", 1, qa,
 	               &a_alive) && a_alive != 0 && pgc__now_ms() < deadline)
-		lab_sleep_ms(10);
+		pgc__sleep_ms(10);
 	if (lab_failed(L))
 		return;
 	lab_vbool(L, "cancel_sent", cancelled);

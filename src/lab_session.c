@@ -6,11 +6,9 @@
  * closes a session whose cancel is not answered), so even a server that stops answering
  * cannot hang the lab; on the server side every session has lock_timeout and
  * statement_timeout set. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lab_internal.h"
 
@@ -23,13 +21,6 @@ const char *lab_fmt(char *buf, long long v)
 int64_t lab_key(lab *L, int n)
 {
 	return L->key_base + n;
-}
-
-void lab_sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 static const char *first_line(const char *sql, char *buf, size_t n)
@@ -334,7 +325,7 @@ int lab_await_lock_wait(lab *L, lab_sess *s)
 			         s->label, L->opts.lock_timeout_ms);
 			return -1;
 		}
-		lab_sleep_ms(5);
+		pgc__sleep_ms(5);
 	}
 }
 
