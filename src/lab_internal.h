@@ -3,10 +3,10 @@
  * An experiment is a function void exp_x(lab *L). It opens sessions with lab_open(), talks to
  * them only through the helpers below (every statement goes through the connection layer: sent
  * asynchronously and collected against a client-side deadline, on top of the server-side
- * lock_timeout/statement_timeout),
- * records values with lab_vint()/lab_vbool()/lab_vtext() and ends with lab_verdict(). When a
- * helper returns false the failure is already recorded (first one wins) and the experiment
- * just returns: the runner turns it into a FAIL with that message and cleans up. */
+ * lock_timeout/statement_timeout), records values with lab_vint()/lab_vbool()/lab_vtext() and
+ * ends with lab_verdict(). When a helper returns false the failure is already recorded (first
+ * one wins) and the experiment just returns: the runner turns it into a FAIL with that message
+ * and cleans up. */
 #ifndef PGCOORD_LAB_INTERNAL_H
 #define PGCOORD_LAB_INTERNAL_H
 
