@@ -56,8 +56,8 @@ static void lab__catalogue(void)
 		T_ASSERT(list[i].description && *list[i].description);
 		/* The claim is named in words: a manual section or a pattern, never a bare number. */
 		T_ASSERT(list[i].reference && strlen(list[i].reference) > 10);
+		T_ASSERT(list[i].reference[0] < '0' || list[i].reference[0] > '9');
 		T_ASSERT_NOT_CONTAINS(list[i].reference, "\xc2\xa7");
-		T_ASSERT_NOT_CONTAINS(list[i].reference, "seed");
 		T_ASSERT(pgc_lab_find(list[i].name) == &list[i]);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(list[i].name, list[j].name) == 0)
