@@ -1,4 +1,5 @@
-/* cmd_lab.c - pgcoord lab: run the experiments that check the seeds' claims on a real server */
+/* cmd_lab.c - pgcoord lab: run the experiments that check, on a real server, how PostgreSQL's
+ * locks behave */
 #include <getopt.h>
 #include <signal.h>
 #include <string.h>
@@ -15,7 +16,8 @@ static void usage(FILE *f)
 	      "PASS or FAIL with one line of what it saw. Without EXPERIMENT, runs them all.\n"
 	      "\n"
 	      "Options:\n"
-	      "      --list            list the experiments (name, seed section, description)\n"
+	      "      --list            list the experiments (name, description, and the\n"
+	      "                        manual section that documents the claim)\n"
 	      "      --json            one JSON object per experiment, then a summary object\n"
 	      "      --keep            keep each experiment's scratch schema\n"
 	      "      --timeout=DUR     how long a session waits for a lock it expects\n"
@@ -44,13 +46,13 @@ static void print_list(bool json)
 		if (json) {
 			fputs("{\"name\":", stdout);
 			json_str(stdout, list[i].name);
-			fputs(",\"seed\":", stdout);
-			json_str(stdout, list[i].seed);
 			fputs(",\"description\":", stdout);
 			json_str(stdout, list[i].description);
+			fputs(",\"reference\":", stdout);
+			json_str(stdout, list[i].reference);
 			fputs("}\n", stdout);
 		} else {
-			printf("%-24s  %-15s %s\n", list[i].name, list[i].seed, list[i].description);
+			printf("%-24s  %s [%s]\n", list[i].name, list[i].description, list[i].reference);
 		}
 	}
 }
@@ -59,10 +61,10 @@ static void print_json(const pgc_lab_result *r)
 {
 	fputs("{\"type\":\"experiment\",\"name\":", stdout);
 	json_str(stdout, r->info->name);
-	fputs(",\"seed\":", stdout);
-	json_str(stdout, r->info->seed);
 	fputs(",\"description\":", stdout);
 	json_str(stdout, r->info->description);
+	fputs(",\"reference\":", stdout);
+	json_str(stdout, r->info->reference);
 	printf(",\"status\":\"%s\",\"passed\":%s,\"observation\":", r->passed ? "PASS" : "FAIL",
 	       r->passed ? "true" : "false");
 	json_str(stdout, r->observation);

@@ -1,11 +1,15 @@
 /* doctor.c - checks for coordination hazards between a client and its server
  *
- * Everything is read, nothing is changed: the only writes are a BEGIN/COMMIT with no work in
- * it on a second, short-lived session used to find a pooler. Settings are read from that fresh
- * session when there is one, so the values are what a new session of this role gets (server,
- * database and role defaults, the DSN's options), not what the caller SET on conn. */
-#include <errno.h>
-#include <poll.h>
+ * The checks are a catalogue, run in order by pgc_doctor_run() as the lab runs its
+ * experiments: each is a function that reads what it needs and adds its findings. A check
+ * that cannot run records the failure once (the first one wins, as in the lab's helpers) and
+ * returns; the runner stops there and returns that error.
+ *
+ * Everything is read, nothing is changed: the only writes are the pooler probe's BEGIN/COMMIT
+ * with no work in it, on a second, short-lived session of the connection layer's. Settings
+ * are read on another fresh session when the pooler is checked, so the values are what a new
+ * session of this role gets (server, database and role defaults, the DSN's options), not what
+ * the caller SET on conn. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,152 +63,164 @@ static void say(char *dst, size_t n, const char *fmt, ...)
 		}                                                                                  \
 	} while (0)
 
-/* Waits for conn's pending query until deadline (monotonic ms): 1 ready, 0 not yet, -1 lost. */
-static int wait_ready(PGconn *pg, int64_t deadline)
-{
-	for (;;) {
-		if (!PQconsumeInput(pg))
-			return -1;
-		if (!PQisBusy(pg))
-			return 1;
-		int64_t left = deadline - pgc__now_ms();
-		if (left <= 0)
-			return 0;
-		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
-		if (pfd.fd < 0)
-			return -1;
-		if (poll(&pfd, 1, left > 100 ? 100 : (int)left) < 0 && errno != EINTR)
-			return -1;
-	}
-}
+/* One run: what the checks share. */
+typedef struct doctor {
+	pgc_conn *conn;
+	const pgc_doctor_options *opts;
+	const char *schema;
+	pgc_doctor_report *out;
+	pgc_error *err;
+	int rc;              /* the first failure; PGC_OK while there is none */
+	pgc_conn *fresh;     /* the session settings are read on, when not conn */
+	bool fresh_tried;
+	char user[128];
+	char *quser;         /* user, quoted for the fixes */
+	bool sees_all;       /* pg_read_all_stats: every session's activity is visible */
+} doctor;
 
-/* The single integer a query returns, or -1 with err filled. */
-static long long one_int(pgc_conn *c, const char *sql, int *rc, pgc_error *err)
-{
-	PGresult *res = pgc__exec(c, sql, 0, NULL, rc, err);
-	if (res == NULL)
-		return -1;
-	long long v = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0) ? atoll(PQgetvalue(res, 0, 0)) : -1;
-	PQclear(res);
-	return v;
-}
+typedef struct check check;
+typedef void (*check_fn)(doctor *d, const check *ck);
 
-struct pooler {
-	bool checked;
-	bool statement_mode;
-	bool transaction_mode;
-	bool proxy; /* libpq's backend pid differs from pg_backend_pid(): something in between */
-	long long pid1, pid2, other_pid;
-	bool queued;
-	char why[256];
+struct check {
+	const char *name;        /* the finding it adds */
+	const char *description; /* one line: what it looks at */
+	check_fn fn;
+	bool pooler;             /* only with opts->check_pooler */
 };
 
-/* Finds a pooler. probe is a second session with the same DSN (may be NULL). */
-static int check_pooler(pgc_conn *conn, pgc_conn *probe, int wait_ms, struct pooler *p,
-                        pgc_error *err)
+/* Records a failure (the first one wins) from e and returns false. */
+static bool fail(doctor *d, const check *ck, int rc, const pgc_error *e)
 {
-	int rc;
-	p->pid1 = one_int(conn, "SELECT pg_backend_pid()", &rc, err);
-	if (p->pid1 < 0)
-		return rc;
-	p->proxy = p->pid1 != pgc_conn_backend_pid(conn);
-	if (probe == NULL)
-		return PGC_OK;
-	p->checked = true;
-	pgc_error perr = PGC_ERROR_INIT;
-	PGresult *res = pgc__exec(probe, "BEGIN", 0, NULL, &rc, &perr);
-	if (res == NULL) {
-		/* PgBouncer in statement mode refuses transaction blocks outright. */
-		p->statement_mode = true;
-		snprintf(p->why, sizeof p->why, "BEGIN was refused: %s", perr.message);
-		return PGC_OK;
+	if (d->rc != PGC_OK)
+		return false;
+	d->rc = rc;
+	if (d->err != NULL) {
+		*d->err = *e;
+		pgc__err_prefix(d->err, "%s check", ck->name);
 	}
-	PQclear(res);
-	p->other_pid = one_int(probe, "SELECT pg_backend_pid()", &rc, &perr);
-	if (p->other_pid < 0) {
-		(void)!pgc_exec(probe, "ROLLBACK", NULL);
-		snprintf(p->why, sizeof p->why, "%s", perr.message);
-		p->checked = false;
-		return PGC_OK;
-	}
-	/* While the probe's transaction holds a server connection, ask conn again. A direct
-	 * session answers at once with the same pid. */
-	PGconn *pg = pgc_conn_pg(conn);
-	if (!PQsendQuery(pg, "SELECT pg_backend_pid()")) {
-		(void)!pgc_exec(probe, "ROLLBACK", NULL);
-		return pgc__err_result(err, pg, NULL, NULL);
-	}
-	int ready = wait_ready(pg, pgc__now_ms() + wait_ms);
-	if (ready == 0)
-		p->queued = true; /* it waits for a server connection the probe holds */
-	int commit_rc = pgc_exec(probe, "COMMIT", &perr);
-	if (ready == 0)
-		ready = wait_ready(pg, pgc__now_ms() + 10000);
-	if (ready != 1) {
-		PGcancel *c = PQgetCancel(pg);
-		char buf[128];
-		if (c != NULL) {
-			PQcancel(c, buf, sizeof buf);
-			PQfreeCancel(c);
-		}
-		wait_ready(pg, pgc__now_ms() + 2000);
-		while ((res = PQgetResult(pg)) != NULL)
-			PQclear(res);
-		return pgc__err(err, PGC_ETIMEDOUT,
-		                "the server (or a pooler) did not answer SELECT pg_backend_pid() within %d ms",
-		                wait_ms + 10000);
-	}
-	p->pid2 = -1;
-	rc = PGC_OK;
-	while ((res = PQgetResult(pg)) != NULL) {
-		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
-			p->pid2 = atoll(PQgetvalue(res, 0, 0));
-		else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == PGC_OK)
-			rc = pgc__err_result(err, pg, res, NULL);
-		PQclear(res);
-	}
-	if (rc != PGC_OK)
-		return rc;
-	(void)commit_rc;
-	p->transaction_mode = p->queued || p->pid2 != p->pid1 || p->other_pid == p->pid1;
-	if (p->transaction_mode) {
-		if (p->queued)
-			snprintf(p->why, sizeof p->why,
-			         "a statement outside any transaction waited until another client's transaction"
-			         " ended (pid %lld, then %lld)", p->pid1, p->pid2);
-		else if (p->pid2 != p->pid1)
-			snprintf(p->why, sizeof p->why,
-			         "the backend pid changed between two statements outside a transaction (%lld, then"
-			         " %lld)", p->pid1, p->pid2);
-		else
-			snprintf(p->why, sizeof p->why,
-			         "another client connection was given this connection's backend (pid %lld)",
-			         p->pid1);
-	}
-	return PGC_OK;
+	return false;
 }
 
-/* A setting as a fresh session of this role sees it: value (with unit) and source. */
-static int setting(pgc_conn *c, const char *name, char *value, size_t vn, char *source, size_t sn,
-                   long long *raw, pgc_error *err)
+/* Runs sql on c; NULL with the failure recorded. */
+static PGresult *query(doctor *d, const check *ck, pgc_conn *c, const char *sql, int n,
+                       const char *const *vals)
 {
 	int rc;
-	const char *params[1] = { name };
-	PGresult *res = pgc__exec(c,
-	        "SELECT current_setting(name), source, setting FROM pg_catalog.pg_settings"
-	        " WHERE name = $1", 1, params, &rc, err);
+	pgc_error e = PGC_ERROR_INIT;
+	PGresult *res = pgc__exec(c, sql, n, vals, &rc, &e);
 	if (res == NULL)
-		return rc;
+		fail(d, ck, rc, &e);
+	return res;
+}
+
+/* The session settings are read on: a new one like conn when the pooler is checked (opened on
+ * first use, after the probe's own session has closed, so that the doctor never holds more
+ * than two), else conn; conn too when the new one cannot be opened. */
+static pgc_conn *settings_session(doctor *d)
+{
+	if (d->opts->check_pooler && !d->fresh_tried) {
+		d->fresh_tried = true;
+		pgc_error e = PGC_ERROR_INIT;
+		if (pgc__open_like(d->conn, NULL, &d->fresh, &e) != PGC_OK)
+			d->fresh = NULL;
+	}
+	return d->fresh != NULL ? d->fresh : d->conn;
+}
+
+/* A setting as a fresh session of this role sees it: value (with unit), source and the raw
+ * number (raw may be NULL). False with the failure recorded. */
+static bool setting(doctor *d, const check *ck, const char *name, char *value, size_t vn,
+                    char *source, size_t sn, long long *raw)
+{
+	const char *params[1] = { name };
+	PGresult *res = query(d, ck, settings_session(d),
+	        "SELECT current_setting(name), source, setting FROM pg_catalog.pg_settings"
+	        " WHERE name = $1", 1, params);
+	if (res == NULL)
+		return false;
 	if (PQntuples(res) != 1) {
 		PQclear(res);
-		return pgc__err(err, PGC_EINTERNAL, "the server has no setting named %s", name);
+		pgc_error e = PGC_ERROR_INIT;
+		pgc__err(&e, PGC_EINTERNAL, "the server has no setting named %s", name);
+		return fail(d, ck, PGC_EINTERNAL, &e);
 	}
 	snprintf(value, vn, "%s", PQgetvalue(res, 0, 0));
 	snprintf(source, sn, "%s", PQgetvalue(res, 0, 1));
 	if (raw != NULL)
 		*raw = atoll(PQgetvalue(res, 0, 2));
 	PQclear(res);
-	return PGC_OK;
+	return true;
+}
+
+/* ---- the checks ---- */
+
+static void check_server(doctor *d, const check *ck)
+{
+	PGresult *res = query(d, ck, d->conn,
+	        "SELECT current_setting('server_version'), current_user, current_database(),"
+	        " pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", 0, NULL);
+	if (res == NULL)
+		return;
+	char version[64], db[128];
+	snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
+	snprintf(d->user, sizeof d->user, "%s", PQgetvalue(res, 0, 1));
+	snprintf(db, sizeof db, "%s", PQgetvalue(res, 0, 2));
+	d->sees_all = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
+	PQclear(res);
+	pgc_error e = PGC_ERROR_INIT;
+	if ((d->quser = pgc__quote_ident(d->conn, d->user, &e)) == NULL) {
+		fail(d, ck, e.code, &e);
+		return;
+	}
+	FINDING(d->out, ck->name, PGC_DOCTOR_OK, version, "", "PostgreSQL %s, user %s, database %s",
+	        version, d->user, db);
+}
+
+static void check_pooler(doctor *d, const check *ck)
+{
+	/* The layer's probe, thorough: it tests with a second session of its own whatever
+	 * libpq's backend pid says. */
+	pgc_pooler_info p;
+	pgc_error e = PGC_ERROR_INIT;
+	int rc = pgc_conn_pooler(d->conn, PGC_POOLER_THOROUGH, d->opts->pooler_wait_ms, &p, &e);
+	if (rc != PGC_OK) {
+		fail(d, ck, rc, &e);
+		return;
+	}
+	switch (p.mode) {
+	case PGC_POOLER_STATEMENT:
+		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, "statement",
+		        "connect pgcoord straight to PostgreSQL, or through a pool in session mode",
+		        "a statement-mode pooler is in between (%s): transactions, session locks and"
+		        " LISTEN cannot work through it", p.why);
+		break;
+	case PGC_POOLER_TRANSACTION:
+		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, "transaction",
+		        "connect pgcoord straight to PostgreSQL (or through a pool in session mode) for"
+		        " session locks, run, elect, workers and LISTEN; through this pooler use only"
+		        " transaction-scoped locks inside one transaction",
+		        "a transaction-mode pooler is in between: %s. Session advisory locks and LISTEN"
+		        " are unsafe here: a lock is taken on a server connection you do not keep, an"
+		        " unlock can land on another one and return false, and the lock stays held",
+		        p.why);
+		break;
+	case PGC_POOLER_UNKNOWN:
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "unknown",
+		        "check that the DSN allows a second connection, then run pgcoord doctor again",
+		        "could not test for a pooler: %s", p.why);
+		break;
+	case PGC_POOLER_SESSION:
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, "session", "",
+		        "a pooler or proxy is in between (libpq was told pid %d, the server says %d),"
+		        " but each client keeps its server session: session locks are safe",
+		        p.libpq_pid, p.server_pid);
+		break;
+	case PGC_POOLER_NONE:
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "none", "",
+		        "direct session: the backend pid (%d) stays the same between statements",
+		        p.server_pid);
+		break;
+	}
 }
 
 static const struct {
@@ -216,6 +232,218 @@ static const struct {
 	{ "statement_timeout", "5min", "a stuck statement runs (and holds its locks) forever" },
 	{ "idle_in_transaction_session_timeout", "5min",
 	  "a client that stops mid-transaction holds its locks until someone kills it" },
+};
+
+/* One of the timeouts above, named by the check. */
+static void check_timeout(doctor *d, const check *ck)
+{
+	size_t i = 0;
+	while (strcmp(timeouts[i].name, ck->name) != 0)
+		i++;
+	char value[64], source[64], fix[512];
+	long long raw;
+	if (!setting(d, ck, ck->name, value, sizeof value, source, sizeof source, &raw))
+		return;
+	if (raw == 0) {
+		snprintf(fix, sizeof fix, "ALTER ROLE %s SET %s = '%s';", d->quser, ck->name,
+		         timeouts[i].suggest);
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, value, fix,
+		        "%s is 0 (no limit) for role %s (source: %s): %s", ck->name, d->user, source,
+		        timeouts[i].why);
+	} else {
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, value, "", "%s is %s for role %s (source: %s)",
+		        ck->name, value, d->user, source);
+	}
+}
+
+static void check_log_lock_waits(doctor *d, const check *ck)
+{
+	char value[64], source[64], dt_value[64];
+	if (!setting(d, ck, "log_lock_waits", value, sizeof value, source, sizeof source, NULL) ||
+	    !setting(d, ck, "deadlock_timeout", dt_value, sizeof dt_value, source, sizeof source, NULL))
+		return;
+	if (strcmp(value, "on") != 0)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, value,
+		        "ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();",
+		        "log_lock_waits is off: a session that waits longer than deadlock_timeout (%s) for a"
+		        " lock leaves no trace in the server log", dt_value);
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, value, "",
+		        "log_lock_waits is on: waits longer than deadlock_timeout (%s) are logged", dt_value);
+}
+
+static void check_deadlock_timeout(doctor *d, const check *ck)
+{
+	char dt_value[64], source[64];
+	long long dt;
+	if (!setting(d, ck, "deadlock_timeout", dt_value, sizeof dt_value, source, sizeof source, &dt))
+		return;
+	if (dt < 100)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, dt_value,
+		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
+		        "deadlock_timeout is %s: every lock wait that long runs the deadlock check, which is"
+		        " expensive under contention", dt_value);
+	else if (dt > 10000)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, dt_value,
+		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
+		        "deadlock_timeout is %s: a deadlock holds both sessions that long before one is"
+		        " aborted (40P01), and log_lock_waits reports waits that late", dt_value);
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, dt_value, "",
+		        "deadlock_timeout is %s: deadlocks are found (40P01) after that long", dt_value);
+}
+
+/* The shared lock table: table locks and advisory locks of all sessions share it. */
+static void check_lock_table(doctor *d, const check *ck)
+{
+	PGresult *res = query(d, ck, settings_session(d),
+	        "SELECT current_setting('max_locks_per_transaction')::bigint,"
+	        " current_setting('max_connections')::bigint,"
+	        " current_setting('max_prepared_transactions')::bigint,"
+	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE NOT fastpath),"
+	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory')", 0, NULL);
+	if (res == NULL)
+		return;
+	long long mlpt = atoll(PQgetvalue(res, 0, 0)), mc = atoll(PQgetvalue(res, 0, 1));
+	long long mpt = atoll(PQgetvalue(res, 0, 2)), used = atoll(PQgetvalue(res, 0, 3));
+	long long advisory = atoll(PQgetvalue(res, 0, 4));
+	PQclear(res);
+	long long slots = mlpt * (mc + mpt);
+	char slots_s[32];
+	snprintf(slots_s, sizeof slots_s, "%lld", slots);
+	pgc_doctor_severity sev = used * 10 >= slots * 9 ? PGC_DOCTOR_ERROR
+	                          : used * 2 >= slots     ? PGC_DOCTOR_WARNING
+	                                                  : PGC_DOCTOR_OK;
+	FINDING(d->out, ck->name, sev, slots_s,
+	        sev == PGC_DOCTOR_OK ? ""
+	                             : "hold fewer advisory locks at once, or raise max_locks_per_transaction"
+	                               " (takes a restart)",
+	        "shared lock table: max_locks_per_transaction %lld x (max_connections %lld +"
+	        " max_prepared_transactions %lld) = %lld slots, shared by table and advisory locks;"
+	        " %lld in use now (%lld advisory)", mlpt, mc, mpt, slots, used, advisory);
+}
+
+/* What a lock held through a transaction-mode pooler looks like (PGC_LOCK_HOLD_XACT, which
+ * pgcoord run uses there): one transaction, idle for as long as the lock is held, named so
+ * locally, with no xid and no snapshot, holding advisory locks and its own virtualxid and
+ * nothing else. That is by design; such a session holding anything more is not. */
+#define LOCK_HOLDER_APP "pgcoord/lock-holder"
+
+/* Sessions idle in transaction right now (other than ours). */
+static void check_idle_in_transaction(doctor *d, const check *ck)
+{
+	char own1[24], own2[24];
+	snprintf(own1, sizeof own1, "%d", pgc_conn_backend_pid(d->conn));
+	snprintf(own2, sizeof own2, "%d", d->fresh ? pgc_conn_backend_pid(d->fresh) : 0);
+	const char *pp[3] = { own1, own2, LOCK_HOLDER_APP };
+	PGresult *res = query(d, ck, d->conn,
+	        "SELECT count(*) FILTER (WHERE NOT by_design),"
+	        " coalesce(max(extract(epoch FROM clock_timestamp() - state_change)) FILTER (WHERE NOT by_design),"
+	        "  0)::bigint,"
+	        " (array_agg(pid ORDER BY state_change) FILTER (WHERE NOT by_design))[1],"
+	        " (array_agg(usename::text ORDER BY state_change) FILTER (WHERE NOT by_design))[1],"
+	        " count(*) FILTER (WHERE by_design),"
+	        " count(*) FILTER (WHERE named AND NOT by_design)"
+	        " FROM (SELECT a.pid, a.usename, a.state_change, a.application_name = $3 AS named,"
+	        "  a.application_name = $3 AND a.state = 'idle in transaction'"
+	        "  AND a.backend_xid IS NULL AND a.backend_xmin IS NULL"
+	        "  AND NOT EXISTS (SELECT FROM pg_catalog.pg_locks l WHERE l.pid = a.pid"
+	        "   AND l.locktype <> 'advisory'"
+	        "   AND NOT (l.locktype = 'virtualxid' AND l.virtualxid = l.virtualtransaction)) AS by_design"
+	        "  FROM pg_catalog.pg_stat_activity a"
+	        "  WHERE a.state LIKE 'idle in transaction%' AND a.pid <> pg_backend_pid()"
+	        "  AND a.pid <> $1::int AND a.pid <> $2::int) AS idle", 3, pp);
+	if (res == NULL)
+		return;
+	long long idle = atoll(PQgetvalue(res, 0, 0)), oldest = atoll(PQgetvalue(res, 0, 1));
+	char oldest_pid[24], oldest_user[128];
+	snprintf(oldest_pid, sizeof oldest_pid, "%s", PQgetvalue(res, 0, 2));
+	snprintf(oldest_user, sizeof oldest_user, "%s", PQgetvalue(res, 0, 3));
+	long long holders = atoll(PQgetvalue(res, 0, 4)), misnamed = atoll(PQgetvalue(res, 0, 5));
+	PQclear(res);
+	char idle_s[24], fix[512], holding[160] = "", named[160] = "";
+	snprintf(idle_s, sizeof idle_s, "%lld", idle);
+	if (holders > 0)
+		snprintf(holding, sizeof holding,
+		         "%lld pgcoord lock holder(s) idle in transaction by design; they hold no snapshot",
+		         holders);
+	if (misnamed > 0)
+		snprintf(named, sizeof named,
+		         " (%lld of them named " LOCK_HOLDER_APP " but holding an xid, a snapshot or a"
+		         " relation lock)", misnamed);
+	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
+	                                       " pg_read_all_stats to see all)";
+	if (idle > 0) {
+		snprintf(fix, sizeof fix,
+		         "find what it holds and blocks (pg_locks, pg_blocking_pids), end it with SELECT"
+		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
+		         oldest_pid);
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, idle_s, fix,
+		        "%lld session(s) idle in transaction now%s; the oldest, pid %s (user %s), for %lld s:"
+		        " it keeps every lock it took%s%s%s", idle, named, oldest_pid, oldest_user, oldest,
+		        holding[0] ? "; " : "", holding, scope);
+	} else if (holders > 0) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, idle_s, "",
+		        "%s; no other session is idle in transaction%s", holding, scope);
+	} else {
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, idle_s, "",
+		        "no other session is idle in transaction%s", scope);
+	}
+}
+
+/* The pgcoord schema against this binary. */
+static void check_schema(doctor *d, const check *ck)
+{
+	int sv = 0, latest = pgc_schema_latest();
+	pgc_error e = PGC_ERROR_INIT;
+	char sv_s[24];
+	if (pgc_schema_version(d->conn, d->schema, &sv, &e) != PGC_OK) {
+		if (e.code == PGC_ECONNLOST || e.code == PGC_EUSAGE) {
+			fail(d, ck, e.code, &e);
+			return;
+		}
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "unknown",
+		        "grant this role USAGE on the schema and SELECT on its migrations table",
+		        "cannot read the version of schema %s: %s", d->schema, e.message);
+		return;
+	}
+	snprintf(sv_s, sizeof sv_s, "%d", sv);
+	if (sv == 0)
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, sv_s, "pgcoord init",
+		        "schema %s is not installed (the queue, leases and elections need it; locks do"
+		        " not)", d->schema);
+	else if (sv < latest)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, sv_s, "pgcoord init",
+		        "schema %s is at version %d, this pgcoord knows %d", d->schema, sv, latest);
+	else if (sv > latest)
+		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, sv_s, "upgrade pgcoord to a release that knows it",
+		        "schema %s is at version %d, newer than this pgcoord (%d)", d->schema, sv, latest);
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, sv_s, "",
+		        "schema %s is at version %d, as this pgcoord expects", d->schema, sv);
+}
+
+/* The catalogue, in the order of the findings. */
+static const check checks[] = {
+	{ "server", "the server's version, the user and the database", check_server, false },
+	{ "pooler", "whether a pooler is in between, and whether it keeps each client's session",
+	  check_pooler, true },
+	{ "lock_timeout", "the lock_timeout a new session of this role gets", check_timeout, false },
+	{ "statement_timeout", "the statement_timeout a new session of this role gets", check_timeout,
+	  false },
+	{ "idle_in_transaction_session_timeout",
+	  "the idle_in_transaction_session_timeout a new session of this role gets", check_timeout,
+	  false },
+	{ "log_lock_waits", "whether lock waits longer than deadlock_timeout are logged",
+	  check_log_lock_waits, false },
+	{ "deadlock_timeout", "how long a lock wait lasts before the deadlock check runs",
+	  check_deadlock_timeout, false },
+	{ "lock_table", "the shared lock table's size, and how much of it is in use",
+	  check_lock_table, false },
+	{ "idle_in_transaction",
+	  "the sessions idle in transaction now, apart from pgcoord's own lock holders",
+	  check_idle_in_transaction, false },
+	{ "schema", "the pgcoord schema's version against this binary's", check_schema, false },
 };
 
 int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_report *out,
@@ -238,219 +466,11 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: the schema name must be 1 to 63 bytes");
 	memset(out, 0, sizeof *out);
 
-	int rc;
-	PGresult *res = pgc__exec(conn,
-	        "SELECT current_setting('server_version'), current_user, current_database(),"
-	        " pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')", 0, NULL, &rc, err);
-	if (res == NULL)
-		return rc;
-	char version[64], user[128], db[128];
-	snprintf(version, sizeof version, "%s", PQgetvalue(res, 0, 0));
-	snprintf(user, sizeof user, "%s", PQgetvalue(res, 0, 1));
-	snprintf(db, sizeof db, "%s", PQgetvalue(res, 0, 2));
-	bool sees_all = strcmp(PQgetvalue(res, 0, 3), "t") == 0;
-	PQclear(res);
-	char *quser = pgc__quote_ident(conn, user, err);
-	if (quser == NULL)
-		return PGC_EUSAGE;
-	FINDING(out, "server", PGC_DOCTOR_OK, version, "", "PostgreSQL %s, user %s, database %s",
-	        version, user, db);
-
-	/* A second session: for the pooler, and for the settings a new session gets. Without the
-	 * pooler check the settings are read on conn. */
-	pgc_conn *probe = NULL;
-	pgc_error perr = PGC_ERROR_INIT;
-	char probe_why[PGC_ERROR_MESSAGE_MAX] = "";
-	if (opts->check_pooler) {
-		if (pgc__open_like(conn, NULL, &probe, &perr) != PGC_OK) {
-			probe = NULL;
-			snprintf(probe_why, sizeof probe_why, "%s", perr.message);
-		}
-	}
-
-	if (opts->check_pooler) {
-		struct pooler p;
-		memset(&p, 0, sizeof p);
-		rc = check_pooler(conn, probe, opts->pooler_wait_ms, &p, err);
-		if (rc != PGC_OK)
-			goto fail;
-		if (p.statement_mode)
-			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "statement",
-			        "connect pgcoord straight to PostgreSQL, or through a pool in session mode",
-			        "a statement-mode pooler is in between (%s): transactions, session locks and"
-			        " LISTEN cannot work through it", p.why);
-		else if (p.transaction_mode)
-			FINDING(out, "pooler", PGC_DOCTOR_ERROR, "transaction",
-			        "connect pgcoord straight to PostgreSQL (or through a pool in session mode) for"
-			        " session locks, run, elect, workers and LISTEN; through this pooler use only"
-			        " transaction-scoped locks inside one transaction",
-			        "a transaction-mode pooler is in between: %s. Session advisory locks and LISTEN"
-			        " are unsafe here: a lock is taken on a server connection you do not keep, an"
-			        " unlock can land on another one and return false, and the lock stays held",
-			        p.why);
-		else if (!p.checked)
-			FINDING(out, "pooler", PGC_DOCTOR_WARNING, "unknown",
-			        "check that the DSN allows a second connection, then run pgcoord doctor again",
-			        "could not test for a pooler: no second session (%s)",
-			        probe_why[0] ? probe_why : p.why);
-		else if (p.proxy)
-			FINDING(out, "pooler", PGC_DOCTOR_INFO, "session",
-			        "", "a pooler or proxy is in between (libpq was told pid %d, the server says %lld),"
-			        " but each client keeps its server session: session locks are safe",
-			        pgc_conn_backend_pid(conn), p.pid1);
-		else
-			FINDING(out, "pooler", PGC_DOCTOR_OK, "none", "",
-			        "direct session: the backend pid (%lld) stays the same between statements",
-			        p.pid1);
-	}
-
-	pgc_conn *fresh = probe ? probe : conn;
-	for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
-		char value[64], source[64], fix[512];
-		long long raw;
-		rc = setting(fresh, timeouts[i].name, value, sizeof value, source, sizeof source, &raw, err);
-		if (rc != PGC_OK)
-			goto fail;
-		if (raw == 0) {
-			snprintf(fix, sizeof fix, "ALTER ROLE %s SET %s = '%s';", quser, timeouts[i].name,
-			         timeouts[i].suggest);
-			FINDING(out, timeouts[i].name, PGC_DOCTOR_WARNING, value, fix,
-			        "%s is 0 (no limit) for role %s (source: %s): %s", timeouts[i].name, user,
-			        source, timeouts[i].why);
-		} else {
-			FINDING(out, timeouts[i].name, PGC_DOCTOR_OK, value, "", "%s is %s for role %s (source: %s)",
-			        timeouts[i].name, value, user, source);
-		}
-	}
-
-	char value[64], source[64], dt_value[64];
-	long long dt;
-	if ((rc = setting(fresh, "log_lock_waits", value, sizeof value, source, sizeof source, NULL,
-	                  err)) != PGC_OK ||
-	    (rc = setting(fresh, "deadlock_timeout", dt_value, sizeof dt_value, source, sizeof source,
-	                  &dt, err)) != PGC_OK)
-		goto fail;
-	if (strcmp(value, "on") != 0)
-		FINDING(out, "log_lock_waits", PGC_DOCTOR_WARNING, value,
-		        "ALTER SYSTEM SET log_lock_waits = on; SELECT pg_reload_conf();",
-		        "log_lock_waits is off: a session that waits longer than deadlock_timeout (%s) for a"
-		        " lock leaves no trace in the server log", dt_value);
-	else
-		FINDING(out, "log_lock_waits", PGC_DOCTOR_OK, value, "",
-		        "log_lock_waits is on: waits longer than deadlock_timeout (%s) are logged", dt_value);
-	if (dt < 100)
-		FINDING(out, "deadlock_timeout", PGC_DOCTOR_WARNING, dt_value,
-		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
-		        "deadlock_timeout is %s: every lock wait that long runs the deadlock check, which is"
-		        " expensive under contention", dt_value);
-	else if (dt > 10000)
-		FINDING(out, "deadlock_timeout", PGC_DOCTOR_WARNING, dt_value,
-		        "ALTER SYSTEM SET deadlock_timeout = '1s'; SELECT pg_reload_conf();",
-		        "deadlock_timeout is %s: a deadlock holds both sessions that long before one is"
-		        " aborted (40P01), and log_lock_waits reports waits that late", dt_value);
-	else
-		FINDING(out, "deadlock_timeout", PGC_DOCTOR_OK, dt_value, "",
-		        "deadlock_timeout is %s: deadlocks are found (40P01) after that long", dt_value);
-
-	/* The shared lock table: table locks and advisory locks of all sessions share it. */
-	res = pgc__exec(fresh,
-	        "SELECT current_setting('max_locks_per_transaction')::bigint,"
-	        " current_setting('max_connections')::bigint,"
-	        " current_setting('max_prepared_transactions')::bigint,"
-	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE NOT fastpath),"
-	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory')",
-	        0, NULL, &rc, err);
-	if (res == NULL)
-		goto fail;
-	long long mlpt = atoll(PQgetvalue(res, 0, 0)), mc = atoll(PQgetvalue(res, 0, 1));
-	long long mpt = atoll(PQgetvalue(res, 0, 2)), used = atoll(PQgetvalue(res, 0, 3));
-	long long advisory = atoll(PQgetvalue(res, 0, 4));
-	PQclear(res);
-	long long slots = mlpt * (mc + mpt);
-	char slots_s[32];
-	snprintf(slots_s, sizeof slots_s, "%lld", slots);
-	pgc_doctor_severity lsev = used * 10 >= slots * 9 ? PGC_DOCTOR_ERROR
-	                           : used * 2 >= slots     ? PGC_DOCTOR_WARNING
-	                                                   : PGC_DOCTOR_OK;
-	FINDING(out, "lock_table", lsev, slots_s,
-	        lsev == PGC_DOCTOR_OK ? ""
-	                              : "hold fewer advisory locks at once, or raise max_locks_per_transaction"
-	                                " (takes a restart)",
-	        "shared lock table: max_locks_per_transaction %lld x (max_connections %lld +"
-	        " max_prepared_transactions %lld) = %lld slots, shared by table and advisory locks;"
-	        " %lld in use now (%lld advisory)", mlpt, mc, mpt, slots, used, advisory);
-
-	/* Sessions idle in transaction right now (other than ours). */
-	char own1[24], own2[24];
-	snprintf(own1, sizeof own1, "%d", pgc_conn_backend_pid(conn));
-	snprintf(own2, sizeof own2, "%d", probe ? pgc_conn_backend_pid(probe) : 0);
-	const char *pp[2] = { own1, own2 };
-	res = pgc__exec(conn,
-	        "SELECT count(*), coalesce(max(extract(epoch FROM clock_timestamp() - state_change))::bigint, 0),"
-	        " (array_agg(pid ORDER BY state_change))[1],"
-	        " (array_agg(usename::text ORDER BY state_change))[1]"
-	        " FROM pg_catalog.pg_stat_activity"
-	        " WHERE state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
-	        " AND pid <> $1::int AND pid <> $2::int", 2, pp, &rc, err);
-	if (res == NULL)
-		goto fail;
-	long long idle = atoll(PQgetvalue(res, 0, 0)), oldest = atoll(PQgetvalue(res, 0, 1));
-	char oldest_pid[24], oldest_user[128];
-	snprintf(oldest_pid, sizeof oldest_pid, "%s", PQgetvalue(res, 0, 2));
-	snprintf(oldest_user, sizeof oldest_user, "%s", PQgetvalue(res, 0, 3));
-	PQclear(res);
-	char idle_s[24], fix[512];
-	snprintf(idle_s, sizeof idle_s, "%lld", idle);
-	const char *scope = sees_all ? "" : " (only sessions of roles you can see: grant pg_read_all_stats"
-	                                    " to see all)";
-	if (idle > 0) {
-		snprintf(fix, sizeof fix,
-		         "find what it holds and blocks (pg_locks, pg_blocking_pids), end it with SELECT"
-		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
-		         oldest_pid);
-		FINDING(out, "idle_in_transaction", PGC_DOCTOR_WARNING, idle_s, fix,
-		        "%lld session(s) idle in transaction now; the oldest, pid %s (user %s), for %lld s: it"
-		        " keeps every lock it took%s", idle, oldest_pid, oldest_user, oldest, scope);
-	} else {
-		FINDING(out, "idle_in_transaction", PGC_DOCTOR_OK, idle_s, "",
-		        "no other session is idle in transaction%s", scope);
-	}
-
-	/* The pgcoord schema against this binary. */
-	int sv = 0, latest = pgc_schema_latest();
-	pgc_error serr = PGC_ERROR_INIT;
-	char sv_s[24];
-	if (pgc_schema_version(conn, schema, &sv, &serr) != PGC_OK) {
-		if (serr.code == PGC_ECONNLOST || serr.code == PGC_EUSAGE) {
-			if (err != NULL)
-				*err = serr;
-			rc = serr.code;
-			goto fail;
-		}
-		FINDING(out, "schema", PGC_DOCTOR_WARNING, "unknown",
-		        "grant this role USAGE on the schema and SELECT on its migrations table",
-		        "cannot read the version of schema %s: %s", schema, serr.message);
-	} else {
-		snprintf(sv_s, sizeof sv_s, "%d", sv);
-		if (sv == 0)
-			FINDING(out, "schema", PGC_DOCTOR_INFO, sv_s, "pgcoord init",
-			        "schema %s is not installed (the queue, leases and elections need it; locks do"
-			        " not)", schema);
-		else if (sv < latest)
-			FINDING(out, "schema", PGC_DOCTOR_WARNING, sv_s, "pgcoord init",
-			        "schema %s is at version %d, this pgcoord knows %d", schema, sv, latest);
-		else if (sv > latest)
-			FINDING(out, "schema", PGC_DOCTOR_ERROR, sv_s, "upgrade pgcoord to a release that knows it",
-			        "schema %s is at version %d, newer than this pgcoord (%d)", schema, sv, latest);
-		else
-			FINDING(out, "schema", PGC_DOCTOR_OK, sv_s, "", "schema %s is at version %d, as this"
-			        " pgcoord expects", schema, sv);
-	}
-	pgc_conn_close(probe);
-	PQfreemem(quser);
-	return PGC_OK;
-fail:
-	pgc_conn_close(probe);
-	PQfreemem(quser);
-	return rc;
+	doctor d = { conn, opts, schema, out, err, PGC_OK, NULL, false, "", NULL, false };
+	for (size_t i = 0; i < sizeof checks / sizeof checks[0] && d.rc == PGC_OK; i++)
+		if (opts->check_pooler || !checks[i].pooler)
+			checks[i].fn(&d, &checks[i]);
+	pgc_conn_close(d.fresh);
+	PQfreemem(d.quser);
+	return d.rc;
 }

@@ -1,12 +1,11 @@
-/* lab.c - the lab's catalogue, its runner and the session helpers every experiment uses
+/* lab.c - the lab's catalogue and its runner: verdicts, observed values, threads and the
+ * barrier
  *
  * The runner opens an observer session, creates the scratch schema, runs the experiment,
  * closes every session the experiment opened (which ends whatever they still hold) and drops
- * the schema. Every statement goes out with PQsendQueryParams and is collected with poll()
- * against a monotonic deadline, so even a server that stops answering cannot hang the lab;
- * on the server side every session has lock_timeout and statement_timeout set. */
+ * the schema. The experiments live one file per topic (lab_advisory.c, lab_tables.c,
+ * lab_rows.c, lab_queue.c, lab_patterns.c); how they talk to the server is lab_session.c. */
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,90 +14,115 @@
 
 #include "lab_internal.h"
 
-#define SEED000 "000 lab"
-
+/* The catalogue, in the order pgcoord lab runs it. Each claim names where the PostgreSQL
+ * manual says it (chapter 13, "Concurrency Control", keeps its numbers across releases; other
+ * pages by name), or, where the manual does not, the pattern it belongs to. */
 static const struct {
 	pgc_lab_info info;
 	lab_fn fn;
 } catalogue[] = {
 	{ { "singleton", "five contenders try one session lock; exactly one runs the job",
-	    SEED000 " result 1" }, lab_exp_singleton },
+	    "explicit locking, 13.3.5 advisory locks" }, lab_exp_singleton },
 	{ { "pool-trap", "an unlock from another session returns false; the lock stays held",
-	    SEED000 " result 2" }, lab_exp_pool_trap },
+	    "advisory lock functions (pg_advisory_unlock)" }, lab_exp_pool_trap },
 	{ { "xact-rollback", "a transaction-level advisory lock is released by rollback",
-	    SEED000 " result 3" }, lab_exp_xact_rollback },
+	    "explicit locking, 13.3.5 advisory locks (transaction-level locks)" },
+	  lab_exp_xact_rollback },
 	{ { "stacked-unlock", "a session lock taken twice needs two unlocks",
-	    SEED000 " result 4" }, lab_exp_stacked_unlock },
+	    "explicit locking, 13.3.5 advisory locks (session-level requests stack)" },
+	  lab_exp_stacked_unlock },
 	{ { "session-end", "a leaked session lock disappears when its session ends",
-	    SEED000 " result 5" }, lab_exp_session_end },
+	    "explicit locking, 13.3.5 advisory locks (held until released or the session ends)" },
+	  lab_exp_session_end },
 	{ { "mvcc-read", "a plain SELECT does not wait for an uncommitted UPDATE; it sees the old row",
-	    "002 §01" }, lab_exp_mvcc_read },
+	    "concurrency control, 13.1 introduction (reading never blocks writing)" },
+	  lab_exp_mvcc_read },
 	{ { "oversell", "read-then-write oversells under concurrency; UPDATE ... WHERE stock > 0 never does",
-	    "002 §01, §07" }, lab_exp_oversell },
+	    "concurrency control, 13.2.1 read committed isolation level (UPDATE re-checks WHERE)" },
+	  lab_exp_oversell },
 	{ { "table-lock-matrix", "the 8x8 table-lock conflicts, measured with LOCK TABLE ... NOWAIT pairs",
-	    "002 §03" }, lab_exp_table_lock_matrix },
+	    "explicit locking, 13.3.1 table-level locks (conflicting lock modes)" },
+	  lab_exp_table_lock_matrix },
 	{ { "lock-table-needs-tx", "LOCK TABLE outside a transaction block is an error",
-	    "002 §03" }, lab_exp_lock_table_needs_tx },
+	    "SQL commands, LOCK (only in a transaction block)" }, lab_exp_lock_table_needs_tx },
 	{ { "lock-table-default", "LOCK TABLE without a mode takes ACCESS EXCLUSIVE",
-	    "002 §03" }, lab_exp_lock_table_default },
+	    "SQL commands, LOCK (the default mode)" }, lab_exp_lock_table_default },
 	{ { "row-lock-matrix", "the 4x4 row-lock conflicts, measured with SELECT ... NOWAIT pairs",
-	    "002 §04" }, lab_exp_row_lock_matrix },
+	    "explicit locking, 13.3.2 row-level locks (conflicting row-level locks)" },
+	  lab_exp_row_lock_matrix },
 	{ { "row-lock-self", "a transaction never conflicts with itself and can strengthen its row lock",
-	    "002 §04" }, lab_exp_row_lock_self },
+	    "explicit locking, 13.3.2 row-level locks" }, lab_exp_row_lock_self },
 	{ { "key-share", "a non-key UPDATE coexists with FOR KEY SHARE; a DELETE waits",
-	    "002 §04, §05" }, lab_exp_key_share },
+	    "explicit locking, 13.3.2 row-level locks (FOR KEY SHARE)" }, lab_exp_key_share },
 	{ { "fk-insert", "a child INSERT waits for a parent FOR UPDATE, not for a non-key UPDATE",
-	    "002 §04, §07" }, lab_exp_fk_insert },
+	    "explicit locking, 13.3.2 row-level locks (FOR KEY SHARE, as foreign keys take it)" },
+	  lab_exp_fk_insert },
 	{ { "nowait", "NOWAIT fails with 55P03 and aborts the transaction; a savepoint keeps it usable",
-	    "002 §05" }, lab_exp_nowait },
+	    "SQL commands, SELECT: the locking clause (NOWAIT); SAVEPOINT" }, lab_exp_nowait },
 	{ { "for-update-of", "FOR UPDATE OF o locks only orders; without OF the joined customers too",
-	    "002 §06" }, lab_exp_for_update_of },
+	    "SQL commands, SELECT: the locking clause (OF)" }, lab_exp_for_update_of },
 	{ { "limit-offset", "LIMIT locks only returned rows; rows skipped by OFFSET are locked too",
-	    "002 §06" }, lab_exp_limit_offset },
+	    "SQL commands, SELECT: the locking clause (with LIMIT and OFFSET)" },
+	  lab_exp_limit_offset },
 	{ { "cte-lock", "a top-level FOR UPDATE does not lock a WITH query's rows; FOR UPDATE inside it does",
-	    "002 §06" }, lab_exp_cte_lock },
+	    "SQL commands, SELECT: the locking clause (WITH queries)" }, lab_exp_cte_lock },
 	{ { "lock-shape", "FOR UPDATE with GROUP BY, DISTINCT, aggregates, windows or UNION is rejected",
-	    "002 §06" }, lab_exp_lock_shape },
+	    "SQL commands, SELECT: the locking clause (where it cannot be used)" },
+	  lab_exp_lock_shape },
 	{ { "recheck", "after a wait, READ COMMITTED returns the new row or none; REPEATABLE READ fails 40001",
-	    "002 §06" }, lab_exp_recheck },
+	    "concurrency control, 13.2.1 read committed and 13.2.2 repeatable read isolation levels" },
+	  lab_exp_recheck },
 	{ { "savepoint-locks", "locks taken after a savepoint are released by ROLLBACK TO; earlier ones stay",
-	    "002 §02" }, lab_exp_savepoint_locks },
+	    "SQL commands, ROLLBACK TO SAVEPOINT" }, lab_exp_savepoint_locks },
 	{ { "unique-email", "check-then-insert with FOR UPDATE admits duplicates; ON CONFLICT lets one win",
-	    "002 §07, §16" }, lab_exp_unique_email },
+	    "SQL commands, INSERT: ON CONFLICT; 13.2.1 read committed isolation level" },
+	  lab_exp_unique_email },
 	{ { "deadlock", "a lock cycle is detected (40P01), one victim; the same work in global order completes",
-	    "002 §08" }, lab_exp_deadlock },
+	    "explicit locking, 13.3.4 deadlocks" }, lab_exp_deadlock },
 	{ { "advisory-shared", "shared advisory locks coexist; an exclusive one waits for them",
-	    "002 §09" }, lab_exp_adv_shared },
+	    "advisory lock functions (shared and exclusive locks)" }, lab_exp_adv_shared },
 	{ { "advisory-keyspaces", "the bigint and the int4-pair advisory key spaces are separate",
-	    "002 §09" }, lab_exp_adv_keyspaces },
+	    "advisory lock functions (bigint and int4-pair keys); the pg_locks view" },
+	  lab_exp_adv_keyspaces },
 	{ { "advisory-rollback", "a session advisory lock survives the rollback of its transaction",
-	    "002 §09" }, lab_exp_adv_rollback },
+	    "explicit locking, 13.3.5 advisory locks (session-level locks ignore transactions)" },
+	  lab_exp_adv_rollback },
 	{ { "advisory-xact-autocommit", "pg_advisory_xact_lock in autocommit is released at once",
-	    "002 §09" }, lab_exp_adv_xact_autocommit },
+	    "explicit locking, 13.3.5 advisory locks (transaction-level locks)" },
+	  lab_exp_adv_xact_autocommit },
 	{ { "advisory-limit", "a lock function evaluated before LIMIT locks every row; the subquery form locks LIMIT",
-	    "002 §09" }, lab_exp_adv_limit },
+	    "explicit locking, 13.3.5 advisory locks (the LIMIT example)" }, lab_exp_adv_limit },
 	{ { "skip-locked", "concurrent workers claim disjoint jobs with FOR UPDATE SKIP LOCKED",
-	    "002 §10" }, lab_exp_skip_locked },
+	    "SQL commands, SELECT: the locking clause (SKIP LOCKED)" }, lab_exp_skip_locked },
 	{ { "stale-completion", "completing a job with a stale owner updates zero rows",
-	    "002 §10" }, lab_exp_stale_completion },
+	    "a job queue pattern: the completion checks the claim's owner" },
+	  lab_exp_stale_completion },
 	{ { "lease-recovery", "a job whose lease expired is recovered and claimed again",
-	    "002 §10" }, lab_exp_lease_recovery },
+	    "a job queue pattern: a reaper puts back claims whose lease expired" },
+	  lab_exp_lease_recovery },
 	{ { "blocking-pids", "pg_blocking_pids names an idle-in-transaction blocker",
-	    "002 §11" }, lab_exp_blocking_pids },
+	    "system information functions (pg_blocking_pids); pg_stat_activity" },
+	  lab_exp_blocking_pids },
 	{ { "cancel-terminate", "pg_cancel_backend keeps the session; pg_terminate_backend ends it and frees its locks",
-	    "002 §11" }, lab_exp_cancel_terminate },
+	    "server signaling functions (pg_cancel_backend, pg_terminate_backend)" },
+	  lab_exp_cancel_terminate },
 	{ { "strong-lock-queue", "ALTER TABLE waits behind a reader; a new SELECT queues behind the ALTER",
-	    "002 §12" }, lab_exp_strong_lock_queue },
+	    "explicit locking, 13.3.1 table-level locks; SQL commands, ALTER TABLE" },
+	  lab_exp_strong_lock_queue },
 	{ { "lockrows-plan", "SELECT ... FOR UPDATE adds a LockRows node to the plan",
-	    "002 §12" }, lab_exp_lockrows_plan },
+	    "SQL commands, EXPLAIN" }, lab_exp_lockrows_plan },
 	{ { "row-locks-memory", "locking 100,000 rows FOR UPDATE adds no per-row entries to pg_locks",
-	    "002 §17" }, lab_exp_row_locks_memory },
+	    "explicit locking, 13.3.2 row-level locks (row locks are not kept in memory)" },
+	  lab_exp_row_locks_memory },
 	{ { "row-wait-xid", "a row-lock waiter shows up as a ShareLock request on a transactionid",
-	    "002 §17" }, lab_exp_row_wait_xid },
+	    "the pg_locks view (a row-lock wait is a wait for a transaction id)" },
+	  lab_exp_row_wait_xid },
 	{ { "lock-timeout", "lock_timeout ends a lock wait with 55P03",
-	    "002 §02, §11" }, lab_exp_lock_timeout },
+	    "client connection defaults, statement behavior (lock_timeout)" },
+	  lab_exp_lock_timeout },
 	{ { "statement-timeout", "statement_timeout ends a long statement with 57014",
-	    "002 §02, §11" }, lab_exp_statement_timeout },
+	    "client connection defaults, statement behavior (statement_timeout)" },
+	  lab_exp_statement_timeout },
 };
 
 #define CATALOGUE_N (sizeof catalogue / sizeof catalogue[0])
@@ -210,378 +234,6 @@ void lab_vbool(lab *L, const char *name, bool v)
 void lab_vtext(lab *L, const char *name, const char *v)
 {
 	add_value(L, name, PGC_LAB_TEXT, v ? v : "");
-}
-
-const char *lab_fmt(char *buf, long long v)
-{
-	snprintf(buf, 24, "%lld", v);
-	return buf;
-}
-
-int64_t lab_key(lab *L, int n)
-{
-	return L->key_base + n;
-}
-
-void lab_sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* ---- sessions ---- */
-
-static const char *first_line(const char *sql, char *buf, size_t n)
-{
-	pgc__copy_line(buf, n, sql);
-	if (strlen(buf) > 70)
-		memcpy(buf + 67, "...", 4);
-	return buf;
-}
-
-/* Server notices (the WARNING of an unlock that held nothing) are kept, never printed. */
-static void keep_notice(void *arg, const PGresult *res)
-{
-	lab_sess *s = arg;
-	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	pgc__copy_line(s->notice, sizeof s->notice, msg ? msg : PQresultErrorMessage(res));
-}
-
-static lab_sess *open_session(lab *L, const char *label, bool set_path)
-{
-	if (L->nsess >= LAB_SESSIONS_MAX) {
-		lab_fail(L, "internal: more than %d sessions", LAB_SESSIONS_MAX);
-		return NULL;
-	}
-	lab_sess *s = &L->sess[L->nsess];
-	memset(s, 0, sizeof *s);
-	snprintf(s->label, sizeof s->label, "%s", label);
-	char app[128];
-	snprintf(app, sizeof app, "%s/%s/%s", L->opts.application_name, L->info->name, label);
-	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-	co.application_name = app;
-	pgc_error err = PGC_ERROR_INIT;
-	if (pgc_connect(L->dsn, &co, &s->conn, &err) != PGC_OK) {
-		L->connect_err = err;
-		lab_fail(L, "session %s: %s", label, err.message);
-		return NULL;
-	}
-	L->nsess++;
-	s->pg = pgc_conn_pg(s->conn);
-	s->pid = pgc_conn_backend_pid(s->conn);
-	PQsetNoticeReceiver(s->pg, keep_notice, s);
-	char lt[24], st[24];
-	snprintf(lt, sizeof lt, "%dms", L->opts.lock_timeout_ms);
-	snprintf(st, sizeof st, "%dms", L->opts.lock_timeout_ms + 5000);
-	const char *params[4] = { lt, st, "60s", set_path ? L->qschema : NULL };
-	/* Parameters, not pasted text: set_config() takes the values as data. The observer keeps
-	 * the default search_path (it creates the schema before anyone uses it). */
-	const char *sql = set_path
-	        ? "SELECT set_config('lock_timeout', $1, false), set_config('statement_timeout', $2, false),"
-	          " set_config('idle_in_transaction_session_timeout', $3, false),"
-	          " set_config('search_path', $4, false), pg_backend_pid()"
-	        : "SELECT set_config('lock_timeout', $1, false), set_config('statement_timeout', $2, false),"
-	          " set_config('idle_in_transaction_session_timeout', $3, false), '', pg_backend_pid()";
-	PGresult *res = lab_query(L, s, sql, set_path ? 4 : 3, params);
-	if (res == NULL)
-		return NULL;
-	/* Behind a pooler the pid libpq got at connect time may not be the server's. */
-	s->pid = atoi(PQgetvalue(res, 0, 4));
-	PQclear(res);
-	return s;
-}
-
-lab_sess *lab_open(lab *L)
-{
-	char label[8];
-	snprintf(label, sizeof label, "%c", 'A' + (L->nsess - 1));
-	return open_session(L, label, true);
-}
-
-void lab_close(lab *L, lab_sess *s)
-{
-	(void)L;
-	if (s != NULL && s->conn != NULL) {
-		pgc_conn_close(s->conn);
-		s->conn = NULL;
-		s->pg = NULL;
-	}
-}
-
-bool lab_send(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
-{
-	char sh[80];
-	if (s == NULL || s->pg == NULL) {
-		lab_fail(L, "internal: statement on a closed session: %s", first_line(sql, sh, sizeof sh));
-		return false;
-	}
-	if (s->busy) {
-		lab_fail(L, "internal: session %s is still busy", s->label);
-		return false;
-	}
-	int sent = nparams == 0 && params == NULL
-	        ? PQsendQuery(s->pg, sql)
-	        : PQsendQueryParams(s->pg, sql, nparams, NULL, params, NULL, NULL, 0);
-	if (!sent) {
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: cannot send %s: %s", s->label, first_line(sql, sh, sizeof sh), msg);
-		return false;
-	}
-	s->busy = true;
-	return true;
-}
-
-/* Reads input until the pending query is done, at most until deadline (monotonic ms).
- * 1 done, 0 deadline passed, -1 connection trouble. */
-static int wait_ready(lab_sess *s, int64_t deadline)
-{
-	for (;;) {
-		if (!PQconsumeInput(s->pg))
-			return -1;
-		if (!PQisBusy(s->pg))
-			return 1;
-		int64_t left = deadline - pgc__now_ms();
-		if (left <= 0)
-			return 0;
-		struct pollfd pfd = { PQsocket(s->pg), POLLIN, 0 };
-		if (pfd.fd < 0)
-			return -1;
-		int n = poll(&pfd, 1, left > 100 ? 100 : (int)left);
-		if (n < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/* Collects every result of the pending query; keeps the last one. */
-static void drain(lab_sess *s, char state[6], PGresult **last)
-{
-	PGresult *r;
-	state[0] = '\0';
-	while ((r = PQgetResult(s->pg)) != NULL) {
-		ExecStatusType st = PQresultStatus(r);
-		if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
-			const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-			snprintf(state, 6, "%s", code && strlen(code) == 5 ? code : "?????");
-			const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-			pgc__copy_line(s->lasterr, sizeof s->lasterr, msg ? msg : PQresultErrorMessage(r));
-		}
-		if (*last != NULL)
-			PQclear(*last);
-		*last = r;
-	}
-}
-
-static bool finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out,
-                   bool lost_ok)
-{
-	PGresult *last = NULL;
-	if (out != NULL)
-		*out = NULL;
-	state[0] = '\0';
-	if (s == NULL || s->pg == NULL || !s->busy) {
-		lab_fail(L, "internal: nothing sent on session %s", s ? s->label : "?");
-		return false;
-	}
-	/* By default a little past the server's statement_timeout, so that the server's own error
-	 * (which says what happened) normally arrives first. */
-	if (timeout_ms <= 0)
-		timeout_ms = L->opts.lock_timeout_ms + 7000;
-	int rc = wait_ready(s, pgc__now_ms() + timeout_ms);
-	if (rc == 0) {
-		/* Past the deadline: cancel, then give the cancel a bounded moment to land. */
-		PGcancel *c = PQgetCancel(s->pg);
-		char buf[256];
-		if (c != NULL) {
-			PQcancel(c, buf, sizeof buf);
-			PQfreeCancel(c);
-		}
-		if (wait_ready(s, pgc__now_ms() + 2000) == 1) {
-			drain(s, state, &last);
-			PQclear(last);
-			s->busy = false;
-		} else {
-			lab_close(L, s); /* stuck: end the session so nothing it holds stays held */
-		}
-		lab_fail(L, "session %s: no answer within %d ms (cancelled)", s->label, timeout_ms);
-		return false;
-	}
-	if (rc < 0) {
-		s->busy = false;
-		if (lost_ok) {
-			snprintf(state, 6, "%s", "conn");
-			return true;
-		}
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
-		return false;
-	}
-	drain(s, state, &last);
-	s->busy = false;
-	if (PQstatus(s->pg) == CONNECTION_BAD) {
-		PQclear(last);
-		if (lost_ok) {
-			snprintf(state, 6, "%s", "conn");
-			return true;
-		}
-		char msg[256];
-		pgc__copy_line(msg, sizeof msg, PQerrorMessage(s->pg));
-		lab_fail(L, "session %s: connection lost: %s", s->label, msg);
-		return false;
-	}
-	if (out != NULL)
-		*out = last;
-	else
-		PQclear(last);
-	return true;
-}
-
-bool lab_finish(lab *L, lab_sess *s, int timeout_ms, char state[6], PGresult **out)
-{
-	return finish(L, s, timeout_ms, state, out, false);
-}
-
-bool lab_finish_or_lost(lab *L, lab_sess *s, char state[6])
-{
-	return finish(L, s, 0, state, NULL, true);
-}
-
-bool lab_tryp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
-              char state[6], PGresult **out)
-{
-	if (out != NULL)
-		*out = NULL;
-	if (!lab_send(L, s, sql, nparams, params))
-		return false;
-	return lab_finish(L, s, 0, state, out);
-}
-
-bool lab_try(lab *L, lab_sess *s, const char *sql, char state[6])
-{
-	return lab_tryp(L, s, sql, 0, NULL, state, NULL);
-}
-
-PGresult *lab_query(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
-{
-	char state[6], sh[80];
-	PGresult *res = NULL;
-	if (!lab_tryp(L, s, sql, nparams, params, state, &res))
-		return NULL;
-	if (state[0] != '\0') {
-		PQclear(res);
-		lab_fail(L, "session %s: %s (SQLSTATE %s) in: %s", s->label, s->lasterr, state,
-		         first_line(sql, sh, sizeof sh));
-		return NULL;
-	}
-	if (res == NULL) {
-		lab_fail(L, "session %s: no result for: %s", s->label, first_line(sql, sh, sizeof sh));
-		return NULL;
-	}
-	return res;
-}
-
-bool lab_execp(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params)
-{
-	PGresult *res = lab_query(L, s, sql, nparams, params);
-	PQclear(res);
-	return res != NULL;
-}
-
-bool lab_exec(lab *L, lab_sess *s, const char *sql)
-{
-	return lab_execp(L, s, sql, 0, NULL);
-}
-
-static PGresult *one_value(lab *L, lab_sess *s, const char *sql, int nparams,
-                           const char *const *params)
-{
-	char sh[80];
-	PGresult *res = lab_query(L, s, sql, nparams, params);
-	if (res == NULL)
-		return NULL;
-	if (PQntuples(res) < 1 || PQnfields(res) < 1) {
-		PQclear(res);
-		lab_fail(L, "session %s: no row from: %s", s->label, first_line(sql, sh, sizeof sh));
-		return NULL;
-	}
-	return res;
-}
-
-bool lab_int(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
-             long long *out)
-{
-	PGresult *res = one_value(L, s, sql, nparams, params);
-	if (res == NULL)
-		return false;
-	*out = PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return true;
-}
-
-bool lab_bool(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
-              bool *out)
-{
-	PGresult *res = one_value(L, s, sql, nparams, params);
-	if (res == NULL)
-		return false;
-	*out = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	return true;
-}
-
-bool lab_text(lab *L, lab_sess *s, const char *sql, int nparams, const char *const *params,
-              char *out, size_t n)
-{
-	PGresult *res = one_value(L, s, sql, nparams, params);
-	if (res == NULL)
-		return false;
-	snprintf(out, n, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return true;
-}
-
-int lab_await_lock_wait(lab *L, lab_sess *s)
-{
-	char pid[24];
-	lab_fmt(pid, s->pid);
-	const char *params[1] = { pid };
-	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
-	for (;;) {
-		if (!PQconsumeInput(s->pg)) {
-			lab_fail(L, "session %s: connection lost while waiting", s->label);
-			return -1;
-		}
-		if (!PQisBusy(s->pg))
-			return 0;
-		bool waiting;
-		if (!lab_bool(L, L->obs,
-		              "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false)"
-		              " FROM pg_stat_activity WHERE pid = $1::int", 1, params, &waiting))
-			return -1;
-		if (waiting)
-			return 1;
-		if (pgc__now_ms() > deadline) {
-			lab_fail(L, "session %s: neither waiting for a lock nor finished after %d ms",
-			         s->label, L->opts.lock_timeout_ms);
-			return -1;
-		}
-		lab_sleep_ms(5);
-	}
-}
-
-bool lab_adv_count(lab *L, int64_t key, long long *out)
-{
-	char k[24];
-	lab_fmt(k, key);
-	const char *params[1] = { k };
-	return lab_int(L, L->obs,
-	               "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-	               " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-	               " AND classid = ($1::bigint >> 32)::oid"
-	               " AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1",
-	               1, params, out);
 }
 
 /* ---- threads and the barrier ---- */
@@ -700,7 +352,7 @@ int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
 	L->started_ms = pgc__now_ms();
 
 	int rc = PGC_OK;
-	lab_sess *obs = open_session(L, "lab", false);
+	lab_sess *obs = lab_open_observer(L);
 	if (obs == NULL) {
 		/* Nothing was created: the experiment could not start at all. */
 		if (L->connect_err.code != PGC_OK) {
@@ -719,9 +371,10 @@ int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
 		if (*p == '-')
 			*p = '_';
 	snprintf(out->schema, sizeof out->schema, "%s", L->schema);
-	L->qschema = PQescapeIdentifier(obs->pg, L->schema, strlen(L->schema));
+	pgc_error qerr = PGC_ERROR_INIT;
+	L->qschema = pgc__quote_ident(obs->conn, L->schema, &qerr);
 	if (L->qschema == NULL) {
-		lab_fail(L, "cannot quote the schema name");
+		lab_fail(L, "cannot quote the schema name: %s", qerr.message);
 	} else {
 		char sql[200];
 		snprintf(sql, sizeof sql, "CREATE SCHEMA %s", L->qschema);
@@ -736,7 +389,7 @@ int pgc_lab_run(const char *dsn, const char *name, const pgc_lab_options *opts,
 	/* Close the experiment's sessions first: whatever they hold ends with them. */
 	for (int i = 1; i < L->nsess; i++)
 		lab_close(L, &L->sess[i]);
-	if (L->qschema != NULL && obs->pg != NULL) {
+	if (L->qschema != NULL && obs->conn != NULL) {
 		if (opts->keep) {
 			out->schema_kept = true;
 		} else {

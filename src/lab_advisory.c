@@ -1,8 +1,9 @@
-/* lab_advisory.c - the advisory-lock experiments: seed 000's five results and seed 002 §09
+/* lab_advisory.c - advisory locks: one holder at a time, the pool trap, transaction scope,
+ * stacking, the end of a session, shared locks, the two key spaces, and locks taken under LIMIT
  *
- * Seed 000 ran its lab through a connection pool; here every "connection" is a session of
- * its own, which is what the pool handed out. Its five result lines are printed with the
- * same words, and they PASS only when the numbers are the seed's. */
+ * The first five are the classic advisory-lock lab, which ran through a connection pool; here
+ * every "connection" is a session of its own, which is what the pool handed out. Each prints a
+ * fixed numbered result line and PASSes only with the expected numbers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,7 @@
 
 #define KEYP(buf, L, n) const char *kp[1] = { lab_fmt(buf, lab_key(L, n)) }
 
-static const char *tf(bool b)
-{
-	return b ? "true" : "false";
-}
-
-/* ---- seed 000, result 1: a singleton job ---- */
+/* ---- one holder at a time: a singleton job ---- */
 
 struct singleton {
 	int64_t key;
@@ -41,7 +37,7 @@ static void singleton_worker(lab *L, lab_sess *s, int i, void *arg)
 	if (!lab_barrier(L) || !got)
 		return;
 	__atomic_add_fetch(&st->ran, 1, __ATOMIC_SEQ_CST);
-	lab_sleep_ms(150); /* the job */
+	pgc__sleep_ms(150); /* the job */
 	bool unlocked;
 	if (lab_bool(L, s, "SELECT pg_advisory_unlock($1::bigint)", 1, kp, &unlocked) && unlocked)
 		__atomic_add_fetch(&st->unlocked_ok, 1, __ATOMIC_SEQ_CST);
@@ -66,7 +62,7 @@ void lab_exp_singleton(lab *L)
 	            "1. five instances tried a singleton job, instances that ran it: %d", st.ran);
 }
 
-/* ---- seed 000, result 2: the pool trap ---- */
+/* ---- the pool trap: an unlock from another session ---- */
 
 void lab_exp_pool_trap(lab *L)
 {
@@ -84,14 +80,14 @@ void lab_exp_pool_trap(lab *L)
 	/* Both sessions stay open, as a pool keeps its idle connections. */
 	lab_vbool(L, "locked", locked);
 	lab_vbool(L, "unlocked_from_other", unlocked);
-	lab_vtext(L, "server_warning", b->notice);
+	lab_vtext(L, "server_warning", lab_notice(b));
 	lab_vint(L, "held_after", held);
 	lab_verdict(L, locked && !unlocked && held == 1,
 	            "2. lock taken=%s, unlock from another connection=%s, locks held after both went"
-	            " back to the pool: %lld", tf(locked), tf(unlocked), held);
+	            " back to the pool: %lld", lab_tf(locked), lab_tf(unlocked), held);
 }
 
-/* ---- seed 000, result 3: a transaction-level lock ends with its transaction ---- */
+/* ---- a transaction-level lock ends with its transaction ---- */
 
 void lab_exp_xact_rollback(lab *L)
 {
@@ -111,11 +107,11 @@ void lab_exp_xact_rollback(lab *L)
 	lab_vbool(L, "second_caller_while_held", other);
 	lab_vbool(L, "after_rollback", after);
 	lab_verdict(L, got && !other && after,
-	            "3. xact lock: holder=%s, second caller while held=%s, after rollback=%s", tf(got),
-	            tf(other), tf(after));
+	            "3. xact lock: holder=%s, second caller while held=%s, after rollback=%s", lab_tf(got),
+	            lab_tf(other), lab_tf(after));
 }
 
-/* ---- seed 000, result 4: session locks stack ---- */
+/* ---- session locks stack ---- */
 
 void lab_exp_stacked_unlock(lab *L)
 {
@@ -126,7 +122,7 @@ void lab_exp_stacked_unlock(lab *L)
 		return;
 	bool first, second;
 	long long still, after;
-	/* The blocking form, as the seed uses it: lock_timeout bounds the wait. */
+	/* The blocking form, as an application would call it: lock_timeout bounds the wait. */
 	for (int i = 0; i < 2; i++) {
 		char state[6];
 		if (!lab_tryp(L, a, "SELECT pg_advisory_lock($1::bigint)", 1, kp, state, NULL))
@@ -148,10 +144,10 @@ void lab_exp_stacked_unlock(lab *L)
 	lab_vint(L, "held_after", after);
 	lab_verdict(L, first && still == 1 && second && after == 0,
 	            "4. locked twice on one session: first unlock=%s (locks still held: %lld), second"
-	            " unlock=%s", tf(first), still, tf(second));
+	            " unlock=%s", lab_tf(first), still, lab_tf(second));
 }
 
-/* ---- seed 000, result 5: the session's end releases a leaked lock ---- */
+/* ---- the session's end releases a leaked lock ---- */
 
 void lab_exp_session_end(lab *L)
 {
@@ -168,15 +164,15 @@ void lab_exp_session_end(lab *L)
 	    !lab_adv_count(L, lab_key(L, 1), &before))
 		return;
 	if (!locked || unlocked) {
-		lab_fail(L, "could not leak the lock: taken=%s, unlock from another session=%s", tf(locked),
-		         tf(unlocked));
+		lab_fail(L, "could not leak the lock: taken=%s, unlock from another session=%s", lab_tf(locked),
+		         lab_tf(unlocked));
 		return;
 	}
 	lab_close(L, a); /* the session ends */
 	/* The backend releases its locks as it exits, a moment after the client hangs up. */
 	int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
 	while (lab_adv_count(L, lab_key(L, 1), &after) && after != 0 && pgc__now_ms() < deadline)
-		lab_sleep_ms(10);
+		pgc__sleep_ms(10);
 	if (lab_failed(L))
 		return;
 	lab_vint(L, "held_before", before);
@@ -186,7 +182,7 @@ void lab_exp_session_end(lab *L)
 	            before, after);
 }
 
-/* ---- seed 002 §09 ---- */
+/* ---- shared locks, key spaces, scope ---- */
 
 void lab_exp_adv_shared(lab *L)
 {
@@ -226,7 +222,7 @@ void lab_exp_adv_shared(lab *L)
 	lab_vbool(L, "exclusive_granted_after_release", granted);
 	lab_verdict(L, sa && sb && shared_rows == 2 && !ctry && waited == 1 && granted,
 	            "two shared holders at once (%lld rows ShareLock); exclusive try=%s, blocking"
-	            " exclusive %s, granted once both released: %s", shared_rows, tf(ctry),
+	            " exclusive %s, granted once both released: %s", shared_rows, lab_tf(ctry),
 	            waited == 1 ? "waited" : "did not wait", granted ? "yes" : state);
 }
 
@@ -305,7 +301,7 @@ void lab_exp_adv_rollback(lab *L)
 	lab_vbool(L, "unlock_after", unlocked);
 	lab_verdict(L, held == 1 && !other && unlocked,
 	            "session lock taken inside a transaction that rolled back: still held (%lld row),"
-	            " other session's try=%s, explicit unlock=%s", held, tf(other), tf(unlocked));
+	            " other session's try=%s, explicit unlock=%s", held, lab_tf(other), lab_tf(unlocked));
 }
 
 void lab_exp_adv_xact_autocommit(lab *L)
@@ -325,8 +321,10 @@ void lab_exp_adv_xact_autocommit(lab *L)
 	lab_vbool(L, "other_session_try", other);
 	lab_verdict(L, held == 0 && other,
 	            "pg_advisory_xact_lock outside a transaction block: locks held right after it: %lld,"
-	            " another session's try=%s (it protected nothing)", held, tf(other));
+	            " another session's try=%s (it protected nothing)", held, lab_tf(other));
 }
+
+/* ---- a lock function and LIMIT ---- */
 
 /* Advisory locks A's transaction holds now. */
 static bool xact_locks(lab *L, lab_sess *a, long long *n)
@@ -366,7 +364,7 @@ void lab_exp_adv_limit(lab *L)
 	    !count_locks_of(L, a,
 	                    "SELECT DISTINCT id, pg_try_advisory_xact_lock(lock_key) FROM tenants"
 	                    " ORDER BY id LIMIT 3", &distinct) ||
-	    /* The seed's fix: choose the rows in a subquery, lock its output. */
+	    /* The fix the manual gives: choose the rows in a subquery, lock its output. */
 	    !count_locks_of(L, a,
 	                    "SELECT pg_advisory_xact_lock(q.lock_key) FROM"
 	                    " (SELECT lock_key FROM tenants ORDER BY id LIMIT 3) AS q", &fixed) ||

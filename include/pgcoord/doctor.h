@@ -2,8 +2,9 @@
  *
  * A transaction-mode pooler between the client and the server (session locks and LISTEN are
  * unsafe through it), waits without timeouts, invisible lock waits, the size of the shared
- * lock table that advisory locks use, sessions idle in transaction now, and the pgcoord
- * schema's version. Each finding has a severity, a one-line message and the fix. */
+ * lock table that advisory locks use, sessions idle in transaction now (pgcoord's own lock
+ * holders, which stay idle in transaction by design, counted apart), and the pgcoord schema's
+ * version. Each finding has a severity, a one-line message and the fix. */
 #ifndef PGCOORD_DOCTOR_H
 #define PGCOORD_DOCTOR_H
 
@@ -68,6 +69,12 @@ typedef struct pgc_doctor_options {
  * for its backend pid before and during it: a different pid, the second session landing on
  * conn's backend, or conn's statement queueing until the transaction ends all mean pooling.
  * A pooler that refuses transaction blocks (statement mode) is reported too.
+ *
+ * The idle_in_transaction check warns about every session idle in transaction except
+ * pgcoord's own lock holders (PGC_LOCK_HOLD_XACT): application_name "pgcoord/lock-holder",
+ * state exactly "idle in transaction", no backend_xid, no backend_xmin, and only advisory
+ * locks and its own virtualxid in pg_locks. Those are counted in the message at INFO; one of
+ * that name that holds more is counted with the others.
  *
  * Errors: PGC_EUSAGE (conn or out is NULL, conn is inside a transaction, bad options),
  * PGC_ECONNLOST, PGC_ESQL (the server refused a query every check needs). A check that

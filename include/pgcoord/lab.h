@@ -1,4 +1,4 @@
-/* pgcoord/lab.h - experiments that reproduce, on a real server, what the seed documents claim
+/* pgcoord/lab.h - experiments that reproduce, on a real server, how PostgreSQL's locks behave
  *
  * Each experiment opens its own sessions, works in its own scratch schema, bounds every wait
  * with lock_timeout / statement_timeout and a client-side deadline, and ends with a verdict
@@ -22,7 +22,10 @@ extern "C" {
 typedef struct pgc_lab_info {
 	const char *name;        /* "singleton", "table-lock-matrix", ...: what pgc_lab_run takes */
 	const char *description; /* one line, what the experiment shows */
-	const char *seed;        /* where the claim comes from: "000 result 1", "002 §03", ... */
+	/* Where the claim is documented: a section of the PostgreSQL manual, "explicit locking,
+	 * 13.3.2 row-level locks", "SQL commands, SELECT: the locking clause (SKIP LOCKED)"; or,
+	 * where the manual does not say it, the pattern it belongs to, "a job queue pattern: ...". */
+	const char *reference;
 } pgc_lab_info;
 
 /* The catalogue, in the order `pgcoord lab` runs it. *count (may be NULL) receives the number
@@ -56,8 +59,9 @@ typedef struct pgc_lab_value {
 typedef struct pgc_lab_result {
 	const pgc_lab_info *info;                  /* the experiment that ran */
 	bool passed;                               /* PASS (true) or FAIL (false) */
-	/* One line: what the experiment saw (the seed's own result line for seed 000), or on a
-	 * FAIL what went wrong (a timeout, an unexpected error, a value that differs). */
+	/* One line: what the experiment saw (a fixed, numbered result line for the first five,
+	 * "1. five instances tried a singleton job, instances that ran it: 1"), or on a FAIL what
+	 * went wrong (a timeout, an unexpected error, a value that differs). */
 	char observation[PGC_LAB_OBSERVATION_MAX];
 	int nvalues;
 	pgc_lab_value values[PGC_LAB_VALUES_MAX];  /* the observed values, in a stable order */

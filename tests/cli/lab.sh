@@ -1,4 +1,4 @@
-# lab.sh - pgcoord lab: listing, argument errors, a full run with --json, seed 000's lines,
+# lab.sh - pgcoord lab: listing, argument errors, a full run with --json, the numbered lines,
 # --keep, and an exit status that counts failures (locks held elsewhere fail in time)
 . "$(dirname "$0")/lib.sh"
 
@@ -12,15 +12,17 @@ out_has "--key-base=N"
 run 0 "$PG" lab --list
 n=$(wc -l <"$TMP/out")
 [ "$n" -ge 39 ] || fail "--list shows $n experiments, expected at least 39"
-out_has "^singleton  *000 lab result 1  *five contenders"
-out_has "^table-lock-matrix  *002 §03"
+out_has "^singleton  *five contenders.* \[explicit locking, 13.3.5 advisory locks\]$"
+out_has "^table-lock-matrix  *the 8x8 .* \[explicit locking, 13.3.1 table-level locks"
+grep -q "§\|\[[0-9]" "$TMP/out" && fail "--list names a claim by a bare reference"
 run 0 "$PG" --json lab --list
 python3 - "$TMP/out" <<'PY' || fail "lab --list --json"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) >= 39
 for r in rows:
-    assert set(r) == {"name", "seed", "description"}, r
+    assert set(r) == {"name", "description", "reference"}, r
+    assert r["reference"] and "\u00a7" not in r["reference"], r
 PY
 
 run 64 "$PG" lab no-such-experiment
@@ -53,7 +55,7 @@ summary = lines[-1]
 assert summary["type"] == "summary", summary
 assert summary["experiments"] == len(exps) >= 39, summary
 assert summary["passed"] == len(exps) and summary["failed"] == 0, summary
-keys = {"type", "name", "seed", "description", "status", "passed", "observation", "values",
+keys = {"type", "name", "description", "reference", "status", "passed", "observation", "values",
         "elapsed_ms", "schema", "schema_kept"}
 for e in exps:
     assert set(e) == keys, (e["name"], set(e) ^ keys)
@@ -74,17 +76,17 @@ PY
 left=$(psql_q "SELECT count(*) FROM pg_namespace WHERE nspname = ANY (string_to_array('$(python3 -c 'import json,sys; print(",".join(json.loads(l).get("schema","") for l in open(sys.argv[1])))' "$TMP/out")', ','))")
 [ "$left" -eq 0 ] || fail "$left scratch schemas were left behind"
 
-# Seed 000's five result lines, word for word.
+# The five numbered result lines of the advisory-lock experiments, word for word.
 run 0 timeout 60 "$PG" lab singleton pool-trap xact-rollback stacked-unlock session-end
 while IFS= read -r line; do
-	grep -qxF -- "$line" <(cut -c 33- "$TMP/out") || { cat "$TMP/out"; fail "missing seed line: $line"; }
-done <<'SEED'
+	grep -qxF -- "$line" <(cut -c 33- "$TMP/out") || { cat "$TMP/out"; fail "missing result line: $line"; }
+done <<'LINES'
 1. five instances tried a singleton job, instances that ran it: 1
 2. lock taken=true, unlock from another connection=false, locks held after both went back to the pool: 1
 3. xact lock: holder=true, second caller while held=false, after rollback=true
 4. locked twice on one session: first unlock=true (locks still held: 1), second unlock=true
 5. leaked lock rows before the pool closed its idle connections: 1, after: 0
-SEED
+LINES
 out_has "^lab: 5 experiments, 5 passed, 0 failed"
 
 # --keep leaves the schema and says so.
