@@ -7,10 +7,16 @@
  * pid again while that transaction is open. Through a transaction-mode pooler the statement
  * either waits for the other client's transaction to end (the pool is exhausted), or runs on
  * another backend than before, or on the very backend the other client was given; a
- * session-mode pool keeps it where it was. A pooler that refuses BEGIN is in statement mode. */
+ * session-mode pool keeps it where it was. A pooler that refuses BEGIN is in statement mode.
+ * Those signs are fast but may all be missed when other clients share the pool at the same
+ * moment; when none shows, the last test decides: this session LISTENs and the other one
+ * notifies it. A session that keeps its backend hears the notification at once; through a
+ * transaction-mode pooler the LISTEN ran on a server session this client no longer has, and
+ * the notification never comes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conn_priv.h"
 
@@ -37,6 +43,51 @@ static long long backend_pid(pgc_conn *c, int *rc, pgc_error *err)
 	if (pid < 0)
 		*rc = pgc__err(err, PGC_EINTERNAL, "pg_backend_pid() returned no row");
 	return pid;
+}
+
+/* LISTEN or UNLISTEN on the probe's channel (a name of digits and underscores). */
+static int listen_cmd(pgc_conn *c, const char *verb, const char *channel, pgc_error *err)
+{
+	char sql[128];
+	snprintf(sql, sizeof sql, "%s %s", verb, channel);
+	return pgc__command(c, sql, err);
+}
+
+/* Whether a notification sent from other reaches c's LISTEN within wait_ms. */
+static int notify_reaches(pgc_conn *c, pgc_conn *other, int wait_ms, bool *heard, pgc_error *err)
+{
+	char channel[64];
+	snprintf(channel, sizeof channel, "pgcoord_pooler_probe_%u_%u", (unsigned)c->backend_pid, (unsigned)getpid());
+	*heard = false;
+	int rc = listen_cmd(c, "LISTEN", channel, err);
+	if (rc != PGC_OK)
+		return rc;
+	const char *v[1] = { channel };
+	PGresult *r = pgc__exec(other, "SELECT pg_catalog.pg_notify($1, '')", 1, v, &rc, err);
+	if (r == NULL) {
+		pgc_error ignore;
+		(void)listen_cmd(c, "UNLISTEN", channel, &ignore);
+		return rc;
+	}
+	PQclear(r);
+	int64_t end = pgc__now_ms() + wait_ms;
+	for (bool consume = true;; consume = false) {
+		PGnotify *n;
+		while ((n = pgc__notify(c, consume)) != NULL) {
+			*heard |= strcmp(n->relname, channel) == 0;
+			PQfreemem(n);
+			consume = false;
+		}
+		int64_t left = end - pgc__now_ms();
+		if (*heard || left <= 0 || pgc__wait_input(c, -1, left) == PGC__WAIT_LOST)
+			break;
+	}
+	/* Whatever came, stop listening; a notification that arrives later is dropped. */
+	rc = listen_cmd(c, "UNLISTEN", channel, err);
+	PGnotify *n;
+	while ((n = pgc__notify(c, false)) != NULL)
+		PQfreemem(n);
+	return rc;
 }
 
 /* The second half of the probe: c's pid while another client's transaction is open. */
@@ -103,6 +154,17 @@ static int probe_with_second_session(pgc_conn *c, pgc_conn *other, long long pid
 		         pid1);
 	if (queued || pid2 != pid1 || other_pid == pid1) {
 		p->mode = PGC_POOLER_TRANSACTION;
+		return PGC_OK;
+	}
+	bool heard;
+	rc = notify_reaches(c, other, wait_ms, &heard, err);
+	if (rc != PGC_OK)
+		return rc;
+	if (!heard) {
+		p->mode = PGC_POOLER_TRANSACTION;
+		snprintf(p->why, sizeof p->why,
+		         "a notification sent to this session's LISTEN never arrived within %d ms: the LISTEN ran on a server"
+		         " session this client does not keep", wait_ms);
 	} else if (pid1 != p->libpq_pid) {
 		p->mode = PGC_POOLER_SESSION;
 		snprintf(p->why, sizeof p->why,

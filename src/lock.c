@@ -316,6 +316,20 @@ static int check_key(const pgc_key *key, pgc_error *err)
 
 /* ---- statements ------------------------------------------------------------------------- */
 
+/* The one boolean a lock statement answers, or PGC_EINTERNAL when the answer has another
+ * shape (never trust a missing value for "true"). */
+static int answer_bool(PGresult *r, bool *out, pgc_error *err)
+{
+	if (PQntuples(r) != 1 || PQnfields(r) < 1 || PQgetisnull(r, 0, 0)) {
+		int rows = PQntuples(r);
+		PQclear(r);
+		return pgc__err(err, PGC_EINTERNAL, "unexpected answer from the server: %d rows where one boolean was due", rows);
+	}
+	*out = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	return PGC_OK;
+}
+
 /* Runs one of the lock statements that never wait (try-lock, unlock) as a prepared statement
  * of the session. Each is bounded by STATEMENT_DEADLINE_MS: a server that does not answer by
  * then is treated as gone, and the session is closed (which is also what releases its locks
@@ -344,9 +358,7 @@ static int granted_now(pgc_conn *conn, const pgc_key *key, bool shared, bool *ou
 	PGresult *r = pgc__exec_cached(conn, sql_granted, 4, p, &rc, err);
 	if (r == NULL)
 		return rc;
-	*out = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-	PQclear(r);
-	return PGC_OK;
+	return answer_bool(r, out, err);
 }
 
 /* ---- the name registry ------------------------------------------------------------------ */
@@ -387,10 +399,10 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 	if (t->registry == 0) {
 		const char *p[1] = { schema };
 		PGresult *r = pgc__exec_cached(conn, sql_registry_exists, 1, p, &rc, err);
-		if (r == NULL)
+		bool present;
+		if (r == NULL || (rc = answer_bool(r, &present, err)) != PGC_OK)
 			return rc;
-		t->registry = strcmp(PQgetvalue(r, 0, 0), "t") == 0 ? 1 : -1;
-		PQclear(r);
+		t->registry = present ? 1 : -1;
 	}
 	if (t->registry < 0)
 		return PGC_OK;
@@ -413,6 +425,11 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 		PGresult *r = pgc__query(conn, sql, 2, p, &call, &rc, err);
 		if (r == NULL)
 			break;
+		if (PQntuples(r) != 1 || PQnfields(r) != 3) {
+			PQclear(r);
+			rc = pgc__err(err, PGC_EINTERNAL, "unexpected answer from the server recording lock name \"%s\"", key->name);
+			break;
+		}
 		bool inserted = strcmp(PQgetvalue(r, 0, 0), "1") == 0;
 		bool has_name = !PQgetisnull(r, 0, 1), has_key = !PQgetisnull(r, 0, 2);
 		if (!inserted && has_name && strcmp(PQgetvalue(r, 0, 1), key->name) != 0)
@@ -460,10 +477,9 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 		return PGC_OK;
 	const char *p[1] = { schema };
 	PGresult *r = pgc__exec(conn, sql_registry_exists, 1, p, &rc, err);
-	if (r == NULL)
+	bool present;
+	if (r == NULL || (rc = answer_bool(r, &present, err)) != PGC_OK)
 		return rc;
-	bool present = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-	PQclear(r);
 	if (!present)
 		return PGC_OK;
 	char *q = pgc__quote_ident(conn, schema, err);
@@ -644,11 +660,12 @@ static int hold_acquire(pgc_conn *conn, lock_table *t, const pgc_key *key, const
 		key_params kp;
 		key_params_set(&kp, key);
 		PGresult *r = exec_quick(conn, sql_xact_try[pair][shared], &kp, &rc, err);
-		bool got = r != NULL && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-		PQclear(r);
+		bool got = false;
+		if (r != NULL)
+			rc = answer_bool(r, &got, err);
 		if (!got) {
 			(void)pgc__rollback(conn);
-			if (r == NULL)
+			if (r == NULL || rc != PGC_OK)
 				return rc;
 			char d[PGC_KEY_NAME_MAX + 64];
 			return pgc__err(err, PGC_EBUSY, "lock %s is held by another session", describe(key, d, sizeof d));
@@ -704,8 +721,9 @@ int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_optio
 		PGresult *r = exec_quick(conn, sql_try[pair][shared], &kp, &rc, err);
 		if (r == NULL)
 			return rc;
-		bool got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-		PQclear(r);
+		bool got;
+		if ((rc = answer_bool(r, &got, err)) != PGC_OK)
+			return rc;
 		if (!got) {
 			char d[PGC_KEY_NAME_MAX + 64];
 			return pgc__err(err, PGC_EBUSY, "lock %s is held by another session", describe(key, d, sizeof d));
@@ -832,8 +850,14 @@ int pgc_lock_release(pgc_lock *lock, pgc_error *err)
 		handle_free(lock);
 		return rc;
 	}
-	bool ok = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-	PQclear(r);
+	bool ok;
+	if ((rc = answer_bool(r, &ok, err)) != PGC_OK) {
+		/* Not known whether the server let go: the session is not to be trusted. */
+		pgc__drop(conn);
+		pgc__session_lost(conn, "an unexpected answer to an unlock");
+		handle_free(lock);
+		return rc;
+	}
 	held_dec(t, &lock->key, lock->shared);
 	bool shared = lock->shared;
 	handle_free(lock);
@@ -933,8 +957,9 @@ static int xact_one(pgc_conn *conn, lock_table *t, const pgc_key *key, unsigned 
 		PGresult *r = pgc__exec_cached(conn, sql_xact_try[pair][shared], kp.n, kp.v, &rc, err);
 		if (r == NULL)
 			return rc;
-		bool got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-		PQclear(r);
+		bool got;
+		if ((rc = answer_bool(r, &got, err)) != PGC_OK)
+			return rc;
 		if (!got) {
 			char d[PGC_KEY_NAME_MAX + 64];
 			return pgc__err(err, PGC_EBUSY, "lock %s is held by another session", describe(key, d, sizeof d));

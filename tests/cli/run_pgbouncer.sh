@@ -45,12 +45,13 @@ st=$?
 run 0 "$PG" -d "$tx" run -n "$name" --schema "$S" -v -- echo third
 err_has "held in an open transaction"
 
-# 2. Five contenders: one at a time, every one runs, nothing left held.
+# 2. Five contenders: one at a time, every one runs, nothing left held; each one found the
+#    pooler for what it is although the others shared the pool at the same moment.
 log=$TMP/contend.log
 : >"$log"
 pids=()
 for i in 1 2 3 4 5; do
-	"$PG" -d "$tx" run -w 30s "$name" --schema "$S" -- sh -c \
+	"$PG" -d "$tx" run -v -w 30s "$name" --schema "$S" -- sh -c \
 		"echo start $i \$(date +%s%N) >>$log; sleep 0.3; echo end $i \$(date +%s%N) >>$log" \
 		>"$TMP/c$i.out" 2>"$TMP/c$i.err" &
 	pids+=($!)
@@ -59,6 +60,8 @@ for i in 0 1 2 3 4; do
 	wait "${pids[$i]}"
 	st=$?
 	[ "$st" -eq 0 ] || { cat "$TMP/c$((i + 1)).err"; fail "contender $((i + 1)) exited $st"; }
+	grep -q "held in an open transaction" "$TMP/c$((i + 1)).err" ||
+		{ cat "$TMP/c$((i + 1)).err"; fail "contender $((i + 1)) took a session lock through a transaction-mode pooler"; }
 done
 python3 - "$log" <<'PY' || fail "two contenders held the lock at once"
 import sys
@@ -98,6 +101,15 @@ grep -Eq "[^0-9]0 are dead but not yet removable" "$TMP/vac" || { cat "$TMP/vac"
 timeout 20 psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "CREATE INDEX CONCURRENTLY t_v ON $S.t (v)" \
 	|| fail "CREATE INDEX CONCURRENTLY did not complete while the lock was held"
 kill -0 "$h" 2>/dev/null || { cat "$TMP/h.err"; fail "the holder ended early"; }
+# doctor knows it for what it is: idle in transaction by design, not a problem.
+"$PG" -d "$PGCOORD_TEST_DSN" --json doctor --no-pooler-check --schema "$S" >"$TMP/doc" 2>"$TMP/doc.err"
+python3 - "$TMP/doc" <<'PY' || { cat "$TMP/doc"; fail "doctor reported the lock holder as a problem"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = [f for f in d["findings"] if f["check"] == "idle_in_transaction"][0]
+assert f["severity"] in ("ok", "info"), f
+assert "lock holder" in f["message"], f
+PY
 
 # 4. SIGKILL of pgcoord: the pooler ends the transaction with the client, and the lock is free.
 kill -KILL "$h"
@@ -133,9 +145,13 @@ grep -q "lost" "$TMP/l.err" || { cat "$TMP/l.err"; fail "no word of the loss"; }
 run 0 "$PG" -d "$tx" run -n "$name" --schema "$S" --fence -- sh -c 'test -n "$PGCOORD_FENCE_TOKEN"'
 
 # 7. In session mode: a session lock (not a held transaction).
-"$PG" -d "$sess" run "$name" --schema "$S" -v -- sleep 2 >"$TMP/s.out" 2>"$TMP/s.err" &
+"$PG" -d "$sess" run "$name" --schema "$S" -v -- sleep 3 >"$TMP/s.out" 2>"$TMP/s.err" &
 s=$!
-sleep 1
+end=$((SECONDS + 15))
+until [ "$(holders "$name")" = 1 ]; do
+	[ $SECONDS -lt $end ] || { cat "$TMP/s.err"; fail "the session-mode holder did not take the lock"; }
+	sleep 0.1
+done
 [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord/lock-holder'")" = 0 ] \
 	|| fail "session mode held the lock in a transaction"
 run 1 "$PG" -d "$sess" run -n "$name" --schema "$S" -- true
