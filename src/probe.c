@@ -1,0 +1,555 @@
+/* probe.c - which locks does a statement take: it runs inside BEGIN ... ROLLBACK while a second
+ * session watches it, and what its backend held is read before the rollback */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag_int.h"
+
+/* The leading words of a statement, upper-cased, outside comments, strings and quoted names,
+ * enough to recognise what cannot run inside BEGIN ... ROLLBACK. */
+#define PROBE_WORDS 48
+
+typedef struct stmt_words {
+	char w[PROBE_WORDS][24];
+	size_t n;
+	bool empty;
+	bool several;   /* a second statement follows a semicolon */
+	bool stdin_seen;
+	bool concurrently;
+	bool locking_clause; /* FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE, FOR KEY SHARE */
+} stmt_words;
+
+static bool is_word_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+	       (unsigned char)c >= 0x80;
+}
+
+static void scan_words(const char *sql, stmt_words *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *p = sql;
+	bool after_semicolon = false, any = false, after_for = false;
+	while (*p) {
+		char c = *p;
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
+			p++;
+		} else if (c == '-' && p[1] == '-') {
+			while (*p && *p != '\n')
+				p++;
+		} else if (c == '/' && p[1] == '*') {
+			int depth = 0;
+			while (*p) {
+				if (p[0] == '/' && p[1] == '*') {
+					depth++;
+					p += 2;
+				} else if (p[0] == '*' && p[1] == '/') {
+					p += 2;
+					if (--depth == 0)
+						break;
+				} else {
+					p++;
+				}
+			}
+		} else if (c == ';') {
+			after_semicolon = any;
+			p++;
+		} else {
+			if (after_semicolon) {
+				out->several = true;
+				after_semicolon = false;
+			}
+			any = true;
+			if (c == '\'' ) {
+				bool backslash = p > sql && (p[-1] == 'E' || p[-1] == 'e');
+				p++;
+				while (*p) {
+					if (backslash && *p == '\\' && p[1]) {
+						p += 2;
+					} else if (*p == '\'' && p[1] == '\'') {
+						p += 2;
+					} else if (*p == '\'') {
+						p++;
+						break;
+					} else {
+						p++;
+					}
+				}
+			} else if (c == '"') {
+				p++;
+				while (*p) {
+					if (*p == '"' && p[1] == '"')
+						p += 2;
+					else if (*p++ == '"')
+						break;
+				}
+				if (out->n < PROBE_WORDS)
+					snprintf(out->w[out->n++], sizeof out->w[0], "\"");
+			} else if (c == '$' && (p[1] == '$' || (is_word_char(p[1]) && (p[1] < '0' || p[1] > '9')))) {
+				/* A dollar-quoted string $tag$ ... $tag$; "$1" and "a$b" are not. */
+				const char *t = p + 1;
+				while (*t && *t != '$' && is_word_char(*t))
+					t++;
+				if (*t != '$') {
+					p++;
+					continue;
+				}
+				size_t taglen = (size_t)(t - p) + 1;
+				const char *q = t + 1;
+				while (*q && !(*q == '$' && strncmp(q, p, taglen) == 0))
+					q++;
+				p = *q ? q + taglen : q;
+			} else if (is_word_char(c)) {
+				char word[24];
+				size_t k = 0;
+				while (*p && is_word_char(*p)) {
+					if (k + 1 < sizeof word)
+						word[k++] = (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : *p);
+					p++;
+				}
+				word[k] = '\0';
+				if (strcmp(word, "STDIN") == 0)
+					out->stdin_seen = true;
+				if (strcmp(word, "CONCURRENTLY") == 0)
+					out->concurrently = true;
+				if (after_for && (strcmp(word, "UPDATE") == 0 || strcmp(word, "SHARE") == 0 ||
+				                  strcmp(word, "NO") == 0 || strcmp(word, "KEY") == 0))
+					out->locking_clause = true;
+				after_for = strcmp(word, "FOR") == 0;
+				if (out->n < PROBE_WORDS)
+					snprintf(out->w[out->n++], sizeof out->w[0], "%s", word);
+			} else {
+				if (out->n < PROBE_WORDS && (c == '(' || c == ')'))
+					snprintf(out->w[out->n++], sizeof out->w[0], "%c", c);
+				p++;
+			}
+		}
+	}
+	out->empty = !any;
+}
+
+static bool word_is(const stmt_words *s, size_t i, const char *w)
+{
+	return i < s->n && strcmp(s->w[i], w) == 0;
+}
+
+static bool has_word(const stmt_words *s, const char *w)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->w[i], w) == 0)
+			return true;
+	return false;
+}
+
+const char *pgc_probe_refusal(const char *sql)
+{
+	if (sql == NULL)
+		return "no statement given";
+	stmt_words s;
+	scan_words(sql, &s);
+	if (s.empty)
+		return "the statement is empty";
+	if (s.several)
+		return "give one statement at a time: probe runs exactly one statement";
+	size_t i = 0;
+	while (word_is(&s, i, "("))
+		i++;
+	const char *w0 = i < s.n ? s.w[i] : "";
+	static const char *const txctl[] = { "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT",
+	                                      "SAVEPOINT", "RELEASE" };
+	for (size_t k = 0; k < sizeof txctl / sizeof txctl[0]; k++)
+		if (strcmp(w0, txctl[k]) == 0)
+			return "transaction control cannot be probed: probe runs the statement in its own "
+			       "transaction and rolls it back";
+	if (strcmp(w0, "PREPARE") == 0 && word_is(&s, i + 1, "TRANSACTION"))
+		return "PREPARE TRANSACTION cannot be probed: probe rolls its transaction back";
+	if (strcmp(w0, "VACUUM") == 0)
+		return "VACUUM cannot run inside a transaction block, so it cannot be probed (it takes "
+		       "SHARE UPDATE EXCLUSIVE on each table it processes: writes go on; VACUUM FULL "
+		       "takes ACCESS EXCLUSIVE: nothing else goes on)";
+	if (strcmp(w0, "CREATE") == 0 && s.concurrently &&
+	    (word_is(&s, i + 1, "INDEX") || (word_is(&s, i + 1, "UNIQUE") && word_is(&s, i + 2, "INDEX"))))
+		return "CREATE INDEX CONCURRENTLY cannot run inside a transaction block, so it cannot be "
+		       "probed (it takes SHARE UPDATE EXCLUSIVE on the table, so writes go on, and waits for "
+		       "older transactions; probe plain CREATE INDEX to see the SHARE lock it avoids)";
+	if (strcmp(w0, "DROP") == 0 && word_is(&s, i + 1, "INDEX") && s.concurrently)
+		return "DROP INDEX CONCURRENTLY cannot run inside a transaction block, so it cannot be probed";
+	if (strcmp(w0, "REINDEX") == 0 && (s.concurrently || has_word(&s, "DATABASE") ||
+	                                   has_word(&s, "SYSTEM")))
+		return "REINDEX CONCURRENTLY, REINDEX DATABASE and REINDEX SYSTEM cannot run inside a "
+		       "transaction block, so they cannot be probed";
+	if ((strcmp(w0, "CREATE") == 0 || strcmp(w0, "DROP") == 0) &&
+	    (word_is(&s, i + 1, "DATABASE") || word_is(&s, i + 1, "TABLESPACE") ||
+	     word_is(&s, i + 1, "SUBSCRIPTION")))
+		return "CREATE/DROP DATABASE, TABLESPACE and SUBSCRIPTION cannot run inside a transaction "
+		       "block, so they cannot be probed";
+	if (strcmp(w0, "ALTER") == 0 && word_is(&s, i + 1, "SYSTEM"))
+		return "ALTER SYSTEM cannot run inside a transaction block, so it cannot be probed";
+	if (strcmp(w0, "ALTER") == 0 && word_is(&s, i + 1, "DATABASE") && has_word(&s, "TABLESPACE"))
+		return "ALTER DATABASE ... SET TABLESPACE cannot run inside a transaction block, so it "
+		       "cannot be probed";
+	if (strcmp(w0, "ALTER") == 0 && has_word(&s, "DETACH") && s.concurrently)
+		return "DETACH PARTITION ... CONCURRENTLY cannot run inside a transaction block, so it "
+		       "cannot be probed";
+	if (strcmp(w0, "CLUSTER") == 0 && (s.n == i + 1 || (s.n == i + 2 && word_is(&s, i + 1, "VERBOSE"))))
+		return "CLUSTER without a table cannot run inside a transaction block, so it cannot be "
+		       "probed; name the table";
+	if (strcmp(w0, "COPY") == 0 && s.stdin_seen)
+		return "COPY ... FROM STDIN needs data from the client, so it cannot be probed; probe "
+		       "COPY from a server file or the INSERT it stands for";
+	return NULL;
+}
+
+/* Rows the statement locked, from its command tag: every row UPDATE, DELETE and MERGE change,
+ * every row a SELECT with a locking clause returns; 0 for anything else. */
+static long rows_locked(const char *sql, const char *tag)
+{
+	const char *sp = strrchr(tag, ' ');
+	long n = sp ? strtol(sp + 1, NULL, 10) : 0;
+	if (strncmp(tag, "UPDATE ", 7) == 0 || strncmp(tag, "DELETE ", 7) == 0 ||
+	    strncmp(tag, "MERGE ", 6) == 0)
+		return n;
+	if (strncmp(tag, "SELECT ", 7) == 0) {
+		stmt_words w;
+		scan_words(sql, &w);
+		return w.locking_clause ? n : 0;
+	}
+	return 0;
+}
+
+typedef struct probe_internal {
+	pgc__arena ar;
+	pgc_diag_snapshot *watch; /* the last snapshot taken while the statement ran */
+} probe_internal;
+
+void pgc_probe_result_free(pgc_probe_result *res)
+{
+	if (res == NULL)
+		return;
+	probe_internal *in = res->internal_;
+	if (in != NULL) {
+		pgc_diag_snapshot_free(in->watch);
+		pgc__arena_free(&in->ar);
+		free(in);
+	}
+	free(res);
+}
+
+static int cmp_lock_strength(const void *a, const void *b)
+{
+	const pgc_diag_lock *x = a, *y = b;
+	if (x->table_mode != y->table_mode)
+		return (int)y->table_mode - (int)x->table_mode;
+	return strcmp(x->relation ? x->relation : "", y->relation ? y->relation : "");
+}
+
+/* The relation locks pid holds in a watch snapshot, copied into the result. */
+static int locks_from_watch(pgc_probe_result *res, pgc__arena *a, const pgc_diag_snapshot *w)
+{
+	const pgc_diag_session *s = pgc_diag_session_find(w, res->probe_pid);
+	if (s == NULL)
+		return PGC_OK;
+	res->locks = pgc__arena_alloc(a, (s->nlocks ? s->nlocks : 1) * sizeof *res->locks);
+	if (res->locks == NULL)
+		return PGC_ENOMEM;
+	for (size_t i = 0; i < s->nlocks; i++) {
+		const pgc_diag_lock *l = &s->locks[i];
+		if (!l->granted || l->locktype == NULL || strcmp(l->locktype, "relation") != 0)
+			continue;
+		if (l->relation_oid < 16384) {
+			res->ncatalog_locks++;
+			continue;
+		}
+		res->locks[res->nlocks++] = *l;
+	}
+	res->observed = true;
+	return PGC_OK;
+}
+
+/* Reads the relation locks this backend holds, then names them, in two statements: the naming
+ * query locks catalogs itself, and those locks must not be counted. */
+static int read_own_locks(pgc_conn *conn, pgc_probe_result *res, pgc__arena *a, pgc_error *err)
+{
+	int rc;
+	PGresult *r = pgc__exec(conn,
+	        "SELECT l.relation::int8, l.mode FROM pg_catalog.pg_lock_status() l "
+	        "WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.granted",
+	        0, NULL, &rc, err);
+	if (r == NULL)
+		return rc;
+	int n = PQntuples(r);
+	res->locks = pgc__arena_alloc(a, (size_t)(n ? n : 1) * sizeof *res->locks);
+	char *list = pgc__arena_alloc(a, (size_t)n * 12 + 3);
+	if (res->locks == NULL || list == NULL) {
+		PQclear(r);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	size_t off = 0;
+	list[off++] = '{';
+	for (int i = 0; i < n; i++) {
+		unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 0), NULL, 10);
+		if (oid < 16384) {
+			res->ncatalog_locks++;
+			continue;
+		}
+		pgc_diag_lock *l = &res->locks[res->nlocks++];
+		memset(l, 0, sizeof *l);
+		l->pid = res->probe_pid;
+		l->locktype = "relation";
+		l->mode = pgc__arena_strdup(a, PQgetvalue(r, i, 1));
+		l->table_mode = pgc_table_lock_parse(l->mode);
+		l->granted = true;
+		l->waited_s = -1;
+		l->relation_oid = oid;
+		l->page = l->tuple = -1;
+		off += (size_t)sprintf(list + off, "%s%u", off > 1 ? "," : "", oid);
+	}
+	list[off++] = '}';
+	list[off] = '\0';
+	PQclear(r);
+	if (res->nlocks == 0)
+		return PGC_OK;
+	const char *params[1] = { list };
+	r = pgc__exec(conn,
+	        "SELECT c.oid::int8, pg_catalog.format('%I.%I', n.nspname, c.relname), c.relkind::text "
+	        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+	        "WHERE c.oid = ANY($1::oid[])", 1, params, &rc, err);
+	if (r == NULL)
+		return rc;
+	for (int i = 0; i < PQntuples(r); i++) {
+		unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 0), NULL, 10);
+		for (size_t k = 0; k < res->nlocks; k++)
+			if (res->locks[k].relation_oid == oid) {
+				res->locks[k].relation = pgc__arena_strdup(a, PQgetvalue(r, i, 1));
+				res->locks[k].relkind = pgc__diag_relkind_name(PQgetvalue(r, i, 2));
+			}
+	}
+	PQclear(r);
+	for (size_t k = 0; k < res->nlocks; k++) {
+		if (res->locks[k].relation == NULL)
+			res->locks[k].relation = pgc__arena_printf(a, "%u", res->locks[k].relation_oid);
+		res->locks[k].target = pgc__diag_lock_target(a, &res->locks[k]);
+	}
+	return a->failed ? pgc__err(err, PGC_ENOMEM, "out of memory") : PGC_OK;
+}
+
+/* A snapshot that shows the probe's backend waiting, with the sessions it waits for. */
+static bool shows_wait(const pgc_diag_snapshot *s, int probe_pid)
+{
+	const pgc_diag_session *me = pgc_diag_session_find(s, probe_pid);
+	return me != NULL && me->wants != NULL && me->nblocked_by > 0;
+}
+
+/* Takes one snapshot of everything from the watching session and keeps the most telling one:
+ * the latest that shows the probe waiting with its blockers named, else the latest that shows
+ * it at all. (pg_blocking_pids runs a moment after pg_locks is read, so the snapshot taken as
+ * the lock timeout fires can show the wait without its blockers.) */
+static void watch_once(pgc_conn *watcher, probe_internal *in, int probe_pid)
+{
+	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
+	o.all_databases = true;
+	pgc_diag_snapshot *s = NULL;
+	pgc_error ignored;
+	if (pgc_diag_snapshot_take(watcher, &o, &s, &ignored) != PGC_OK)
+		return;
+	if (pgc_diag_session_find(s, probe_pid) == NULL ||
+	    (in->watch != NULL && shows_wait(in->watch, probe_pid) && !shows_wait(s, probe_pid))) {
+		pgc_diag_snapshot_free(s);
+		return;
+	}
+	pgc_diag_snapshot_free(in->watch);
+	in->watch = s;
+}
+
+int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
+              pgc_probe_result **out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_probe: out must not be NULL");
+	*out = NULL;
+	if (conn == NULL || sql == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_probe: conn and sql must not be NULL");
+	pgc_probe_options defaults = PGC_PROBE_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+	if (opts->lock_timeout_ms <= 0 || opts->statement_timeout_ms <= 0 ||
+	    opts->lock_timeout_ms > INT32_MAX || opts->statement_timeout_ms > INT32_MAX)
+		return pgc__err(err, PGC_EUSAGE, "pgc_probe: lock and statement timeouts must be between 1 ms and 24 days");
+	const char *why = pgc_probe_refusal(sql);
+	if (why != NULL)
+		return pgc__err(err, PGC_EUSAGE, "cannot probe: %s", why);
+	PGconn *pg = pgc_conn_pg(conn);
+	if (PQtransactionStatus(pg) != PQTRANS_IDLE)
+		return pgc__err(err, PGC_EUSAGE, "pgc_probe: the session must be idle, outside a transaction");
+
+	pgc_probe_result *res = calloc(1, sizeof *res);
+	probe_internal *in = calloc(1, sizeof *in);
+	if (res == NULL || in == NULL) {
+		free(res);
+		free(in);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	res->internal_ = in;
+	res->probe_pid = pgc_conn_backend_pid(conn);
+	pgc__arena *a = &in->ar;
+	pgc_conn *watcher = NULL;
+	PGresult *first_error = NULL;
+	int rc = pgc_exec(conn, "BEGIN", err);
+	if (rc != PGC_OK)
+		goto fail;
+	char lt[24], st[24];
+	snprintf(lt, sizeof lt, "%" PRId64, opts->lock_timeout_ms);
+	snprintf(st, sizeof st, "%" PRId64, opts->statement_timeout_ms);
+	const char *params[2] = { lt, st };
+	PGresult *r = pgc__exec(conn, "SELECT pg_catalog.set_config('lock_timeout', $1, true), "
+	                              "pg_catalog.set_config('statement_timeout', $2, true)",
+	                        2, params, &rc, err);
+	if (r == NULL)
+		goto rollback;
+	PQclear(r);
+
+	/* One statement through the extended protocol: the server itself refuses a second one. */
+	int64_t t0 = pgc__now_ms();
+	if (!PQsendQueryParams(pg, sql, 0, NULL, NULL, NULL, NULL, 0)) {
+		rc = pgc__err_result(err, pg, NULL, NULL);
+		goto rollback;
+	}
+	/* Rows arrive one at a time and are dropped at once: probing a SELECT ... FOR UPDATE of a
+	 * big table must not hold its whole result in memory. */
+	PQsetSingleRowMode(pg);
+	/* Watch from a second session once the statement has run for a while, so that a lock wait
+	 * or a timeout can be explained; the server's own timeouts end the statement, and a client
+	 * deadline past them cancels it if the server does not answer. */
+	int64_t watch_after = opts->lock_timeout_ms / 4 < 100 ? opts->lock_timeout_ms / 4 : 100;
+	if (watch_after < 5)
+		watch_after = 5;
+	int64_t deadline = t0 + opts->statement_timeout_ms + 5000, next_watch = t0 + watch_after;
+	bool canceled = false, have_error = false;
+	for (;;) {
+		if (!PQconsumeInput(pg)) {
+			rc = pgc__err_result(err, pg, NULL, NULL);
+			goto fail;
+		}
+		while (!PQisBusy(pg)) {
+			PGresult *x = PQgetResult(pg);
+			if (x == NULL)
+				goto finished;
+			ExecStatusType xs = PQresultStatus(x);
+			if (xs == PGRES_COPY_OUT) {
+				char *buf;
+				int got;
+				while ((got = PQgetCopyData(pg, &buf, 1)) > 0)
+					PQfreemem(buf);
+				if (got == 0) {
+					PQclear(x);
+					break; /* more copy data to wait for */
+				}
+			} else if (xs == PGRES_COPY_IN) {
+				PQputCopyEnd(pg, "pgcoord probe sends no COPY data");
+			} else if (xs == PGRES_FATAL_ERROR && !have_error) {
+				have_error = true;
+				first_error = x;
+				continue;
+			} else if (xs == PGRES_SINGLE_TUPLE) {
+				; /* a row of the statement's result: not ours to keep */
+			} else if (xs == PGRES_COMMAND_OK || xs == PGRES_TUPLES_OK) {
+				pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(x));
+			}
+			PQclear(x);
+		}
+		int64_t now = pgc__now_ms();
+		if (now >= next_watch) {
+			if (watcher == NULL) {
+				pgc_error ignored;
+				if (pgc__open_like(conn, "pgcoord/probe-watch", &watcher, &ignored) != PGC_OK)
+					watcher = NULL;
+			}
+			if (watcher != NULL)
+				watch_once(watcher, in, res->probe_pid);
+			next_watch = pgc__now_ms() + 100;
+			continue;
+		}
+		if (now >= deadline) {
+			if (canceled) {
+				rc = pgc__err(err, PGC_ETIMEDOUT, "the server did not end the probed statement after it was canceled");
+				goto fail;
+			}
+			char ebuf[256];
+			PGcancel *c = PQgetCancel(pg);
+			if (c != NULL) {
+				PQcancel(c, ebuf, sizeof ebuf);
+				PQfreeCancel(c);
+			}
+			canceled = true;
+			deadline = now + 5000;
+		}
+		int64_t wait = next_watch - now;
+		if (deadline - now < wait)
+			wait = deadline - now;
+		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
+		poll(&pfd, 1, (int)(wait < 1 ? 1 : wait));
+	}
+finished:
+	res->elapsed_s = (double)(pgc__now_ms() - t0) / 1000.0;
+	if (!have_error) {
+		res->outcome = PGC_PROBE_RAN;
+		res->rows_locked = rows_locked(sql, res->command_tag);
+		rc = read_own_locks(conn, res, a, err);
+		if (rc != PGC_OK)
+			goto rollback;
+	} else {
+		pgc__err_result(&res->error, pg, first_error, NULL);
+		PQclear(first_error);
+		first_error = NULL;
+		const char *ss = res->error.sqlstate;
+		if (strcmp(ss, "25001") == 0) {
+			/* The server refused what our scanner let through. */
+			pgc_error ignored;
+			if (pgc_exec(conn, "ROLLBACK", &ignored) != PGC_OK)
+				pgc_error_clear(&ignored); /* reported below: the statement was refused */
+			rc = pgc__err(err, PGC_EUSAGE, "cannot probe: %s, so it cannot be probed",
+			              res->error.message);
+			goto fail;
+		}
+		if (strcmp(ss, "55P03") == 0)
+			res->outcome = PGC_PROBE_LOCK_TIMEOUT;
+		else if (strcmp(ss, "57014") == 0)
+			res->outcome = PGC_PROBE_STATEMENT_TIMEOUT;
+		else
+			res->outcome = PGC_PROBE_FAILED;
+		if (in->watch != NULL) {
+			if (locks_from_watch(res, a, in->watch) != PGC_OK) {
+				rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+				goto rollback;
+			}
+			const pgc_diag_session *s = pgc_diag_session_find(in->watch, res->probe_pid);
+			if (s != NULL && s->wants != NULL) {
+				res->waited_for = s->wants;
+				res->wait_snapshot = in->watch;
+			}
+		}
+	}
+	if (res->nlocks > 1)
+		qsort(res->locks, res->nlocks, sizeof *res->locks, cmp_lock_strength);
+	rc = pgc_exec(conn, "ROLLBACK", err);
+	if (rc != PGC_OK)
+		goto fail;
+	pgc_conn_close(watcher);
+	*out = res;
+	return PGC_OK;
+rollback:
+	if (PQtransactionStatus(pg) != PQTRANS_UNKNOWN) {
+		pgc_error ignored;
+		if (pgc_exec(conn, "ROLLBACK", &ignored) != PGC_OK)
+			pgc_error_clear(&ignored); /* the first error is the one to report */
+	}
+fail:
+	PQclear(first_error);
+	pgc_conn_close(watcher);
+	pgc_probe_result_free(res);
+	return rc;
+}
