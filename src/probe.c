@@ -1,7 +1,6 @@
 /* probe.c - which locks does a statement take: it runs inside BEGIN ... ROLLBACK while a second
  * session watches it, and what its backend held is read before the rollback */
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,54 +268,26 @@ static int locks_from_watch(pgc_probe_result *res, pgc__arena *a, const pgc_diag
 	return PGC_OK;
 }
 
-/* Reads the relation locks this backend holds, then names them, in two statements: the naming
- * query locks catalogs itself, and those locks must not be counted. */
-static int read_own_locks(pgc_conn *conn, pgc_probe_result *res, pgc__arena *a, pgc_error *err)
+/* Names the relation locks read by read_own_locks. */
+static int name_own_locks(pgc_conn *conn, pgc_probe_result *res, pgc__arena *a, pgc_error *err)
 {
+	int64_t *oids = malloc(res->nlocks * sizeof *oids);
+	if (oids == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	for (size_t k = 0; k < res->nlocks; k++)
+		oids[k] = res->locks[k].relation_oid;
+	pgc__sb list = PGC__SB_INIT;
+	pgc__sb_int_array(&list, res->nlocks, oids);
+	free(oids);
+	if (list.oom)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	const char *params[1] = { list.buf };
 	int rc;
 	PGresult *r = pgc__exec(conn,
-	        "SELECT l.relation::int8, l.mode FROM pg_catalog.pg_lock_status() l "
-	        "WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.granted",
-	        0, NULL, &rc, err);
-	if (r == NULL)
-		return rc;
-	int n = PQntuples(r);
-	res->locks = pgc__arena_alloc(a, (size_t)(n ? n : 1) * sizeof *res->locks);
-	char *list = pgc__arena_alloc(a, (size_t)n * 12 + 3);
-	if (res->locks == NULL || list == NULL) {
-		PQclear(r);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
-	size_t off = 0;
-	list[off++] = '{';
-	for (int i = 0; i < n; i++) {
-		unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 0), NULL, 10);
-		if (oid < 16384) {
-			res->ncatalog_locks++;
-			continue;
-		}
-		pgc_diag_lock *l = &res->locks[res->nlocks++];
-		memset(l, 0, sizeof *l);
-		l->pid = res->probe_pid;
-		l->locktype = "relation";
-		l->mode = pgc__arena_strdup(a, PQgetvalue(r, i, 1));
-		l->table_mode = pgc_table_lock_parse(l->mode);
-		l->granted = true;
-		l->waited_s = -1;
-		l->relation_oid = oid;
-		l->page = l->tuple = -1;
-		off += (size_t)sprintf(list + off, "%s%u", off > 1 ? "," : "", oid);
-	}
-	list[off++] = '}';
-	list[off] = '\0';
-	PQclear(r);
-	if (res->nlocks == 0)
-		return PGC_OK;
-	const char *params[1] = { list };
-	r = pgc__exec(conn,
 	        "SELECT c.oid::int8, pg_catalog.format('%I.%I', n.nspname, c.relname), c.relkind::text "
 	        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
 	        "WHERE c.oid = ANY($1::oid[])", 1, params, &rc, err);
+	pgc__sb_free(&list);
 	if (r == NULL)
 		return rc;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -334,6 +305,44 @@ static int read_own_locks(pgc_conn *conn, pgc_probe_result *res, pgc__arena *a, 
 		res->locks[k].target = pgc__diag_lock_target(a, &res->locks[k]);
 	}
 	return a->failed ? pgc__err(err, PGC_ENOMEM, "out of memory") : PGC_OK;
+}
+
+/* Reads the relation locks this backend holds, then names them, in two statements: the naming
+ * query locks catalogs itself, and those locks must not be counted. */
+static int read_own_locks(pgc_conn *conn, pgc_probe_result *res, pgc__arena *a, pgc_error *err)
+{
+	int rc;
+	PGresult *r = pgc__exec(conn,
+	        "SELECT l.relation::int8, l.mode FROM pg_catalog.pg_lock_status() l "
+	        "WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.granted",
+	        0, NULL, &rc, err);
+	if (r == NULL)
+		return rc;
+	int n = PQntuples(r);
+	res->locks = pgc__arena_alloc(a, (size_t)(n ? n : 1) * sizeof *res->locks);
+	if (res->locks == NULL) {
+		PQclear(r);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 0), NULL, 10);
+		if (oid < 16384) {
+			res->ncatalog_locks++;
+			continue;
+		}
+		pgc_diag_lock *l = &res->locks[res->nlocks++];
+		memset(l, 0, sizeof *l);
+		l->pid = res->probe_pid;
+		l->locktype = "relation";
+		l->mode = pgc__arena_strdup(a, PQgetvalue(r, i, 1));
+		l->table_mode = pgc_table_lock_parse(l->mode);
+		l->granted = true;
+		l->waited_s = -1;
+		l->relation_oid = oid;
+		l->page = l->tuple = -1;
+	}
+	PQclear(r);
+	return res->nlocks == 0 ? PGC_OK : name_own_locks(conn, res, a, err);
 }
 
 /* A snapshot that shows the probe's backend waiting, with the sessions it waits for. */
@@ -364,192 +373,163 @@ static void watch_once(pgc_conn *watcher, probe_internal *in, int probe_pid)
 	in->watch = s;
 }
 
-int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
-              pgc_probe_result **out, pgc_error *err)
+/* One probe while it runs. */
+typedef struct probe_run {
+	pgc_conn *conn;
+	const char *sql;
+	const pgc_probe_options *opts;
+	pgc_probe_result *res;
+	probe_internal *in;
+	pgc_conn *watcher; /* opened on the first tick */
+} probe_run;
+
+/* While the statement runs: watch it from a second session, so that a lock wait or a timeout
+ * can be explained. */
+static void on_tick(void *arg)
 {
-	pgc_error_clear(err);
+	probe_run *p = arg;
+	if (p->watcher == NULL) {
+		pgc_error ignored;
+		if (pgc__open_like(p->conn, "pgcoord/probe-watch", &p->watcher, &ignored) != PGC_OK)
+			p->watcher = NULL;
+	}
+	if (p->watcher != NULL)
+		watch_once(p->watcher, p->in, p->res->probe_pid);
+}
+
+static int check_args(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
+                      pgc_probe_result **out, pgc_error *err)
+{
 	if (out == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_probe: out must not be NULL");
 	*out = NULL;
 	if (conn == NULL || sql == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_probe: conn and sql must not be NULL");
-	pgc_probe_options defaults = PGC_PROBE_OPTIONS_INIT;
-	if (opts == NULL)
-		opts = &defaults;
 	if (opts->lock_timeout_ms <= 0 || opts->statement_timeout_ms <= 0 ||
 	    opts->lock_timeout_ms > INT32_MAX || opts->statement_timeout_ms > INT32_MAX)
 		return pgc__err(err, PGC_EUSAGE, "pgc_probe: lock and statement timeouts must be between 1 ms and 24 days");
 	const char *why = pgc_probe_refusal(sql);
 	if (why != NULL)
 		return pgc__err(err, PGC_EUSAGE, "cannot probe: %s", why);
-	PGconn *pg = pgc_conn_pg(conn);
-	if (PQtransactionStatus(pg) != PQTRANS_IDLE)
+	if (pgc__tx_status(conn) != PQTRANS_IDLE)
 		return pgc__err(err, PGC_EUSAGE, "pgc_probe: the session must be idle, outside a transaction");
+	return PGC_OK;
+}
 
-	pgc_probe_result *res = calloc(1, sizeof *res);
-	probe_internal *in = calloc(1, sizeof *in);
-	if (res == NULL || in == NULL) {
-		free(res);
-		free(in);
+/* BEGIN, then the probe's own lock_timeout and statement_timeout for the rest of the
+ * transaction: set_config(..., true) replaces whatever the role, the database or the session
+ * set, so the statement waits exactly as long as the caller asked. */
+static int begin(probe_run *p, pgc_error *err)
+{
+	int rc = pgc__command(p->conn, "BEGIN", err);
+	if (rc != PGC_OK)
+		return rc;
+	char lt[24], st[24];
+	snprintf(lt, sizeof lt, "%" PRId64, p->opts->lock_timeout_ms);
+	snprintf(st, sizeof st, "%" PRId64, p->opts->statement_timeout_ms);
+	const char *params[2] = { lt, st };
+	PGresult *r = pgc__exec(p->conn, "SELECT pg_catalog.set_config('lock_timeout', $1, true), "
+	                                 "pg_catalog.set_config('statement_timeout', $2, true)",
+	                        2, params, &rc, err);
+	PQclear(r);
+	return rc;
+}
+
+/* The outcome of a statement the server ended with the error in r. */
+static int failed(probe_run *p, const PGresult *r, pgc_error *err)
+{
+	pgc_probe_result *res = p->res;
+	pgc__err_result(&res->error, pgc_conn_pg(p->conn), r, NULL);
+	const char *ss = res->error.sqlstate;
+	if (strcmp(ss, "25001") == 0) /* the server refused what our scanner let through */
+		return pgc__err(err, PGC_EUSAGE, "cannot probe: %s, so it cannot be probed", res->error.message);
+	if (strcmp(ss, "55P03") == 0)
+		res->outcome = PGC_PROBE_LOCK_TIMEOUT;
+	else if (strcmp(ss, "57014") == 0)
+		res->outcome = PGC_PROBE_STATEMENT_TIMEOUT;
+	else
+		res->outcome = PGC_PROBE_FAILED;
+	if (p->in->watch == NULL)
+		return PGC_OK;
+	if (locks_from_watch(res, &p->in->ar, p->in->watch) != PGC_OK)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	const pgc_diag_session *s = pgc_diag_session_find(p->in->watch, res->probe_pid);
+	if (s != NULL && s->wants != NULL) {
+		res->waited_for = s->wants;
+		res->wait_snapshot = p->in->watch;
+	}
+	return PGC_OK;
+}
+
+/* Runs the statement: one statement through the extended protocol (the server itself
+ * refuses a second one), its rows and any COPY data dropped as they arrive, so that probing a
+ * SELECT ... FOR UPDATE of a big table does not hold its result in memory. The server's own
+ * timeouts end it; a client deadline past them cancels it if the server does not. */
+static int run_statement(probe_run *p, pgc_error *err)
+{
+	const pgc_probe_options *o = p->opts;
+	pgc__call call = pgc__bound(o->statement_timeout_ms + 5000, -1);
+	call.flags = PGC__ROWS_DROP | PGC__COPY | PGC__KEEP_ERROR;
+	call.on_tick = on_tick;
+	call.tick_arg = p;
+	/* The first look after a quarter of the lock timeout (5 to 100 ms), then every 100 ms. */
+	int64_t first = o->lock_timeout_ms / 4;
+	call.tick_first_ms = first < 5 ? 5 : first > 100 ? 100 : first;
+	call.tick_ms = 100;
+	int64_t t0 = pgc__now_ms();
+	int rc = pgc__send(p->conn, p->sql, 0, NULL, &call, err);
+	if (rc != PGC_OK)
+		return rc;
+	PGresult *r = pgc__await(p->conn, &call, &rc, err);
+	p->res->elapsed_s = (double)(pgc__now_ms() - t0) / 1000.0;
+	if (rc == PGC_OK) {
+		pgc_probe_result *res = p->res;
+		res->outcome = PGC_PROBE_RAN;
+		pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(r));
+		res->rows_locked = rows_locked(p->sql, res->command_tag);
+		PQclear(r);
+		return read_own_locks(p->conn, res, &p->in->ar, err);
+	}
+	if (r == NULL || rc == PGC_ECONNLOST) {
+		PQclear(r);
+		return rc;
+	}
+	rc = failed(p, r, err);
+	PQclear(r);
+	return rc;
+}
+
+int pgc_probe(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
+              pgc_probe_result **out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	pgc_probe_options defaults = PGC_PROBE_OPTIONS_INIT;
+	if (opts == NULL)
+		opts = &defaults;
+	int rc = check_args(conn, sql, opts, out, err);
+	if (rc != PGC_OK)
+		return rc;
+	probe_run p = { .conn = conn, .sql = sql, .opts = opts };
+	p.res = calloc(1, sizeof *p.res);
+	p.in = calloc(1, sizeof *p.in);
+	if (p.res == NULL || p.in == NULL) {
+		free(p.res);
+		free(p.in);
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
-	res->internal_ = in;
-	res->probe_pid = pgc_conn_backend_pid(conn);
-	pgc__arena *a = &in->ar;
-	pgc_conn *watcher = NULL;
-	PGresult *first_error = NULL;
-	int rc = pgc_exec(conn, "BEGIN", err);
-	if (rc != PGC_OK)
-		goto fail;
-	char lt[24], st[24];
-	snprintf(lt, sizeof lt, "%" PRId64, opts->lock_timeout_ms);
-	snprintf(st, sizeof st, "%" PRId64, opts->statement_timeout_ms);
-	const char *params[2] = { lt, st };
-	PGresult *r = pgc__exec(conn, "SELECT pg_catalog.set_config('lock_timeout', $1, true), "
-	                              "pg_catalog.set_config('statement_timeout', $2, true)",
-	                        2, params, &rc, err);
-	if (r == NULL)
-		goto rollback;
-	PQclear(r);
-
-	/* One statement through the extended protocol: the server itself refuses a second one. */
-	int64_t t0 = pgc__now_ms();
-	if (!PQsendQueryParams(pg, sql, 0, NULL, NULL, NULL, NULL, 0)) {
-		rc = pgc__err_result(err, pg, NULL, NULL);
-		goto rollback;
+	p.res->internal_ = p.in;
+	p.res->probe_pid = pgc_conn_backend_pid(conn);
+	if ((rc = begin(&p, err)) == PGC_OK && (rc = run_statement(&p, err)) == PGC_OK) {
+		if (p.res->nlocks > 1)
+			qsort(p.res->locks, p.res->nlocks, sizeof *p.res->locks, cmp_lock_strength);
+		rc = pgc__command(conn, "ROLLBACK", err);
 	}
-	/* Rows arrive one at a time and are dropped at once: probing a SELECT ... FOR UPDATE of a
-	 * big table must not hold its whole result in memory. */
-	PQsetSingleRowMode(pg);
-	/* Watch from a second session once the statement has run for a while, so that a lock wait
-	 * or a timeout can be explained; the server's own timeouts end the statement, and a client
-	 * deadline past them cancels it if the server does not answer. */
-	int64_t watch_after = opts->lock_timeout_ms / 4 < 100 ? opts->lock_timeout_ms / 4 : 100;
-	if (watch_after < 5)
-		watch_after = 5;
-	int64_t deadline = t0 + opts->statement_timeout_ms + 5000, next_watch = t0 + watch_after;
-	bool canceled = false, have_error = false;
-	for (;;) {
-		if (!PQconsumeInput(pg)) {
-			rc = pgc__err_result(err, pg, NULL, NULL);
-			goto fail;
-		}
-		while (!PQisBusy(pg)) {
-			PGresult *x = PQgetResult(pg);
-			if (x == NULL)
-				goto finished;
-			ExecStatusType xs = PQresultStatus(x);
-			if (xs == PGRES_COPY_OUT) {
-				char *buf;
-				int got;
-				while ((got = PQgetCopyData(pg, &buf, 1)) > 0)
-					PQfreemem(buf);
-				if (got == 0) {
-					PQclear(x);
-					break; /* more copy data to wait for */
-				}
-			} else if (xs == PGRES_COPY_IN) {
-				PQputCopyEnd(pg, "pgcoord probe sends no COPY data");
-			} else if (xs == PGRES_FATAL_ERROR && !have_error) {
-				have_error = true;
-				first_error = x;
-				continue;
-			} else if (xs == PGRES_SINGLE_TUPLE) {
-				; /* a row of the statement's result: not ours to keep */
-			} else if (xs == PGRES_COMMAND_OK || xs == PGRES_TUPLES_OK) {
-				pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(x));
-			}
-			PQclear(x);
-		}
-		int64_t now = pgc__now_ms();
-		if (now >= next_watch) {
-			if (watcher == NULL) {
-				pgc_error ignored;
-				if (pgc__open_like(conn, "pgcoord/probe-watch", &watcher, &ignored) != PGC_OK)
-					watcher = NULL;
-			}
-			if (watcher != NULL)
-				watch_once(watcher, in, res->probe_pid);
-			next_watch = pgc__now_ms() + 100;
-			continue;
-		}
-		if (now >= deadline) {
-			if (canceled) {
-				rc = pgc__err(err, PGC_ETIMEDOUT, "the server did not end the probed statement after it was canceled");
-				goto fail;
-			}
-			char ebuf[256];
-			PGcancel *c = PQgetCancel(pg);
-			if (c != NULL) {
-				PQcancel(c, ebuf, sizeof ebuf);
-				PQfreeCancel(c);
-			}
-			canceled = true;
-			deadline = now + 5000;
-		}
-		int64_t wait = next_watch - now;
-		if (deadline - now < wait)
-			wait = deadline - now;
-		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
-		poll(&pfd, 1, (int)(wait < 1 ? 1 : wait));
+	pgc_conn_close(p.watcher);
+	if (rc != PGC_OK) {
+		(void)pgc__rollback(conn); /* the first error is the one to report */
+		pgc_probe_result_free(p.res);
+		return rc;
 	}
-finished:
-	res->elapsed_s = (double)(pgc__now_ms() - t0) / 1000.0;
-	if (!have_error) {
-		res->outcome = PGC_PROBE_RAN;
-		res->rows_locked = rows_locked(sql, res->command_tag);
-		rc = read_own_locks(conn, res, a, err);
-		if (rc != PGC_OK)
-			goto rollback;
-	} else {
-		pgc__err_result(&res->error, pg, first_error, NULL);
-		PQclear(first_error);
-		first_error = NULL;
-		const char *ss = res->error.sqlstate;
-		if (strcmp(ss, "25001") == 0) {
-			/* The server refused what our scanner let through. */
-			pgc_error ignored;
-			if (pgc_exec(conn, "ROLLBACK", &ignored) != PGC_OK)
-				pgc_error_clear(&ignored); /* reported below: the statement was refused */
-			rc = pgc__err(err, PGC_EUSAGE, "cannot probe: %s, so it cannot be probed",
-			              res->error.message);
-			goto fail;
-		}
-		if (strcmp(ss, "55P03") == 0)
-			res->outcome = PGC_PROBE_LOCK_TIMEOUT;
-		else if (strcmp(ss, "57014") == 0)
-			res->outcome = PGC_PROBE_STATEMENT_TIMEOUT;
-		else
-			res->outcome = PGC_PROBE_FAILED;
-		if (in->watch != NULL) {
-			if (locks_from_watch(res, a, in->watch) != PGC_OK) {
-				rc = pgc__err(err, PGC_ENOMEM, "out of memory");
-				goto rollback;
-			}
-			const pgc_diag_session *s = pgc_diag_session_find(in->watch, res->probe_pid);
-			if (s != NULL && s->wants != NULL) {
-				res->waited_for = s->wants;
-				res->wait_snapshot = in->watch;
-			}
-		}
-	}
-	if (res->nlocks > 1)
-		qsort(res->locks, res->nlocks, sizeof *res->locks, cmp_lock_strength);
-	rc = pgc_exec(conn, "ROLLBACK", err);
-	if (rc != PGC_OK)
-		goto fail;
-	pgc_conn_close(watcher);
-	*out = res;
+	*out = p.res;
 	return PGC_OK;
-rollback:
-	if (PQtransactionStatus(pg) != PQTRANS_UNKNOWN) {
-		pgc_error ignored;
-		if (pgc_exec(conn, "ROLLBACK", &ignored) != PGC_OK)
-			pgc_error_clear(&ignored); /* the first error is the one to report */
-	}
-fail:
-	PQclear(first_error);
-	pgc_conn_close(watcher);
-	pgc_probe_result_free(res);
-	return rc;
 }
