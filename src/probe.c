@@ -6,205 +6,81 @@
 #include <string.h>
 
 #include "diag_int.h"
+#include "util/sqllex.h"
 
-/* The leading words of a statement, upper-cased, outside comments, strings and quoted names,
- * enough to recognise what cannot run inside BEGIN ... ROLLBACK. */
-#define PROBE_WORDS 48
-
-typedef struct stmt_words {
-	char w[PROBE_WORDS][24];
-	size_t n;
-	bool empty;
-	bool several;   /* a second statement follows a semicolon */
-	bool stdin_seen;
-	bool concurrently;
-	bool locking_clause; /* FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE, FOR KEY SHARE */
-} stmt_words;
-
-static bool is_word_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-	       (unsigned char)c >= 0x80;
-}
-
-static void scan_words(const char *sql, stmt_words *out)
-{
-	memset(out, 0, sizeof *out);
-	const char *p = sql;
-	bool after_semicolon = false, any = false, after_for = false;
-	while (*p) {
-		char c = *p;
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f') {
-			p++;
-		} else if (c == '-' && p[1] == '-') {
-			while (*p && *p != '\n')
-				p++;
-		} else if (c == '/' && p[1] == '*') {
-			int depth = 0;
-			while (*p) {
-				if (p[0] == '/' && p[1] == '*') {
-					depth++;
-					p += 2;
-				} else if (p[0] == '*' && p[1] == '/') {
-					p += 2;
-					if (--depth == 0)
-						break;
-				} else {
-					p++;
-				}
-			}
-		} else if (c == ';') {
-			after_semicolon = any;
-			p++;
-		} else {
-			if (after_semicolon) {
-				out->several = true;
-				after_semicolon = false;
-			}
-			any = true;
-			if (c == '\'' ) {
-				bool backslash = p > sql && (p[-1] == 'E' || p[-1] == 'e');
-				p++;
-				while (*p) {
-					if (backslash && *p == '\\' && p[1]) {
-						p += 2;
-					} else if (*p == '\'' && p[1] == '\'') {
-						p += 2;
-					} else if (*p == '\'') {
-						p++;
-						break;
-					} else {
-						p++;
-					}
-				}
-			} else if (c == '"') {
-				p++;
-				while (*p) {
-					if (*p == '"' && p[1] == '"')
-						p += 2;
-					else if (*p++ == '"')
-						break;
-				}
-				if (out->n < PROBE_WORDS)
-					snprintf(out->w[out->n++], sizeof out->w[0], "\"");
-			} else if (c == '$' && (p[1] == '$' || (is_word_char(p[1]) && (p[1] < '0' || p[1] > '9')))) {
-				/* A dollar-quoted string $tag$ ... $tag$; "$1" and "a$b" are not. */
-				const char *t = p + 1;
-				while (*t && *t != '$' && is_word_char(*t))
-					t++;
-				if (*t != '$') {
-					p++;
-					continue;
-				}
-				size_t taglen = (size_t)(t - p) + 1;
-				const char *q = t + 1;
-				while (*q && !(*q == '$' && strncmp(q, p, taglen) == 0))
-					q++;
-				p = *q ? q + taglen : q;
-			} else if (is_word_char(c)) {
-				char word[24];
-				size_t k = 0;
-				while (*p && is_word_char(*p)) {
-					if (k + 1 < sizeof word)
-						word[k++] = (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : *p);
-					p++;
-				}
-				word[k] = '\0';
-				if (strcmp(word, "STDIN") == 0)
-					out->stdin_seen = true;
-				if (strcmp(word, "CONCURRENTLY") == 0)
-					out->concurrently = true;
-				if (after_for && (strcmp(word, "UPDATE") == 0 || strcmp(word, "SHARE") == 0 ||
-				                  strcmp(word, "NO") == 0 || strcmp(word, "KEY") == 0))
-					out->locking_clause = true;
-				after_for = strcmp(word, "FOR") == 0;
-				if (out->n < PROBE_WORDS)
-					snprintf(out->w[out->n++], sizeof out->w[0], "%s", word);
-			} else {
-				if (out->n < PROBE_WORDS && (c == '(' || c == ')'))
-					snprintf(out->w[out->n++], sizeof out->w[0], "%c", c);
-				p++;
-			}
-		}
-	}
-	out->empty = !any;
-}
-
-static bool word_is(const stmt_words *s, size_t i, const char *w)
-{
-	return i < s->n && strcmp(s->w[i], w) == 0;
-}
-
-static bool has_word(const stmt_words *s, const char *w)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->w[i], w) == 0)
-			return true;
-	return false;
-}
-
-const char *pgc_probe_refusal(const char *sql)
+/* Why sql cannot be probed, read as a server with this standard_conforming_strings reads it;
+ * NULL when it can. */
+static const char *refusal(const char *sql, bool standard_strings)
 {
 	if (sql == NULL)
 		return "no statement given";
-	stmt_words s;
-	scan_words(sql, &s);
-	if (s.empty)
+	pgc__sqllex lx;
+	pgc__sqllex_init(&lx, sql, strlen(sql), standard_strings);
+	pgc__sqlstmt s, next;
+	if (!pgc__sql_next_statement(&lx, &s))
 		return "the statement is empty";
-	if (s.several)
+	if (pgc__sql_next_statement(&lx, &next))
 		return "give one statement at a time: probe runs exactly one statement";
 	size_t i = 0;
-	while (word_is(&s, i, "("))
+	while (pgc__sql_word_at(&s, i, "("))
 		i++;
-	const char *w0 = i < s.n ? s.w[i] : "";
+	const char *w0 = i < s.nwords ? s.words[i] : "";
 	static const char *const txctl[] = { "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT",
 	                                      "SAVEPOINT", "RELEASE" };
 	for (size_t k = 0; k < sizeof txctl / sizeof txctl[0]; k++)
 		if (strcmp(w0, txctl[k]) == 0)
 			return "transaction control cannot be probed: probe runs the statement in its own "
 			       "transaction and rolls it back";
-	if (strcmp(w0, "PREPARE") == 0 && word_is(&s, i + 1, "TRANSACTION"))
+	if (strcmp(w0, "PREPARE") == 0 && pgc__sql_word_at(&s, i + 1, "TRANSACTION"))
 		return "PREPARE TRANSACTION cannot be probed: probe rolls its transaction back";
 	if (strcmp(w0, "VACUUM") == 0)
 		return "VACUUM cannot run inside a transaction block, so it cannot be probed (it takes "
 		       "SHARE UPDATE EXCLUSIVE on each table it processes: writes go on; VACUUM FULL "
 		       "takes ACCESS EXCLUSIVE: nothing else goes on)";
 	if (strcmp(w0, "CREATE") == 0 && s.concurrently &&
-	    (word_is(&s, i + 1, "INDEX") || (word_is(&s, i + 1, "UNIQUE") && word_is(&s, i + 2, "INDEX"))))
+	    (pgc__sql_word_at(&s, i + 1, "INDEX") ||
+	     (pgc__sql_word_at(&s, i + 1, "UNIQUE") && pgc__sql_word_at(&s, i + 2, "INDEX"))))
 		return "CREATE INDEX CONCURRENTLY cannot run inside a transaction block, so it cannot be "
 		       "probed (it takes SHARE UPDATE EXCLUSIVE on the table, so writes go on, and waits for "
 		       "older transactions; probe plain CREATE INDEX to see the SHARE lock it avoids)";
-	if (strcmp(w0, "DROP") == 0 && word_is(&s, i + 1, "INDEX") && s.concurrently)
+	if (strcmp(w0, "DROP") == 0 && pgc__sql_word_at(&s, i + 1, "INDEX") && s.concurrently)
 		return "DROP INDEX CONCURRENTLY cannot run inside a transaction block, so it cannot be probed";
-	if (strcmp(w0, "REINDEX") == 0 && (s.concurrently || has_word(&s, "DATABASE") ||
-	                                   has_word(&s, "SYSTEM")))
+	if (strcmp(w0, "REINDEX") == 0 && (s.concurrently || pgc__sql_has_word(&s, "DATABASE") ||
+	                                   pgc__sql_has_word(&s, "SYSTEM")))
 		return "REINDEX CONCURRENTLY, REINDEX DATABASE and REINDEX SYSTEM cannot run inside a "
 		       "transaction block, so they cannot be probed";
 	if ((strcmp(w0, "CREATE") == 0 || strcmp(w0, "DROP") == 0) &&
-	    (word_is(&s, i + 1, "DATABASE") || word_is(&s, i + 1, "TABLESPACE") ||
-	     word_is(&s, i + 1, "SUBSCRIPTION")))
+	    (pgc__sql_word_at(&s, i + 1, "DATABASE") || pgc__sql_word_at(&s, i + 1, "TABLESPACE") ||
+	     pgc__sql_word_at(&s, i + 1, "SUBSCRIPTION")))
 		return "CREATE/DROP DATABASE, TABLESPACE and SUBSCRIPTION cannot run inside a transaction "
 		       "block, so they cannot be probed";
-	if (strcmp(w0, "ALTER") == 0 && word_is(&s, i + 1, "SYSTEM"))
+	if (strcmp(w0, "ALTER") == 0 && pgc__sql_word_at(&s, i + 1, "SYSTEM"))
 		return "ALTER SYSTEM cannot run inside a transaction block, so it cannot be probed";
-	if (strcmp(w0, "ALTER") == 0 && word_is(&s, i + 1, "DATABASE") && has_word(&s, "TABLESPACE"))
+	if (strcmp(w0, "ALTER") == 0 && pgc__sql_word_at(&s, i + 1, "DATABASE") &&
+	    pgc__sql_has_word(&s, "TABLESPACE"))
 		return "ALTER DATABASE ... SET TABLESPACE cannot run inside a transaction block, so it "
 		       "cannot be probed";
-	if (strcmp(w0, "ALTER") == 0 && has_word(&s, "DETACH") && s.concurrently)
+	if (strcmp(w0, "ALTER") == 0 && pgc__sql_has_word(&s, "DETACH") && s.concurrently)
 		return "DETACH PARTITION ... CONCURRENTLY cannot run inside a transaction block, so it "
 		       "cannot be probed";
-	if (strcmp(w0, "CLUSTER") == 0 && (s.n == i + 1 || (s.n == i + 2 && word_is(&s, i + 1, "VERBOSE"))))
+	if (strcmp(w0, "CLUSTER") == 0 &&
+	    (s.nwords == i + 1 || (s.nwords == i + 2 && pgc__sql_word_at(&s, i + 1, "VERBOSE"))))
 		return "CLUSTER without a table cannot run inside a transaction block, so it cannot be "
 		       "probed; name the table";
-	if (strcmp(w0, "COPY") == 0 && s.stdin_seen)
+	if (s.copy_from_stdin)
 		return "COPY ... FROM STDIN needs data from the client, so it cannot be probed; probe "
 		       "COPY from a server file or the INSERT it stands for";
 	return NULL;
 }
 
+const char *pgc_probe_refusal(const char *sql)
+{
+	return refusal(sql, true);
+}
+
 /* Rows the statement locked, from its command tag: every row UPDATE, DELETE and MERGE change,
  * every row a SELECT with a locking clause returns; 0 for anything else. */
-static long rows_locked(const char *sql, const char *tag)
+static long rows_locked(const char *sql, const char *tag, bool standard_strings)
 {
 	const char *sp = strrchr(tag, ' ');
 	long n = sp ? strtol(sp + 1, NULL, 10) : 0;
@@ -212,9 +88,10 @@ static long rows_locked(const char *sql, const char *tag)
 	    strncmp(tag, "MERGE ", 6) == 0)
 		return n;
 	if (strncmp(tag, "SELECT ", 7) == 0) {
-		stmt_words w;
-		scan_words(sql, &w);
-		return w.locking_clause ? n : 0;
+		pgc__sqllex lx;
+		pgc__sqllex_init(&lx, sql, strlen(sql), standard_strings);
+		pgc__sqlstmt st;
+		return pgc__sql_next_statement(&lx, &st) && st.locking_clause ? n : 0;
 	}
 	return 0;
 }
@@ -397,6 +274,13 @@ static void on_tick(void *arg)
 		watch_once(p->watcher, p->in, p->res->probe_pid);
 }
 
+/* The session's standard_conforming_strings (on unless the server says off). */
+static bool standard_strings(pgc_conn *conn)
+{
+	const char *v = PQparameterStatus(pgc_conn_pg(conn), "standard_conforming_strings");
+	return v == NULL || strcmp(v, "off") != 0;
+}
+
 static int check_args(pgc_conn *conn, const char *sql, const pgc_probe_options *opts,
                       pgc_probe_result **out, pgc_error *err)
 {
@@ -408,7 +292,7 @@ static int check_args(pgc_conn *conn, const char *sql, const pgc_probe_options *
 	if (opts->lock_timeout_ms <= 0 || opts->statement_timeout_ms <= 0 ||
 	    opts->lock_timeout_ms > INT32_MAX || opts->statement_timeout_ms > INT32_MAX)
 		return pgc__err(err, PGC_EUSAGE, "pgc_probe: lock and statement timeouts must be between 1 ms and 24 days");
-	const char *why = pgc_probe_refusal(sql);
+	const char *why = refusal(sql, standard_strings(conn));
 	if (why != NULL)
 		return pgc__err(err, PGC_EUSAGE, "cannot probe: %s", why);
 	if (pgc__tx_status(conn) != PQTRANS_IDLE)
@@ -486,7 +370,7 @@ static int run_statement(probe_run *p, pgc_error *err)
 		pgc_probe_result *res = p->res;
 		res->outcome = PGC_PROBE_RAN;
 		pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(r));
-		res->rows_locked = rows_locked(p->sql, res->command_tag);
+		res->rows_locked = rows_locked(p->sql, res->command_tag, standard_strings(p->conn));
 		PQclear(r);
 		return read_own_locks(p->conn, res, &p->in->ar, err);
 	}

@@ -688,6 +688,8 @@ static void diag__probe_refusal_scanner(void)
 		"COMMIT", "rollback", "BEGIN", "START TRANSACTION", "END", "ABORT", "SAVEPOINT s",
 		"RELEASE s", "PREPARE TRANSACTION 'x'", "COPY t FROM STDIN", "CLUSTER", "SELECT 1; SELECT 2",
 		"SELECT 1; COMMIT", "", "   ", "-- only a comment", "ALTER TABLE p DETACH PARTITION c CONCURRENTLY",
+		/* WHERE'\' is WHERE and a plain string, not an escape string that hides the COMMIT. */
+		"SELECT 1 WHERE'\\' = ''; COMMIT",
 		NULL,
 	};
 	for (const char **s = refused; *s; s++)
@@ -698,7 +700,9 @@ static void diag__probe_refusal_scanner(void)
 		"SELECT $$ ; COMMIT $$", "SELECT $tag$ ; VACUUM $tag$ FROM t", "CREATE INDEX ON t (x)",
 		"ALTER TABLE t ADD COLUMN c int", "SELECT * FROM \"VACUUM\"", "CLUSTER t USING i",
 		"LOCK TABLE t IN SHARE MODE", "DROP INDEX i", "COPY t TO STDOUT", "SELECT E'it\\'s; COMMIT'",
-		"(SELECT 1)", "WITH x AS (SELECT 1) SELECT * FROM x", NULL,
+		"(SELECT 1)", "WITH x AS (SELECT 1) SELECT * FROM x",
+		"CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
+		"COPY (SELECT * FROM stdin) TO STDOUT", NULL,
 	};
 	for (const char **s = allowed; *s; s++)
 		if (pgc_probe_refusal(*s) != NULL)
