@@ -284,7 +284,7 @@ static bool same_object(const pgc_diag_lock *a, const pgc_diag_lock *b)
 	if (strcmp(t, "virtualxid") == 0)
 		return a->virtualxid && b->virtualxid && strcmp(a->virtualxid, b->virtualxid) == 0;
 	if (strcmp(t, "advisory") == 0)
-		return a->key_form == b->key_form && a->key1 == b->key1 && a->key2 == b->key2 &&
+		return pgc_key_equal(a->key, b->key) &&
 		       ((a->database == NULL && b->database == NULL) ||
 		        (a->database && b->database && strcmp(a->database, b->database) == 0));
 	return false;

@@ -114,8 +114,7 @@ typedef struct raw_session {
 
 typedef struct raw_lock {
 	pgc_diag_lock l;
-	uint32_t classid, objid;
-	int objsubid;
+	pgc_key *key; /* l.key, writable: the registry's name goes into it */
 	bool kept;
 } raw_lock;
 
@@ -224,23 +223,6 @@ static int *parse_pids(pgc__arena *a, const char *text, int self, size_t *n)
 	return out;
 }
 
-/* An advisory key as diagnostics print it: "4242 (0,4242)" for a bigint key, "(20,7)" for an
- * int4 pair. The one place that formats keys, so that it can follow the library's key format. */
-static int format_key(const pgc_diag_lock *lock, char *buf, size_t size)
-{
-	/* Advisory keys print as the bigint and as the (int4,int4) pair it is made of, so a key
-	 * can be matched whichever way the application took it. */
-	switch (lock->key_form) {
-	case PGC_DIAG_KEY_BIGINT:
-		return snprintf(buf, size, "%" PRId64 " (%" PRId32 ",%" PRId32 ")", lock->key, lock->key1,
-		                lock->key2);
-	case PGC_DIAG_KEY_INT4_PAIR:
-		return snprintf(buf, size, "(%" PRId32 ",%" PRId32 ")", lock->key1, lock->key2);
-	default:
-		return -1;
-	}
-}
-
 char *pgc__diag_lock_target(pgc__arena *a, const pgc_diag_lock *l)
 {
 	const char *t = l->locktype ? l->locktype : "?";
@@ -259,11 +241,11 @@ char *pgc__diag_lock_target(pgc__arena *a, const pgc_diag_lock *l)
 		return pgc__arena_printf(a, "transaction %s", l->transactionid ? l->transactionid : "?");
 	if (strcmp(t, "virtualxid") == 0)
 		return pgc__arena_printf(a, "virtual transaction %s", l->virtualxid ? l->virtualxid : "?");
-	if (strcmp(t, "advisory") == 0 && l->key_form != PGC_DIAG_KEY_NONE) {
-		char key[64];
-		format_key(l, key, sizeof key);
-		if (l->key_name != NULL)
-			return pgc__arena_printf(a, "advisory %s \"%s\"", key, l->key_name);
+	if (strcmp(t, "advisory") == 0 && l->key != NULL) {
+		char key[PGC_KEY_FORMAT_MAX];
+		pgc_key_format(l->key, key, sizeof key);
+		if (l->key->name[0] != '\0')
+			return pgc__arena_printf(a, "advisory %s \"%s\"", key, l->key->name);
 		return pgc__arena_printf(a, "advisory %s", key);
 	}
 	return pgc__arena_strdup(a, t);
@@ -316,20 +298,13 @@ static void decode_lock(builder *b, raw_lock *x, const PGresult *r, int row, int
 	l->virtualxid = col_str(a, r, row, C_VXID);
 	if (l->locktype && strcmp(l->locktype, "relation") == 0)
 		l->table_mode = pgc_table_lock_parse(l->mode);
-	x->classid = (uint32_t)col_ll(r, row, C_CLASSID, 0);
-	x->objid = (uint32_t)col_ll(r, row, C_OBJID, 0);
-	x->objsubid = (int)col_ll(r, row, C_OBJSUBID, 0);
-	if (l->locktype && strcmp(l->locktype, "advisory") == 0) {
-		/* pg_locks shows a bigint key as its high half in classid and its low half
-		 * in objid with objsubid 1; two int4 keys as classid, objid, objsubid 2. */
-		l->key1 = (int32_t)x->classid;
-		l->key2 = (int32_t)x->objid;
-		if (x->objsubid == 1) {
-			l->key_form = PGC_DIAG_KEY_BIGINT;
-			l->key = (int64_t)(((uint64_t)x->classid << 32) | (uint64_t)x->objid);
-		} else if (x->objsubid == 2) {
-			l->key_form = PGC_DIAG_KEY_INT4_PAIR;
-		}
+	pgc_key k;
+	if (l->locktype && strcmp(l->locktype, "advisory") == 0 &&
+	    pgc_key_from_pg_locks((uint32_t)col_ll(r, row, C_CLASSID, 0), (uint32_t)col_ll(r, row, C_OBJID, 0),
+	                          (int)col_ll(r, row, C_OBJSUBID, 0), &k) == PGC_OK &&
+	    (x->key = pgc__arena_alloc(a, sizeof *x->key)) != NULL) {
+		*x->key = k;
+		l->key = x->key;
 	}
 }
 
@@ -494,7 +469,7 @@ static int keep_in_scope(builder *b, pgc_error *err)
 /* A kept lock on a bigint key in the current database: what the registry can name. */
 static bool nameable(const builder *b, const raw_lock *l)
 {
-	return l->kept && l->l.key_form == PGC_DIAG_KEY_BIGINT && l->l.database &&
+	return l->kept && l->key != NULL && l->key->kind == PGC_KEY_INT64 && l->l.database &&
 	       strcmp(l->l.database, b->snap->database) == 0;
 }
 
@@ -518,13 +493,9 @@ static void apply_names(builder *b, const PGresult *r)
 {
 	for (int row = 0; row < PQntuples(r); row++) {
 		int64_t key = strtoll(PQgetvalue(r, row, 0), NULL, 10);
-		char *name = NULL;
 		for (size_t i = 0; i < b->nrl; i++)
-			if (nameable(b, &b->rl[i]) && b->rl[i].l.key == key) {
-				if (name == NULL)
-					name = pgc__arena_strdup(b->a, PQgetvalue(r, row, 1));
-				b->rl[i].l.key_name = name;
-			}
+			if (nameable(b, &b->rl[i]) && b->rl[i].key->id == key)
+				snprintf(b->rl[i].key->name, sizeof b->rl[i].key->name, "%s", PQgetvalue(r, row, 1));
 	}
 }
 
@@ -562,7 +533,7 @@ static int lookup_names(builder *b, pgc_error *err)
 	size_t nkeys = 0;
 	for (size_t i = 0; i < b->nrl; i++)
 		if (nameable(b, &b->rl[i]))
-			keys[nkeys++] = b->rl[i].l.key;
+			keys[nkeys++] = b->rl[i].key->id;
 	pgc__sb list = PGC__SB_INIT;
 	pgc__sb_int_array(&list, nkeys, keys);
 	free(keys);

@@ -12,18 +12,12 @@
 
 #include "conn.h"
 #include "error.h"
+#include "lock.h"
 #include "lockmode.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* How an advisory lock's key appears in pg_locks. */
-typedef enum pgc_diag_key_form {
-	PGC_DIAG_KEY_NONE = 0,     /* not an advisory lock */
-	PGC_DIAG_KEY_BIGINT = 1,   /* one bigint key: classid = high 32 bits, objid = low, objsubid 1 */
-	PGC_DIAG_KEY_INT4_PAIR = 2 /* two int4 keys: classid, objid, objsubid 2 */
-} pgc_diag_key_form;
 
 /* One row of pg_locks, decoded. Strings are owned by the snapshot (or probe result) and stay
  * valid until it is freed; NULL means "not applicable". */
@@ -43,12 +37,13 @@ typedef struct pgc_diag_lock {
 	long tuple;                /* -1 when none */
 	const char *transactionid; /* the transaction waited for or held, as text */
 	const char *virtualxid;
-	pgc_diag_key_form key_form;
-	int64_t key;               /* PGC_DIAG_KEY_BIGINT: the bigint key */
-	int32_t key1, key2;        /* both forms: the key as two int4 (high and low half for bigint) */
-	const char *key_name;      /* the name registered in <schema>.lock_names, or NULL */
-	const char *target;        /* one line: "relation public.orders", "advisory 4242 (0,4242)
-	                              \"nightly\"", "transaction 735 (row (0,1) of public.orders)" */
+	/* An advisory lock's key as pgc_key_from_pg_locks() decodes it (PGC_KEY_INT64 or
+	 * PGC_KEY_PAIR), with key->name the name registered for it in <schema>.lock_names ("" when
+	 * none); NULL for every other lock type. pgc_key_format() prints it as --key takes it. */
+	const pgc_key *key;
+	const char *target;        /* one line: "relation public.orders", "advisory 4242
+	                              \"nightly\"", "advisory 20,7", "transaction 735 (row (0,1)
+	                              of public.orders)" */
 } pgc_diag_lock;
 
 /* One session (a row of pg_stat_activity) with what it holds, waits for and blocks. Ages are in
@@ -131,7 +126,7 @@ typedef struct pgc_diag_options {
  * database plus any session of another database that waits for or blocks one of them. Wait-for
  * edges come from pg_blocking_pids(), which knows the lock-mode conflicts and the wait queues;
  * cycles are found once and never followed round. Names come from <schema>.lock_names when that
- * table exists and can be read; otherwise key_name stays NULL and names_available false.
+ * table exists and can be read; otherwise key->name stays "" and names_available false.
  * May be called inside a transaction block (the server's cached activity is dropped first, so
  * each snapshot is current), not in a failed one. The session reading the snapshot is left out
  * unless include_self. On success *out owns a snapshot the caller frees with

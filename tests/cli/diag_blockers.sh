@@ -13,7 +13,7 @@ run 0 "$PG" -d "$DB_DSN" init
 dbq "CREATE TABLE t (id int PRIMARY KEY, x int); INSERT INTO t VALUES (1, 1), (2, 2);
      INSERT INTO pgcoord.lock_names VALUES (4242, 'nightly-report');"
 
-# The chain: A locks row 1 FOR UPDATE and advisory keys 4242 and (20,7), then idles.
+# The chain: A locks row 1 FOR UPDATE and advisory keys 4242 and 20,7, then idles.
 open A
 send A "BEGIN; SELECT * FROM t WHERE id = 1 FOR UPDATE; SELECT pg_advisory_lock(4242); SELECT pg_advisory_lock(20, 7);"
 A=$(pid A)
@@ -38,7 +38,7 @@ grep -q "^[0-9]*:|  \`- pid $C " "$TMP/tree" || { cat "$TMP/out"; fail "C is not
 grep -q "^[0-9]*:\`- pid $D " "$TMP/tree" || { cat "$TMP/out"; fail "D is not the last child of A"; }
 out_has "waits .* for ShareLock on transaction [0-9]* (row (0,1) of public.t)"
 out_has "waits .* for ShareLock on relation public.t"
-out_has "waits .* for ExclusiveLock on advisory 4242 (0,4242) \"nightly-report\""
+out_has "waits .* for ExclusiveLock on advisory 4242 \"nightly-report\""
 out_has "query: UPDATE t SET x = 10 WHERE id = 1;"
 out_has "pid $A holds ExclusiveLock on it"
 out_has "pid $B holds RowExclusiveLock on it"
@@ -49,7 +49,7 @@ jcheck 'd["waiting"], d["roots"], d["worst_root"]' "(3, [$A], $A)" \
 	"$S[$D][\"blocked_by\"]" "[$A]" \
 	"$S[$C][\"blocked_by\"]" "[$B]" \
 	"$S[$B][\"blocked_by\"]" "[$A]" \
-	"[$S[$D][\"wants\"][k] for k in (\"key\", \"key1\", \"key2\", \"key_name\", \"key_form\")]" "[4242, 0, 4242, 'nightly-report', 'bigint']" \
+	"[$S[$D][\"wants\"][k] for k in (\"key\", \"key_space\", \"key_name\")]" "['4242', 'bigint', 'nightly-report']" \
 	"[$S[$A][k] for k in (\"root\", \"blocks_total\", \"state\")]" "[True, 3, 'idle in transaction']" \
 	"$S[$C][\"blocked_by_locks\"]" "[{'pid': $B, 'mode': 'RowExclusiveLock', 'queued': False}]" \
 	'sorted((e["waiter"], e["blocker"]) for e in d["edges"]) == sorted([('$B', '$A'), ('$C', '$B'), ('$D', '$A')])' True
@@ -62,10 +62,14 @@ run 1 "$PG" -q -d "$DB_DSN" blockers
 
 # locks: decoded, filtered.
 run 0 "$PG" -d "$DB_DSN" locks --pid "$A"
-out_has "advisory .* advisory 4242 (0,4242) \"nightly-report\""
-out_has "advisory .* advisory (20,7)$"
+out_has "advisory .* advisory 4242 \"nightly-report\"$"
+out_has "advisory .* advisory 20,7$"
 out_has "RowShareLock .* relation public.t"
 grep -q "^$B " "$TMP/out" && fail "locks --pid $A shows pid $B"
+# Keys in JSON as pgcoord lock key shows them: the text --key takes, and the key space.
+run 0 "$PG" -d "$DB_DSN" locks --pid "$A" --advisory --json
+jcheck 'sorted((l["key"], l["key_space"], l["key_name"]) for l in d["locks"])' \
+	"[('20,7', 'int4pair', None), ('4242', 'bigint', 'nightly-report')]"
 run 0 "$PG" -d "$DB_DSN" locks --advisory
 grep -v "^PID\|advisory\|locks, " "$TMP/out" && fail "--advisory shows other locks"
 out_has "^$D .*WAITING .*advisory 4242"

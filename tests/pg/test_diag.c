@@ -233,18 +233,17 @@ static void diag__chain_tree_and_keys(void)
 	T_ASSERT_INT_EQ(D->nblocked_by, 1);
 	T_ASSERT_INT_EQ(D->blocked_by[0], pa);
 	why = pgc_diag_blocking_lock(D, A, &queued);
-	T_ASSERT(why != NULL && !queued && why->key == key);
+	T_ASSERT(why != NULL && !queued && why->key != NULL && why->key->id == key);
 	const pgc_diag_lock *w = D->wants;
 	T_ASSERT_STR_EQ(w->locktype, "advisory");
-	T_ASSERT_INT_EQ(w->key_form, PGC_DIAG_KEY_BIGINT);
-	T_ASSERT_INT_EQ(w->key, key);
-	T_ASSERT_INT_EQ(w->key1, 0x64696167);
-	T_ASSERT_INT_EQ(w->key2, getpid());
-	T_ASSERT_STR_EQ(w->key_name, "nightly-report");
+	T_ASSERT(w->key != NULL);
+	T_ASSERT_INT_EQ(w->key->kind, PGC_KEY_INT64);
+	T_ASSERT_INT_EQ(w->key->id, key);
+	T_ASSERT_STR_EQ(w->key->name, "nightly-report");
 	T_ASSERT(s->names_available);
+	/* Keys print as pgc_key_format prints them, which is what --key takes. */
 	char expect[128];
-	snprintf(expect, sizeof expect, "advisory %" PRId64 " (1684627815,%d) \"nightly-report\"", key,
-	         (int)getpid());
+	snprintf(expect, sizeof expect, "advisory %" PRId64 " \"nightly-report\"", key);
 	T_ASSERT_STR_EQ(w->target, expect);
 
 	/* A's locks: the negative bigint and the int4 pair decode too. */
@@ -252,18 +251,21 @@ static void diag__chain_tree_and_keys(void)
 	for (size_t i = 0; i < A->nlocks; i++) {
 		const pgc_diag_lock *l = &A->locks[i];
 		T_ASSERT(l->granted);
-		if (l->key_form == PGC_DIAG_KEY_BIGINT && l->key == negkey) {
+		T_ASSERT((l->key != NULL) == (strcmp(l->locktype, "advisory") == 0));
+		if (l->key != NULL && l->key->kind == PGC_KEY_INT64 && l->key->id == negkey) {
 			neg = true;
-			T_ASSERT(l->key_name == NULL);
-			snprintf(expect, sizeof expect, "advisory %" PRId64 " (%d,%d)", negkey,
-			         (int32_t)((uint64_t)negkey >> 32), (int32_t)(uint32_t)negkey);
+			T_ASSERT_STR_EQ(l->key->name, "");
+			snprintf(expect, sizeof expect, "advisory %" PRId64, negkey);
 			T_ASSERT_STR_EQ(l->target, expect);
-			T_ASSERT_INT_EQ(l->key1, (int32_t)((uint64_t)negkey >> 32));
 		}
-		if (l->key_form == PGC_DIAG_KEY_INT4_PAIR) {
-			pair = l->key1 == 1684627815 && l->key2 == getpid();
-			snprintf(expect, sizeof expect, "advisory (1684627815,%d)", (int)getpid());
+		if (l->key != NULL && l->key->kind == PGC_KEY_PAIR) {
+			pair = l->key->key1 == 1684627815 && l->key->key2 == getpid();
+			snprintf(expect, sizeof expect, "advisory 1684627815,%d", (int)getpid());
 			T_ASSERT_STR_EQ(l->target, expect);
+			pgc_key back;
+			pgc_error kerr;
+			T_ASSERT_INT_EQ(pgc_key_parse(expect + strlen("advisory "), &back, &kerr), PGC_OK);
+			T_ASSERT(pgc_key_equal(&back, l->key));
 		}
 	}
 	T_ASSERT(neg && pair);
@@ -281,7 +283,7 @@ static void diag__chain_tree_and_keys(void)
 	/* Without names the key is still decoded. */
 	o.names = false;
 	s = wait_for_waiters(adm, &o, &pd, 1);
-	T_ASSERT(pgc_diag_session_find(s, pd)->wants->key_name == NULL);
+	T_ASSERT_STR_EQ(pgc_diag_session_find(s, pd)->wants->key->name, "");
 	T_ASSERT(!s->names_available);
 	pgc_diag_snapshot_free(s);
 
