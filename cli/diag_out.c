@@ -77,6 +77,14 @@ diag_glyphs diag_glyphs_get(void)
 	return cs && strcmp(cs, "UTF-8") == 0 ? utf8 : ascii;
 }
 
+void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size)
+{
+	for (size_t i = 0; i < s->nlocks; i++)
+		if (s->locks[i].key != NULL && pgc_key_describe(s->locks[i].key, buf, size) >= 0)
+			return;
+	snprintf(buf, size, "?");
+}
+
 const char *diag_or_dash(const char *s)
 {
 	return s && *s ? s : "-";
@@ -202,8 +210,9 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
 	fputc(']', f);
 	fputs(",\"blocks\":", f);
 	json_pids(f, s->blocks, s->nblocks);
-	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"cycle\":", s->blocks_total,
-	        s->root ? "true" : "false", s->queued_ddl ? "true" : "false");
+	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"pgcoord_holder\":%s,\"cycle\":",
+	        s->blocks_total, s->root ? "true" : "false", s->queued_ddl ? "true" : "false",
+	        s->pgcoord_holder ? "true" : "false");
 	if (s->cycle > 0)
 		fprintf(f, "%d", s->cycle);
 	else
@@ -242,6 +251,12 @@ void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_sessio
 	else
 		fputs(", no open transaction", f);
 	fputc('\n', f);
+	if (s->pgcoord_holder) {
+		char lock[PGC_KEY_NAME_MAX + 64];
+		diag_holder_lock(s, lock, sizeof lock);
+		fprintf(f, "  pgcoord run holding lock %s, by design: ending it takes the lock from that "
+		           "pgcoord run, which then stops its command (exit 75)\n", lock);
+	}
 	if (s->wants != NULL) {
 		char w[32];
 		diag_fmt_dur(s->waited_s, w, sizeof w);

@@ -217,10 +217,14 @@ static bool find_cycles(graph *g)
 	return !g->oom;
 }
 
+/* pgcoord's own lock holders block by design: after every other root. Then the root
+ * blocking most, the oldest transaction, the lowest pid. */
 static int cmp_root(const void *a, const void *b)
 {
 	const pgc_diag_session *x = *(const pgc_diag_session *const *)a;
 	const pgc_diag_session *y = *(const pgc_diag_session *const *)b;
+	if (x->pgcoord_holder != y->pgcoord_holder)
+		return x->pgcoord_holder ? 1 : -1;
 	if (x->blocks_total != y->blocks_total)
 		return x->blocks_total < y->blocks_total ? 1 : -1;
 	if (x->xact_age_s != y->xact_age_s)
@@ -228,7 +232,7 @@ static int cmp_root(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Roots (blocking someone, waiting for no one), the one blocking most first; queued DDL. */
+/* Roots (blocking someone, waiting for no one) in cmp_root's order; queued DDL. */
 static bool find_roots(graph *g)
 {
 	pgc_diag_snapshot *snap = g->snap;

@@ -50,7 +50,7 @@ static bool col_bool(const PGresult *r, int row, int col)
 enum {
 	C_KIND, C_PID, C_DATNAME, C_TAKEN_AT, C_CURDB,
 	C_USER, C_APP, C_CLIENT, C_BTYPE, C_STATE, C_WET, C_WE, C_QUERY,
-	C_BACKEND_AGE, C_XACT_AGE, C_QUERY_AGE, C_STATE_AGE, C_BLOCKERS,
+	C_BACKEND_AGE, C_XACT_AGE, C_QUERY_AGE, C_STATE_AGE, C_BLOCKERS, C_NO_XID,
 	C_LOCKTYPE, C_MODE, C_GRANTED, C_FASTPATH, C_WAITED, C_RELOID, C_RELNAME, C_RELKIND,
 	C_PAGE, C_TUPLE, C_XID, C_VXID, C_CLASSID, C_OBJID, C_OBJSUBID,
 	C_COUNT
@@ -85,12 +85,12 @@ static const char snapshot_sql[] =
 	"  extract(epoch FROM t.now - a.xact_start)::float8,\n"
 	"  extract(epoch FROM t.now - a.query_start)::float8,\n"
 	"  extract(epoch FROM t.now - a.state_change)::float8,\n"
-	"  b.pids,\n"
+	"  b.pids, a.backend_xid IS NULL AND a.backend_xmin IS NULL,\n"
 	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL\n"
 	"FROM a CROSS JOIN t LEFT JOIN b ON b.pid = a.pid\n"
 	"UNION ALL\n"
 	"SELECT 'l', coalesce(l.pid, 0), d.datname::text, t.at, t.curdb,\n"
-	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,\n"
+	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,\n"
 	"  l.locktype, l.mode, l.granted, l.fastpath,\n"
 	"  extract(epoch FROM t.now - %s)::float8,\n"
 	"  l.relation::int8,\n"
@@ -109,6 +109,7 @@ typedef struct raw_session {
 	pgc_diag_session s;
 	int *blockers;
 	size_t nblockers;
+	bool no_xid; /* neither backend_xid nor backend_xmin */
 	bool kept;
 } raw_session;
 
@@ -274,6 +275,7 @@ static void decode_session(builder *b, raw_session *x, const PGresult *r, int ro
 	s->state_age_s = col_f(r, row, C_STATE_AGE);
 	x->blockers = parse_pids(a, PQgetisnull(r, row, C_BLOCKERS) ? NULL : PQgetvalue(r, row, C_BLOCKERS),
 	                         pid, &x->nblockers);
+	x->no_xid = col_bool(r, row, C_NO_XID);
 }
 
 static void decode_lock(builder *b, raw_lock *x, const PGresult *r, int row, int pid)
@@ -622,6 +624,25 @@ static void place_locks(builder *b, size_t i, raw_lock *const *order, size_t *ou
 	name_row_wait(b->a, s);
 }
 
+/* The transaction in which PGC_LOCK_HOLD_XACT (pgcoord run through a transaction-mode pooler)
+ * holds its lock: named so by lock.c inside the transaction, idle in it, with neither a
+ * transaction id nor a snapshot (it holds back neither vacuum nor anyone's row), and holding
+ * nothing but advisory locks and its own virtual transaction id. */
+static bool pgcoord_holder(const raw_session *x, const pgc_diag_session *s)
+{
+	if (!x->no_xid || s->application == NULL || strcmp(s->application, "pgcoord/lock-holder") != 0 ||
+	    s->state == NULL || strcmp(s->state, "idle in transaction") != 0)
+		return false;
+	for (size_t k = 0; k < s->nlocks; k++) {
+		const pgc_diag_lock *l = &s->locks[k];
+		bool own_vxid = l->locktype && strcmp(l->locktype, "virtualxid") == 0 && l->mode &&
+		                strcmp(l->mode, "ExclusiveLock") == 0;
+		if (!l->granted || (l->key == NULL && !own_vxid))
+			return false;
+	}
+	return true;
+}
+
 /* Sessions in age order, each session's locks together (granted first), then the locks of
  * prepared transactions that have no placeholder session. */
 static int assemble(builder *b, pgc_error *err)
@@ -648,6 +669,7 @@ static int assemble(builder *b, pgc_error *err)
 		snap->sessions[i].blocked_by = b->rs[i].blockers;
 		snap->sessions[i].nblocked_by = b->rs[i].nblockers;
 		place_locks(b, i, order, &out);
+		snap->sessions[i].pgcoord_holder = pgcoord_holder(&b->rs[i], &snap->sessions[i]);
 	}
 	free(order);
 	for (size_t k = 0; k < b->nrl; k++)

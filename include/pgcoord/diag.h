@@ -78,6 +78,12 @@ typedef struct pgc_diag_session {
 	bool queued_ddl;           /* waits for a SHARE UPDATE EXCLUSIVE or stronger relation lock
 	                              while others queue behind it (strong-lock queueing) */
 	int cycle;                 /* 0, or the 1-based number of the wait cycle it is part of */
+	/* pgcoord's own lock-holding transaction (PGC_LOCK_HOLD_XACT, what pgcoord run uses
+	 * through a transaction-mode pooler): application_name exactly "pgcoord/lock-holder",
+	 * state "idle in transaction", no backend_xid and no backend_xmin, and nothing held but
+	 * advisory locks and its own virtual transaction id. It sits idle in its transaction for
+	 * as long as the lock is held, by design: sessions waiting for it wait for that lock. */
+	bool pgcoord_holder;
 } pgc_diag_session;
 
 /* A wait-for edge: waiter waits for blocker (from pg_blocking_pids). */
@@ -104,7 +110,9 @@ typedef struct pgc_diag_snapshot {
 	size_t nlocks;
 	pgc_diag_edge *edges;
 	size_t nedges;
-	const int *roots;          /* root blockers, the one blocking most sessions first */
+	const int *roots;          /* root blockers, the one blocking most sessions first, except
+	                              that pgcoord's own lock holders (pgcoord_holder) come after
+	                              every other root: roots[0] is one only when all are */
 	size_t nroots;
 	pgc_diag_cycle *cycles;
 	size_t ncycles;
