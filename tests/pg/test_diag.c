@@ -35,11 +35,26 @@ static void exec1(pgc_conn *c, const char *sql, const char *p1)
 	PQclear(r);
 }
 
-/* Starts sql on c without waiting for it (it is expected to block). */
+/* Starts sql (simple protocol: it may be several statements) on c without waiting for it (it
+ * is expected to block); pgc__await() collects the answer. */
 static void send_async(pgc_conn *c, const char *sql)
 {
-	if (!PQsendQuery(pgc_conn_pg(c), sql))
-		T_FAIL("send %s: %s", sql, PQerrorMessage(pgc_conn_pg(c)));
+	pgc__call call = PGC__CALL_INIT;
+	call.flags = PGC__SIMPLE;
+	pgc_error err;
+	if (pgc__send(c, sql, 0, NULL, &call, &err) != PGC_OK)
+		T_FAIL("send %s: %s", sql, err.message);
+}
+
+/* Runs sql, returning its result (fails the test on error). */
+static PGresult *query(pgc_conn *c, const char *sql)
+{
+	int rc;
+	pgc_error err;
+	PGresult *r = pgc__exec(c, sql, 0, NULL, &rc, &err);
+	if (r == NULL)
+		T_FAIL("%s: %s", sql, err.message);
+	return r;
 }
 
 static char schema[64];
@@ -129,10 +144,11 @@ static void wait_state(pgc_conn *c, int pid, const char *state)
 	snprintf(p, sizeof p, "%d", pid);
 	const char *params[1] = { p };
 	for (int i = 0; i < 200; i++) {
-		PGresult *r = PQexecParams(pgc_conn_pg(c), "SELECT state FROM pg_stat_activity WHERE pid = $1::int",
-		                           1, NULL, params, NULL, NULL, 0);
-		bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-		          strcmp(PQgetvalue(r, 0, 0), state) == 0;
+		int rc;
+		pgc_error err;
+		PGresult *r = pgc__exec(c, "SELECT state FROM pg_stat_activity WHERE pid = $1::int", 1, params,
+		                        &rc, &err);
+		bool ok = r != NULL && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), state) == 0;
 		PQclear(r);
 		if (ok)
 			return;
@@ -512,8 +528,7 @@ static void diag__signal(void)
 
 	/* The server's functions answer false, with a warning, for a process that is not a
 	 * backend: reported, not hidden. */
-	PGresult *cp = PQexec(pgc_conn_pg(c), "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
-	T_ASSERT_INT_EQ(PQresultStatus(cp), PGRES_TUPLES_OK);
+	PGresult *cp = query(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
 	if (PQntuples(cp) == 1) {
 		int ckpt = atoi(PQgetvalue(cp, 0, 0));
 		T_ASSERT_INT_EQ(pgc_diag_signal(c, ckpt, PGC_DIAG_CANCEL, 0, &r, &err), PGC_OK);
@@ -532,12 +547,10 @@ static void diag__signal(void)
 	T_ASSERT(r.done);
 	T_ASSERT(!r.gone);
 	T_ASSERT_STR_EQ(r.state, "idle");
-	PGresult *x = PQgetResult(pgc_conn_pg(v));
-	T_ASSERT_INT_EQ(PQresultStatus(x), PGRES_FATAL_ERROR);
-	T_ASSERT_STR_EQ(PQresultErrorField(x, PG_DIAG_SQLSTATE), "57014");
-	PQclear(x);
-	while ((x = PQgetResult(pgc_conn_pg(v))) != NULL)
-		PQclear(x);
+	int rc;
+	T_ASSERT(pgc__await(v, NULL, &rc, &err) == NULL);
+	T_ASSERT_INT_EQ(rc, PGC_ESQL);
+	T_ASSERT_STR_EQ(err.sqlstate, "57014");
 	exec_ok(v, "SELECT 1");
 
 	/* Terminate ends it, and we wait until it is gone. */
@@ -616,7 +629,7 @@ static void diag__probe_reports_locks_and_changes_nothing(void)
 	T_ASSERT_CONTAINS(err.message, "cannot run inside a transaction block");
 	T_ASSERT_INT_EQ(pgc_probe(c, "DISCARD ALL", NULL, &r, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "DISCARD ALL cannot run inside a transaction block");
-	T_ASSERT_INT_EQ(PQtransactionStatus(pgc_conn_pg(c)), PQTRANS_IDLE);
+	T_ASSERT_INT_EQ(pgc__tx_status(c), PQTRANS_IDLE);
 	/* A failing statement: outcome FAILED with the server's error, session usable. */
 	T_ASSERT_INT_EQ(pgc_probe(c, "SELECT * FROM pgcoord_no_such_table", NULL, &r, &err), PGC_OK);
 	T_ASSERT_INT_EQ(r->outcome, PGC_PROBE_FAILED);
@@ -638,8 +651,7 @@ static void diag__probe_reports_locks_and_changes_nothing(void)
 	snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped), "
 	                          "(SELECT count(*) FROM pg_index WHERE indrelid = '%s'::regclass), (SELECT count(*) FROM %s)",
 	         qtable, qtable, qtable);
-	q = PQexec(pgc_conn_pg(adm), sql);
-	T_ASSERT_INT_EQ(PQresultStatus(q), PGRES_TUPLES_OK);
+	q = query(adm, sql);
 	T_ASSERT_STR_EQ(PQgetvalue(q, 0, 0), "2");
 	T_ASSERT_STR_EQ(PQgetvalue(q, 0, 1), "1");
 	T_ASSERT_STR_EQ(PQgetvalue(q, 0, 2), "2");
@@ -673,7 +685,7 @@ static void diag__probe_lock_timeout_names_blocker(void)
 	T_ASSERT(me != NULL);
 	T_ASSERT(has_pid(me->blocked_by, me->nblocked_by, pgc_conn_backend_pid(a)));
 	pgc_probe_result_free(r);
-	T_ASSERT_INT_EQ(PQtransactionStatus(pgc_conn_pg(c)), PQTRANS_IDLE);
+	T_ASSERT_INT_EQ(pgc__tx_status(c), PQTRANS_IDLE);
 	pgc_conn_close(a);
 	pgc_conn_close(c);
 	teardown(adm);
