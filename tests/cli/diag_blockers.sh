@@ -176,14 +176,11 @@ psql_q "SELECT pg_terminate_backend($X, 5000), pg_terminate_backend($Y, 5000)" >
 # pooler): named so inside its transaction, idle in it by design, holding only an advisory
 # lock. Blockers labels it and names it worst only while nothing else blocks.
 dbq "INSERT INTO pgcoord.lock_names VALUES (4343, 'deploy')"
-open H; H=$(pid H)
-send H "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(4343);"
+start H "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(4343);"
 wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $H AND application_name = 'pgcoord/lock-holder' AND state = 'idle in transaction')"
-open W1; W1=$(pid W1)
-send W1 "SELECT pg_advisory_xact_lock(4343);"
+start W1 "SELECT pg_advisory_xact_lock(4343);"
 waiting "$W1"
-open W2; W2=$(pid W2)
-send W2 "SELECT pg_advisory_xact_lock(4343);"
+start W2 "SELECT pg_advisory_xact_lock(4343);"
 waiting "$W2"
 run 1 "$PG" -d "$DB_DSN" blockers
 out_has "^2 sessions wait for locks; 1 root blocker; worst: pid $H (.*, pgcoord/lock-holder) pgcoord run holding lock deploy (key 4343), by design, for .* blocks 2 sessions$"
@@ -194,15 +191,12 @@ S='{s["pid"]: s for s in d["sessions"]}'
 jcheck 'd["roots"], d["worst_root"]' "([$H], $H)" \
 	"$S[$H][\"pgcoord_holder\"], $S[$W1][\"pgcoord_holder\"]" "(True, False)"
 # A real problem beside it, blocking fewer sessions: it is the worst root, the holder comes last.
-open R; R=$(pid R)
-send R "BEGIN; SELECT * FROM t WHERE id = 2 FOR UPDATE;"
+start R "BEGIN; SELECT * FROM t WHERE id = 2 FOR UPDATE;"
 state "$R" "idle in transaction"
-open V; V=$(pid V)
-send V "UPDATE t SET x = 20 WHERE id = 2;"
+start V "UPDATE t SET x = 20 WHERE id = 2;"
 waiting "$V"
 # A session that only calls itself a lock holder but wrote something is an ordinary one.
-open N; N=$(pid N)
-send N "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(77); INSERT INTO t VALUES (3, 3);"
+start N "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(77); INSERT INTO t VALUES (3, 3);"
 wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $N AND backend_xid IS NOT NULL AND state = 'idle in transaction')"
 run 1 "$PG" -d "$DB_DSN" blockers
 out_has "^3 sessions wait for locks; 2 root blockers; worst: pid $R (.*, $APP-R) idle in transaction for .* blocks 1 session$"

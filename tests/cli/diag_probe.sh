@@ -73,8 +73,7 @@ dbq "GRANT SELECT ON t TO $ROLE"
 ROLE_DSN="$DB_DSN user=$ROLE"
 case "$DB_DSN" in *://*) ROLE_DSN="$DB_DSN&user=$ROLE" ;; esac
 [ "$(psql -X -A -t -q "$ROLE_DSN" -c "SHOW statement_timeout")" = 1s ] || fail "the role's statement_timeout is not in force"
-open L; L=$(pid L)
-send L "BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE;"
+start L "BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE;"
 wait_sql "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $L AND mode = 'AccessExclusiveLock' AND granted)"
 # A lock held throughout: the outcome is the lock wait, after the probe's 3 s.
 run 1 timeout 30 "$PG" -d "$ROLE_DSN" probe --json --lock-timeout 3s -c "SELECT * FROM t"

@@ -1,7 +1,6 @@
 /* test_diag.c - lock forensics against a real server: wait-for trees built by real sessions,
  * decoded advisory keys and names, cycles, cancel/terminate and the lock probe */
 #include <libpq-fe.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../src/internal.h"
@@ -9,12 +8,6 @@
 
 /* This file's advisory keys: the high half spells "diag", the low half is the test's pid. */
 #define KEY_BASE INT64_C(0x6469616700000000)
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
 
 static void exec_ok(pgc_conn *c, const char *sql)
 {
@@ -113,7 +106,7 @@ static pgc_diag_snapshot *wait_for_waiters(pgc_conn *c, const pgc_diag_options *
 		if (ok == n)
 			return s;
 		pgc_diag_snapshot_free(s);
-		sleep_ms(50);
+		pgc__sleep_ms(50);
 	}
 	T_FAIL("the sessions did not all start waiting within 10 s");
 	return NULL;
@@ -152,7 +145,7 @@ static void wait_state(pgc_conn *c, int pid, const char *state)
 		PQclear(r);
 		if (ok)
 			return;
-		sleep_ms(50);
+		pgc__sleep_ms(50);
 	}
 	T_FAIL("pid %d did not become %s within 10 s", pid, state);
 }
