@@ -293,7 +293,8 @@ static void decode_lock(builder *b, raw_lock *x, const PGresult *r, int row, int
 	l->relation = col_str(a, r, row, C_RELNAME);
 	if (l->relation == NULL && l->relation_oid != 0)
 		l->relation = pgc__arena_printf(a, "%u", l->relation_oid);
-	l->relkind = pgc__diag_relkind_name(PQgetisnull(r, row, C_RELKIND) ? NULL : PQgetvalue(r, row, C_RELKIND));
+	l->relkind = pgc__diag_relkind_name(PQgetisnull(r, row, C_RELKIND) ? NULL
+	                                                                  : PQgetvalue(r, row, C_RELKIND));
 	l->page = (long)col_ll(r, row, C_PAGE, -1);
 	l->tuple = (long)col_ll(r, row, C_TUPLE, -1);
 	l->transactionid = col_str(a, r, row, C_XID);
@@ -358,12 +359,14 @@ static int read_rows(builder *b, pgc_error *err)
 	char sql[sizeof snapshot_sql + 64];
 	int version = pgc_conn_server_version(b->conn);
 	const char *mat = version >= 120000 ? "MATERIALIZED " : "";
-	snprintf(sql, sizeof sql, snapshot_sql, mat, mat, version >= 140000 ? "l.waitstart" : "NULL::timestamptz");
+	const char *waitstart = version >= 140000 ? "l.waitstart" : "NULL::timestamptz";
+	snprintf(sql, sizeof sql, snapshot_sql, mat, mat, waitstart);
 	r = pgc__exec(b->conn, sql, 0, NULL, &rc, err);
 	if (r == NULL)
 		return rc;
 	if (PQnfields(r) != C_COUNT)
-		rc = pgc__err(err, PGC_EINTERNAL, "snapshot query returned %d columns, expected %d", PQnfields(r), C_COUNT);
+		rc = pgc__err(err, PGC_EINTERNAL, "snapshot query returned %d columns, expected %d",
+		              PQnfields(r), C_COUNT);
 	else
 		rc = decode_rows(b, r, err);
 	PQclear(r);

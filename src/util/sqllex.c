@@ -119,8 +119,9 @@ static void number(pgc__sqllex *lx)
 	size_t i = lx->pos;
 	while (is_digit(at(lx, i)) || at(lx, i) == '.')
 		i++;
-	if ((at(lx, i) == 'e' || at(lx, i) == 'E') &&
-	    (is_digit(at(lx, i + 1)) || ((at(lx, i + 1) == '+' || at(lx, i + 1) == '-') && is_digit(at(lx, i + 2)))))
+	/* An exponent's sign (1e-3); its digits go with the rest below. */
+	bool sign = at(lx, i + 1) == '+' || at(lx, i + 1) == '-';
+	if ((at(lx, i) == 'e' || at(lx, i) == 'E') && sign && is_digit(at(lx, i + 2)))
 		i += 2;
 	/* 0x1F, 1_000 and the "trailing junk" the server refuses stay one token. */
 	while (i < lx->n && pgc__sql_ident_char(at(lx, i)))
