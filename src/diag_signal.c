@@ -86,7 +86,8 @@ static int send_signal(pgc_conn *conn, int pid, pgc_diag_signal_kind kind, int w
 		sql = "SELECT pg_catalog.pg_terminate_backend($1::int, $2::int8)";
 		nparams = 2;
 		call.statement_timeout_ms = 0;
-		call.timeout_ms = wait_ms + pgc__call_timeout_ms(conn);
+		int64_t bound = pgc__call_timeout_ms(conn);
+		call.timeout_ms = bound == PGC_WAIT_FOREVER ? PGC_WAIT_FOREVER : wait_ms + bound;
 	}
 	warning_capture cap = { out->warning, sizeof out->warning, false };
 	pgc_conn_options o = *pgc__conn_options(conn);

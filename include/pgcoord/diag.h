@@ -174,8 +174,9 @@ typedef struct pgc_diag_signal_result {
 
 /* Cancels the query of, or terminates, the session pid, then watches it for up to wait_ms
  * (terminate: until it is gone; cancel: until its query stops) and fills out. The signal goes
- * through a short-lived second session with conn's settings, so that the server's warning is
- * captured without touching conn's notice receiver. The server's
+ * through a short-lived second session with conn's settings and a notice_fn of its own, so that
+ * the server's warning is captured and conn's notice_fn never hears it. A terminate that waits
+ * (PostgreSQL 14 and later, wait_ms > 0) runs without the role's statement_timeout. The server's
  * functions may return false without an error (not a backend, no permission in old versions,
  * terminate timed out): then done is false and warning says why.
  * Errors: PGC_EUSAGE (pid <= 0, pid is conn's own backend, bad kind, negative wait_ms, NULL
@@ -230,17 +231,21 @@ typedef struct pgc_probe_result {
  * Thread-safe. */
 PGC_EXTERN const char *pgc_probe_refusal(const char *sql);
 
-/* Runs one statement on conn inside BEGIN ... ROLLBACK with SET LOCAL lock_timeout and
- * statement_timeout, reads which relation-level locks its backend holds before rolling back, and
- * returns them in *out. Nothing the statement does inside the transaction survives; effects that
+/* Runs one statement on conn inside BEGIN ... ROLLBACK under lock_timeout_ms and
+ * statement_timeout_ms (set with set_config(..., true) in that transaction: they replace the
+ * role's, the database's and the session's settings, so the wait is neither cut short nor
+ * stretched by them), reads which relation-level locks its backend holds before rolling back, and
+ * returns them in *out. Rows and COPY TO data are dropped as they arrive. Nothing the statement does inside the transaction survives; effects that
  * ignore transactions do: sequence values it draws (nextval, serial, identity), session-level
  * advisory locks (until conn closes), files written by COPY TO, signals sent. When the statement
  * is still running after 100 ms a second session (same DSN) watches it, so that a lock wait or a
- * timeout can still be explained. conn must be idle, outside a transaction. On PGC_OK *out owns a
+ * timeout can still be explained; when the server has not ended the statement 5 s after its
+ * statement timeout it is cancelled, and the session closed if that is not answered within 5 s
+ * (PGC_ETIMEDOUT). conn must be idle, outside a transaction. On PGC_OK *out owns a
  * result freed with pgc_probe_result_free(), whatever the statement's outcome.
  * Errors: PGC_EUSAGE (NULL arguments, conn in a transaction, bad timeouts, a statement that
- * cannot be probed: the message says why), PGC_ENOMEM, PGC_ECONNLOST, PGC_ESQL (the probe's own
- * queries failed). */
+ * cannot be probed: the message says why), PGC_ENOMEM, PGC_ECONNLOST, PGC_ETIMEDOUT, PGC_ESQL
+ * (the probe's own queries failed). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_probe(pgc_conn *conn, const char *sql,
                                        const pgc_probe_options *opts, pgc_probe_result **out,
                                        pgc_error *err);

@@ -232,14 +232,11 @@ static void on_word(pgc__sqllex *lx, pgc__sqlstmt *st, stmt_scan *sc)
 {
 	keep_word(st, lx->s + lx->start, lx->len);
 	sc->word_count++;
-	if (sc->word_count == 2 || sc->word_count == 4) {
-		bool create = pgc__sql_word_at(st, 0, "CREATE");
-		bool or_replace = pgc__sql_word_at(st, 1, "OR");
-		const char *kind = st->words[st->nwords - 1];
-		if (create && (sc->word_count == 4) == or_replace &&
-		    (strcmp(kind, "FUNCTION") == 0 || strcmp(kind, "PROCEDURE") == 0))
-			sc->routine = true;
-	}
+	/* CREATE FUNCTION (word 2) or CREATE OR REPLACE FUNCTION (word 4), or PROCEDURE. */
+	if ((sc->word_count == 2 || sc->word_count == 4) && pgc__sql_word_at(st, 0, "CREATE") &&
+	    (sc->word_count == 4) == pgc__sql_word_at(st, 1, "OR") &&
+	    (pgc__sqllex_word_is(lx, "FUNCTION") || pgc__sqllex_word_is(lx, "PROCEDURE")))
+		sc->routine = true;
 	if (sc->routine && sc->paren == 0 && sc->word_count > 2) {
 		if (pgc__sqllex_word_is(lx, "BEGIN"))
 			sc->atomic++;
