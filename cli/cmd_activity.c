@@ -10,10 +10,13 @@ static void usage(FILE *f)
 	      "\n"
 	      "Lists sessions by transaction age, oldest first (sessions without an open\n"
 	      "transaction last), with their state, how long they have been in it, what they\n"
-	      "wait for, how many sessions they block and their query.\n"
+	      "wait for, how many sessions they block and their query. The transaction in\n"
+	      "which pgcoord run holds its lock through a transaction-mode pooler shows as\n"
+	      "\"holding\" with the lock it holds.\n"
 	      "\n"
 	      "Options:\n"
-	      "  -i, --idle-in-tx       only sessions idle in a transaction (also aborted ones)\n"
+	      "  -i, --idle-in-tx       only sessions idle in a transaction (also aborted ones;\n"
+	      "                         not pgcoord's own lock holders, idle by design)\n"
 	      "  -o, --older-than=D     only transactions open for at least D (\"30s\", \"5m\")\n"
 	      "  -a, --all-databases    every database, not only the current one\n"
 	      "      --json             print one JSON object\n"
@@ -32,7 +35,6 @@ int cmd_activity(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
-	o.names = false;
 	bool json = g_cli.json, idle_tx = false;
 	int64_t older_ms = -1;
 	int ch;
@@ -85,7 +87,9 @@ int cmd_activity(int argc, char **argv)
 		const pgc_diag_session *s = &snap->sessions[i];
 		if (!s->known)
 			continue;
-		if (idle_tx && (s->state == NULL || strncmp(s->state, "idle in transaction", 19) != 0))
+		/* pgcoord's own lock holders are idle in a transaction by design: not stuck. */
+		if (idle_tx && (s->state == NULL || strncmp(s->state, "idle in transaction", 19) != 0 ||
+		                s->pgcoord_holder))
 			continue;
 		if (older_ms >= 0 && (s->xact_age_s < 0 || s->xact_age_s * 1000.0 < (double)older_ms))
 			continue;
@@ -102,11 +106,19 @@ int cmd_activity(int argc, char **argv)
 			else
 				snprintf(wait, sizeof wait, "-");
 			const char *state = diag_or_dash(s->state);
-			if (strcmp(state, "idle in transaction") == 0)
+			if (s->pgcoord_holder)
+				state = "holding";
+			else if (strcmp(state, "idle in transaction") == 0)
 				state = "idle-tx";
 			else if (strcmp(state, "idle in transaction (aborted)") == 0)
 				state = "aborted";
-			diag_fmt_query(s->query, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
+			if (s->pgcoord_holder) {
+				char lock[PGC_KEY_NAME_MAX + 64];
+				diag_holder_lock(s, lock, sizeof lock);
+				snprintf(q, sizeof q, "pgcoord lock holder: pgcoord run holding lock %s, by design", lock);
+			} else {
+				diag_fmt_query(s->query, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
+			}
 			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-22.22s %-6zu ", s->pid,
 			       diag_or_dash(s->user), diag_or_dash(s->application), diag_or_dash(s->client),
 			       state, xact, st, wait, s->blocks_total);

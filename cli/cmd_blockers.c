@@ -14,6 +14,8 @@ static void usage(FILE *f)
 	      "Shows who waits for whom: the blocking forest with the root blockers first,\n"
 	      "each waiter indented under the session it waits for, the lock it wants and\n"
 	      "its query, after one summary line that names the worst root blocker.\n"
+	      "pgcoord run's own lock holders block by design: they are labelled, and named\n"
+	      "worst only when no other root blocks.\n"
 	      "Exit status 0 when no session waits for a lock, 1 when one does.\n"
 	      "\n"
 	      "Options:\n"
@@ -49,19 +51,34 @@ static const char *plural(size_t n)
 	return n == 1 ? "" : "s";
 }
 
+/* "pgcoord run holding lock nightly-report (key 4242), by design" */
+static void holder_label(char *buf, size_t size, const pgc_diag_session *s)
+{
+	char lock[PGC_KEY_NAME_MAX + 64];
+	diag_holder_lock(s, lock, sizeof lock);
+	snprintf(buf, size, "pgcoord run holding lock %s, by design", lock);
+}
+
 /* "pid 420 idle in transaction for 18m02s blocks 7 sessions" */
 static void describe_root(char *buf, size_t size, const pgc_diag_session *s)
 {
-	char d[32];
+	char d[32], what[PGC_KEY_NAME_MAX + 128];
 	if (!s->known) {
 		snprintf(buf, size, "pid %d (%s) blocks %zu session%s", s->pid, diag_or_dash(s->state),
 		         s->blocks_total, plural(s->blocks_total));
 		return;
 	}
 	diag_fmt_dur(s->xact_age_s >= 0 ? s->xact_age_s : s->state_age_s, d, sizeof d);
+	if (s->pgcoord_holder) {
+		holder_label(what, sizeof what, s);
+		size_t n = strlen(what);
+		snprintf(what + n, sizeof what - n, ",");
+	} else {
+		snprintf(what, sizeof what, "%s", diag_or_dash(s->state));
+	}
 	snprintf(buf, size, "pid %d (%s%s%s) %s for %s blocks %zu session%s", s->pid,
 	         diag_or_dash(s->user), s->application && *s->application ? ", " : "",
-	         s->application && *s->application ? s->application : "", diag_or_dash(s->state), d,
+	         s->application && *s->application ? s->application : "", what, d,
 	         s->blocks_total, plural(s->blocks_total));
 }
 
@@ -133,6 +150,11 @@ static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_sess
 		fprintf(f, "  [WAIT CYCLE %d]", s->cycle);
 	fputc('\n', f);
 	const char *kid = s->nblocks > 0 ? r->g.pipe : r->g.blank;
+	if (s->pgcoord_holder) {
+		char label[PGC_KEY_NAME_MAX + 128];
+		holder_label(label, sizeof label, s);
+		fprintf(f, "%s%s%s\n", cont, kid, label);
+	}
 	if (s->wants != NULL) {
 		diag_fmt_dur(s->waited_s, w, sizeof w);
 		fprintf(f, "%s%swaits %s for %s on %s", cont, kid, w, diag_or_dash(s->wants->mode),
@@ -326,6 +348,8 @@ static const char *dot_color(const pgc_diag_session *s)
 {
 	if (!s->known)
 		return "#d9d9d9";
+	if (s->pgcoord_holder)
+		return "#9fc5e8";
 	if (s->queued_ddl)
 		return "#b4a7d6";
 	if (s->wants != NULL)
@@ -358,7 +382,8 @@ static void print_dot(FILE *f, const pgc_diag_snapshot *snap)
 		diag_fmt_query(s->query, 60, q, sizeof q);
 		if (s->known)
 			snprintf(label, sizeof label, "pid %d%s\n%s / %s\n%s%s%s\n%s", s->pid,
-			         s->root ? " (root)" : s->queued_ddl ? " (queued DDL)" : "",
+			         s->pgcoord_holder ? " (pgcoord lock holder)" : s->root ? " (root)"
+			         : s->queued_ddl ? " (queued DDL)" : "",
 			         diag_or_dash(s->user), diag_or_dash(s->application), diag_or_dash(s->state),
 			         s->xact_age_s >= 0 ? ", xact " : "", s->xact_age_s >= 0 ? xact : "", q);
 		else

@@ -1,12 +1,13 @@
 /* cmd_tx.c - pgcoord tx: run a SQL script as one transaction, retried as a whole on deadlocks
  * and serialization failures
  *
- * The script goes to the server as one simple-protocol query inside the runner's BEGIN, so its
- * statements share the transaction and a server error position counts from the start of the
- * file. Before anything is sent, a small scanner (comments, quotes, dollar quotes, BEGIN ATOMIC
- * bodies) refuses what cannot work inside someone else's transaction: the script's own
- * BEGIN / COMMIT / ROLLBACK and psql meta-commands. */
-#include <ctype.h>
+ * The script goes to the server as one simple-protocol query inside the runner's BEGIN
+ * (pgc_exec_ex: the command tags are collected, COPY TO STDOUT data is dropped, the CLI's
+ * signal descriptor cancels it), so its statements share the transaction and a server error
+ * position counts from the start of the file. Before anything is sent, the library's SQL
+ * lexer (src/util/sqllex.h: comments, quotes, dollar quotes, BEGIN ATOMIC bodies) finds what
+ * cannot work inside someone else's transaction: the script's own BEGIN / COMMIT / ROLLBACK,
+ * psql meta-commands, and COPY FROM STDIN, which has no data to read. */
 #include <errno.h>
 #include <getopt.h>
 #include <libpq-fe.h>
@@ -15,7 +16,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "child.h"
 #include "cli.h"
+#include "sqllex.h"
 
 static void usage(FILE *f)
 {
@@ -47,7 +50,7 @@ static void usage(FILE *f)
 	      "  -h, --help                 show this help and exit\n"
 	      "\n"
 	      "The script must not contain BEGIN, COMMIT, ROLLBACK (ROLLBACK TO SAVEPOINT is\n"
-	      "fine) or psql meta-commands. Query results are not shown.\n"
+	      "fine), psql meta-commands or COPY FROM STDIN. Query results are not shown.\n"
 	      "\n"
 	      "Exit status: 0 committed (or rolled back by --dry-run); 1 retries exhausted,\n"
 	      "lock or statement timeout; 64 usage; 65 the script is invalid or the server\n"
@@ -58,181 +61,56 @@ static void usage(FILE *f)
 /* ---- the scanner ---- */
 
 typedef struct scan {
-	int statements;   /* non-empty statements */
-	size_t bad_at;    /* offset of the refused statement or meta-command */
-	char bad[64];     /* what was refused, "" when nothing */
+	int statements;     /* non-empty statements */
+	size_t bad_at;      /* offset of the refused statement or meta-command */
+	char bad[64];       /* what was refused, "" when nothing */
+	const char *reason; /* why */
 } scan;
 
-static bool ident_start(unsigned char c)
+static const char own_transaction[] =
+	"is not allowed: pgcoord tx runs the script in its own transaction";
+
+/* What pgcoord tx cannot run in statement st of script s, into out; false when it can. */
+static bool refused(const char *s, const pgc__sqlstmt *st, scan *out)
 {
-	return isalpha(c) || c == '_' || c >= 0x80;
+	out->reason = own_transaction;
+	if (st->backslash_at != (size_t)-1) {
+		size_t i = st->backslash_at, k = i + 1;
+		while (s[k] != '\0' && pgc__sql_ident_char((unsigned char)s[k]) && k - i < 20)
+			k++;
+		snprintf(out->bad, sizeof out->bad, "psql meta-command \\%.*s", (int)(k - i - 1), s + i + 1);
+		out->bad_at = i;
+		return true;
+	}
+	out->bad_at = st->start;
+	if (st->copy_from_stdin) {
+		snprintf(out->bad, sizeof out->bad, "COPY FROM STDIN");
+		out->reason = "is not supported by pgcoord tx: it has no data to send";
+		return true;
+	}
+	const char *w0 = st->nwords > 0 ? st->words[0] : "", *w1 = st->nwords > 1 ? st->words[1] : "";
+	bool two = strcmp(w0, "START") == 0 || (strcmp(w0, "PREPARE") == 0 && strcmp(w1, "TRANSACTION") == 0);
+	if (!two && strcmp(w0, "BEGIN") != 0 && strcmp(w0, "COMMIT") != 0 && strcmp(w0, "END") != 0 &&
+	    strcmp(w0, "ABORT") != 0 && !(strcmp(w0, "ROLLBACK") == 0 && strcmp(w1, "TO") != 0))
+		return false;
+	snprintf(out->bad, sizeof out->bad, "transaction control statement %s%s%s", w0, two ? " " : "",
+	         two ? w1 : "");
+	return true;
 }
 
-static bool ident_char(unsigned char c)
-{
-	return isalnum(c) || c == '_' || c == '$' || c >= 0x80;
-}
-
-/* Skips a quoted or commented stretch starting at s[i] (s has n bytes); returns the index
- * after it, or i when s[i] starts none. */
-static size_t skip_opaque(const char *s, size_t n, size_t i)
-{
-	if (s[i] == '-' && s[i + 1] == '-') {
-		while (i < n && s[i] != '\n')
-			i++;
-		return i;
-	}
-	if (s[i] == '/' && s[i + 1] == '*') {
-		int depth = 0;
-		while (i < n) {
-			if (s[i] == '/' && s[i + 1] == '*') {
-				depth++;
-				i += 2;
-			} else if (s[i] == '*' && s[i + 1] == '/') {
-				i += 2;
-				if (--depth == 0)
-					return i;
-			} else {
-				i++;
-			}
-		}
-		return n;
-	}
-	if (s[i] == '\'' || s[i] == '"') {
-		char q = s[i];
-		/* E'...' strings take backslash escapes. */
-		bool esc = q == '\'' && i > 0 && (s[i - 1] == 'E' || s[i - 1] == 'e') &&
-		           (i == 1 || !ident_char((unsigned char)s[i - 2]));
-		i++;
-		while (i < n) {
-			if (esc && s[i] == '\\' && i + 1 < n) {
-				i += 2;
-			} else if (s[i] == q) {
-				if (s[i + 1] == q) {
-					i += 2;
-				} else {
-					return i + 1;
-				}
-			} else {
-				i++;
-			}
-		}
-		return n;
-	}
-	if (s[i] == '$' && (i == 0 || !ident_char((unsigned char)s[i - 1]))) {
-		/* $tag$ ... $tag$; $1 is a parameter, not a quote. */
-		size_t j = i + 1;
-		if (ident_start((unsigned char)s[j]) && s[j] != '$')
-			while (ident_char((unsigned char)s[j]) && s[j] != '$')
-				j++;
-		if (s[j] != '$')
-			return i;
-		size_t taglen = j - i + 1;
-		const char *end;
-		for (end = s + j + 1; (end = strchr(end, '$')) != NULL; end++)
-			if (strncmp(end, s + i, taglen) == 0)
-				return (size_t)(end - s) + taglen;
-		return n;
-	}
-	return i;
-}
-
-static bool word_is(const char *w, const char *kw)
-{
-	return strcasecmp(w, kw) == 0;
-}
-
-static void scan_script(const char *s, scan *out)
+/* Counts the statements of s and finds the first one pgcoord tx refuses: the script's own
+ * BEGIN / COMMIT / ROLLBACK (ROLLBACK TO SAVEPOINT is fine), psql meta-commands, COPY FROM
+ * STDIN. */
+static void scan_script(const char *s, size_t len, bool standard_strings, scan *out)
 {
 	memset(out, 0, sizeof *out);
-	size_t n = strlen(s);
-	size_t i = 0;
-	while (i < n) {
-		/* One statement: up to a semicolon outside quotes, parentheses and BEGIN ATOMIC. */
-		char words[4][24];
-		size_t first_at = 0;
-		int nwords = 0, paren = 0, begin_depth = 0;
-		bool routine = false, any = false;
-		while (i < n) {
-			size_t j = skip_opaque(s, n, i);
-			if (j != i) {
-				if (s[i] == '\'' || s[i] == '"' || s[i] == '$')
-					any = true;
-				i = j;
-				continue;
-			}
-			unsigned char c = (unsigned char)s[i];
-			if (c == ';' && paren == 0 && begin_depth == 0) {
-				i++;
-				break;
-			}
-			if (c == '\\') {
-				size_t k = i + 1;
-				while (k < n && ident_char((unsigned char)s[k]) && k - i < 20)
-					k++;
-				snprintf(out->bad, sizeof out->bad, "psql meta-command \\%.*s", (int)(k - i - 1), s + i + 1);
-				out->bad_at = i;
-				return;
-			}
-			if (isspace(c)) {
-				i++;
-				continue;
-			}
-			any = true;
-			if (c == '(')
-				paren++;
-			else if (c == ')' && paren > 0)
-				paren--;
-			if (ident_start(c)) {
-				size_t k = i;
-				while (k < n && ident_char((unsigned char)s[k]))
-					k++;
-				char w[24];
-				snprintf(w, sizeof w, "%.*s", (int)(k - i < 23 ? k - i : 23), s + i);
-				if (nwords < 4) {
-					if (nwords == 0)
-						first_at = i;
-					memcpy(words[nwords++], w, sizeof w);
-					/* CREATE [OR REPLACE] FUNCTION|PROCEDURE may hold BEGIN ATOMIC ... END */
-					if (nwords >= 2 && word_is(words[0], "create")) {
-						const char *kind = word_is(words[1], "or") && nwords >= 4 ? words[3] : words[1];
-						if (word_is(kind, "function") || word_is(kind, "procedure"))
-							routine = true;
-					}
-				}
-				if (routine && paren == 0 && nwords > 2) {
-					if (word_is(w, "begin"))
-						begin_depth++;
-					else if (word_is(w, "case") && begin_depth > 0)
-						begin_depth++;
-					else if (word_is(w, "end") && begin_depth > 0)
-						begin_depth--;
-				}
-				i = k;
-				continue;
-			}
-			i++;
-		}
-		if (!any)
-			continue;
+	pgc__sqllex lx;
+	pgc__sqllex_init(&lx, s, len, standard_strings);
+	pgc__sqlstmt st;
+	while (pgc__sql_next_statement(&lx, &st)) {
 		out->statements++;
-		if (nwords == 0)
-			continue;
-		const char *w0 = words[0], *w1 = nwords > 1 ? words[1] : "";
-		bool refused = word_is(w0, "begin") || word_is(w0, "start") || word_is(w0, "commit") ||
-		               word_is(w0, "end") || word_is(w0, "abort") ||
-		               (word_is(w0, "rollback") && !word_is(w1, "to")) ||
-		               (word_is(w0, "prepare") && word_is(w1, "transaction"));
-		if (refused) {
-			bool two = word_is(w0, "start") || word_is(w0, "prepare");
-			char what[48];
-			snprintf(what, sizeof what, "%s%s%s", w0, two ? " " : "", two ? w1 : "");
-			for (char *p = what; *p; p++)
-				*p = (char)toupper((unsigned char)*p);
-			snprintf(out->bad, sizeof out->bad, "transaction control statement %s", what);
-			out->bad_at = first_at;
+		if (refused(s, &st, out))
 			return;
-		}
 	}
 }
 
@@ -298,6 +176,27 @@ static void show_line(const char *s, size_t line_start, size_t off, int line)
 	fputs("^\n", stderr);
 }
 
+/* Refuses a script pgcoord tx cannot run, read with the given standard_conforming_strings:
+ * prints where and why, returns EXIT_DATAERR; 0 when it can run. */
+static int check_script(const char *text, size_t len, const char *label, bool standard_strings)
+{
+	scan sc;
+	scan_script(text, len, standard_strings, &sc);
+	if (sc.bad[0] != '\0') {
+		int line, col;
+		size_t ls;
+		line_col(text, sc.bad_at, true, &line, &col, &ls);
+		cli_errorf("%s:%d:%d: %s %s", label, line, col, sc.bad, sc.reason);
+		show_line(text, ls, sc.bad_at, line);
+		return EXIT_DATAERR;
+	}
+	if (sc.statements == 0) {
+		cli_errorf("%s: the script is empty", label);
+		return EXIT_DATAERR;
+	}
+	return 0;
+}
+
 /* ---- running ---- */
 
 typedef struct script_run {
@@ -305,6 +204,7 @@ typedef struct script_run {
 	char **tags;
 	size_t ntags, cap;
 	bool dry_run;
+	int cancel_fd;
 } script_run;
 
 static void clear_tags(script_run *r)
@@ -331,48 +231,17 @@ static void add_tag(script_run *r, const char *tag)
 
 /* SIGINT, SIGTERM and SIGHUP (Ctrl-C, timeout(1), a closed terminal) cancel the running
  * statement on the server before pgcoord exits: a backend whose client just vanished would
- * otherwise run the statement to its end, holding its locks. The first signal is remembered,
- * the retries stop, and the process then ends by that signal. */
-static PGcancel *volatile g_cancel;
-static volatile sig_atomic_t g_signal;
+ * otherwise run the statement to its end, holding its locks. The signals arrive on the CLI's
+ * signal descriptor, which is the script's cancel_fd. The first signal is remembered, the
+ * retries stop, and the process then ends by that signal. */
+static int g_signal;
 
-static void on_signal(int sig)
+static int signal_seen(void)
 {
-	if (g_signal != 0)
-		return;
-	g_signal = sig;
-	PGcancel *c = g_cancel;
-	if (c != NULL) {
-		char buf[256];
-		(void)PQcancel(c, buf, sizeof buf); /* documented as safe in a signal handler */
-	}
-}
-
-static const int caught[] = { SIGINT, SIGTERM, SIGHUP };
-
-static void catch_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
-		sigaction(caught[i], &sa, NULL);
-}
-
-/* Points the handler at the current session (a reconnect changes the backend). */
-static void set_cancel(PGconn *pg)
-{
-	sigset_t block, old;
-	sigemptyset(&block);
-	for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
-		sigaddset(&block, caught[i]);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	PGcancel *prev = g_cancel;
-	g_cancel = pg ? PQgetCancel(pg) : NULL;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (prev != NULL)
-		PQfreeCancel(prev);
+	int sig = cli_signal_take();
+	if (g_signal == 0 && sig != 0)
+		g_signal = sig;
+	return g_signal;
 }
 
 static int interrupted(pgc_error *err)
@@ -380,50 +249,30 @@ static int interrupted(pgc_error *err)
 	pgc_error_clear(err);
 	err->code = PGC_EINTR;
 	err->klass = PGC_CLASS_FATAL;
-	snprintf(err->message, sizeof err->message, "interrupted by signal %d", (int)g_signal);
+	snprintf(err->message, sizeof err->message, "interrupted by signal %d", g_signal);
 	return PGC_EINTR;
+}
+
+static void on_tag(const char *tag, void *arg)
+{
+	add_tag(arg, tag);
 }
 
 static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 {
 	script_run *r = arg;
 	clear_tags(r);
-	PGconn *pg = pgc_conn_pg(conn);
-	set_cancel(pg);
-	if (g_signal != 0)
+	if (signal_seen() != 0)
 		return interrupted(err);
-	if (!PQsendQuery(pg, r->sql))
-		return pgc_tx_check_result(conn, NULL, err);
-	int rc = PGC_OK;
-	bool copy_in = false;
-	PGresult *res;
-	while ((res = PQgetResult(pg)) != NULL) {
-		ExecStatusType st = PQresultStatus(res);
-		if (st == PGRES_COPY_IN) {
-			/* There is no data to give; the server turns this into an error. */
-			(void)PQputCopyEnd(pg, "COPY FROM STDIN is not supported by pgcoord tx");
-			copy_in = true;
-		} else if (st == PGRES_COPY_OUT) {
-			char *buf;
-			while (PQgetCopyData(pg, &buf, 0) > 0)
-				PQfreemem(buf);
-		} else if (rc == PGC_OK) {
-			if (pgc_tx_check_result(conn, res, err) != PGC_OK)
-				rc = err->code;
-			else
-				add_tag(r, PQcmdStatus(res));
-		}
-		PQclear(res);
-		if (PQstatus(pg) == CONNECTION_BAD)
-			break;
-	}
-	if (copy_in && PQstatus(pg) != CONNECTION_BAD) {
-		/* The script's doing, not a cancel: say so. */
-		pgc_error_clear(err);
-		err->code = rc = PGC_EUSAGE;
-		err->klass = PGC_CLASS_USAGE;
-		snprintf(err->message, sizeof err->message, "COPY FROM STDIN is not supported by pgcoord tx");
-	}
+	/* No client-side bound: the script runs as long as the server lets it (its own
+	 * statement_timeout, --statement-timeout). */
+	pgc_exec_options o = PGC_EXEC_OPTIONS_INIT;
+	o.timeout_ms = PGC_WAIT_FOREVER;
+	o.cancel_fd = r->cancel_fd;
+	o.on_tag = on_tag;
+	o.tag_arg = r;
+	int rc = pgc_exec_ex(conn, r->sql, &o, err);
+	(void)signal_seen();
 	if (rc == PGC_OK && r->dry_run)
 		return PGC_TX_ROLLBACK;
 	return rc;
@@ -432,7 +281,7 @@ static int script_fn(pgc_conn *conn, void *arg, pgc_error *err)
 static int on_retry(const pgc_tx_retry_info *info, void *arg)
 {
 	(void)arg;
-	if (g_signal != 0)
+	if (signal_seen() != 0)
 		return 1; /* stop: pgc_tx_run returns PGC_EINTR */
 	if (g_cli.quiet)
 		return 0;
@@ -691,20 +540,7 @@ int cmd_tx(int argc, char **argv)
 		free(text);
 		return EXIT_DATAERR;
 	}
-	scan sc;
-	scan_script(text, &sc);
-	if (sc.bad[0] != '\0') {
-		int line, col;
-		size_t ls;
-		line_col(text, sc.bad_at, true, &line, &col, &ls);
-		cli_errorf("%s:%d:%d: %s is not allowed: pgcoord tx runs the script in its own transaction", label,
-		           line, col, sc.bad);
-		show_line(text, ls, sc.bad_at, line);
-		free(text);
-		return EXIT_DATAERR;
-	}
-	if (sc.statements == 0) {
-		cli_errorf("%s: the script is empty", label);
+	if (check_script(text, len, label, true) != 0) {
 		free(text);
 		return EXIT_DATAERR;
 	}
@@ -715,14 +551,27 @@ int cmd_tx(int argc, char **argv)
 		free(text);
 		return rc;
 	}
+	/* A server without standard_conforming_strings reads backslashes in strings as escapes:
+	 * read the script as it will. */
+	const char *scs = PQparameterStatus(pgc_conn_pg(conn), "standard_conforming_strings");
+	if (scs != NULL && strcmp(scs, "off") == 0 && check_script(text, len, label, false) != 0) {
+		pgc_conn_close(conn);
+		free(text);
+		return EXIT_DATAERR;
+	}
+	int sigfd = cli_signal_fd();
+	if (sigfd < 0) {
+		cli_errorf("cannot set up signal handling: %s", strerror(errno));
+		pgc_conn_close(conn);
+		free(text);
+		return EXIT_SOFTWARE;
+	}
 	pgc_tx_stats st;
-	script_run run = { text, NULL, 0, 0, dry_run };
+	script_run run = { text, NULL, 0, 0, dry_run, sigfd };
 	o.stats = &st;
 	o.before_retry = on_retry;
 	pgc_error err = PGC_ERROR_INIT;
-	catch_signals();
 	rc = pgc_tx_run(conn, &o, script_fn, &run, &err);
-	set_cancel(NULL);
 	int status = 0;
 	if (rc == PGC_OK || rc == PGC_TX_ROLLBACK) {
 		const char *what = rc == PGC_OK ? "committed" : "rolled back";
@@ -768,7 +617,7 @@ int cmd_tx(int argc, char **argv)
 	free(run.tags);
 	free(text);
 	pgc_conn_close(conn);
-	if (g_signal != 0) {
+	if (signal_seen() != 0) {
 		int sig = g_signal;
 		if (rc != PGC_OK && rc != PGC_ECOMMIT_UNKNOWN)
 			cli_errorf("interrupted by signal %d: the statement was canceled and the transaction rolled back", sig);

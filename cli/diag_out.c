@@ -77,6 +77,14 @@ diag_glyphs diag_glyphs_get(void)
 	return cs && strcmp(cs, "UTF-8") == 0 ? utf8 : ascii;
 }
 
+void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size)
+{
+	for (size_t i = 0; i < s->nlocks; i++)
+		if (s->locks[i].key != NULL && pgc_key_describe(s->locks[i].key, buf, size) >= 0)
+			return;
+	snprintf(buf, size, "?");
+}
+
 const char *diag_or_dash(const char *s)
 {
 	return s && *s ? s : "-";
@@ -90,13 +98,19 @@ void diag_json_dur(FILE *f, double s)
 		fprintf(f, "%.3f", s);
 }
 
-static const char *key_form_name(pgc_diag_key_form k)
+/* An advisory key as pgcoord lock key prints it: "key" as pgc_key_format() writes it (a
+ * string, so that 64-bit values survive JSON parsers), "key_space", and the registered name. */
+static void json_key(FILE *f, const pgc_key *k)
 {
-	switch (k) {
-	case PGC_DIAG_KEY_BIGINT: return "bigint";
-	case PGC_DIAG_KEY_INT4_PAIR: return "int4pair";
-	default: return NULL;
+	char num[PGC_KEY_FORMAT_MAX];
+	if (k == NULL || pgc_key_format(k, num, sizeof num) < 0) {
+		fputs(",\"key\":null,\"key_space\":null,\"key_name\":null", f);
+		return;
 	}
+	fputs(",\"key\":", f);
+	json_str(f, num);
+	fprintf(f, ",\"key_space\":\"%s\",\"key_name\":", k->kind == PGC_KEY_PAIR ? "int4pair" : "bigint");
+	json_str(f, k->name[0] ? k->name : NULL);
 }
 
 void diag_json_lock(FILE *f, const pgc_diag_lock *l)
@@ -126,18 +140,7 @@ void diag_json_lock(FILE *f, const pgc_diag_lock *l)
 	json_str(f, l->transactionid);
 	fputs(",\"virtualxid\":", f);
 	json_str(f, l->virtualxid);
-	fputs(",\"key_form\":", f);
-	json_str(f, key_form_name(l->key_form));
-	if (l->key_form == PGC_DIAG_KEY_BIGINT)
-		fprintf(f, ",\"key\":%lld", (long long)l->key);
-	else
-		fputs(",\"key\":null", f);
-	if (l->key_form != PGC_DIAG_KEY_NONE)
-		fprintf(f, ",\"key1\":%d,\"key2\":%d", (int)l->key1, (int)l->key2);
-	else
-		fputs(",\"key1\":null,\"key2\":null", f);
-	fputs(",\"key_name\":", f);
-	json_str(f, l->key_name);
+	json_key(f, l->key);
 	fputs(",\"target\":", f);
 	json_str(f, l->target);
 	if (l->table_mode != 0) {
@@ -207,8 +210,9 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
 	fputc(']', f);
 	fputs(",\"blocks\":", f);
 	json_pids(f, s->blocks, s->nblocks);
-	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"cycle\":", s->blocks_total,
-	        s->root ? "true" : "false", s->queued_ddl ? "true" : "false");
+	fprintf(f, ",\"blocks_total\":%zu,\"root\":%s,\"queued_ddl\":%s,\"pgcoord_holder\":%s,\"cycle\":",
+	        s->blocks_total, s->root ? "true" : "false", s->queued_ddl ? "true" : "false",
+	        s->pgcoord_holder ? "true" : "false");
 	if (s->cycle > 0)
 		fprintf(f, "%d", s->cycle);
 	else
@@ -247,6 +251,12 @@ void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_sessio
 	else
 		fputs(", no open transaction", f);
 	fputc('\n', f);
+	if (s->pgcoord_holder) {
+		char lock[PGC_KEY_NAME_MAX + 64];
+		diag_holder_lock(s, lock, sizeof lock);
+		fprintf(f, "  pgcoord run holding lock %s, by design: ending it takes the lock from that "
+		           "pgcoord run, which then stops its command (exit 75)\n", lock);
+	}
 	if (s->wants != NULL) {
 		char w[32];
 		diag_fmt_dur(s->waited_s, w, sizeof w);

@@ -12,18 +12,12 @@
 
 #include "conn.h"
 #include "error.h"
+#include "lock.h"
 #include "lockmode.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* How an advisory lock's key appears in pg_locks. */
-typedef enum pgc_diag_key_form {
-	PGC_DIAG_KEY_NONE = 0,     /* not an advisory lock */
-	PGC_DIAG_KEY_BIGINT = 1,   /* one bigint key: classid = high 32 bits, objid = low, objsubid 1 */
-	PGC_DIAG_KEY_INT4_PAIR = 2 /* two int4 keys: classid, objid, objsubid 2 */
-} pgc_diag_key_form;
 
 /* One row of pg_locks, decoded. Strings are owned by the snapshot (or probe result) and stay
  * valid until it is freed; NULL means "not applicable". */
@@ -43,12 +37,13 @@ typedef struct pgc_diag_lock {
 	long tuple;                /* -1 when none */
 	const char *transactionid; /* the transaction waited for or held, as text */
 	const char *virtualxid;
-	pgc_diag_key_form key_form;
-	int64_t key;               /* PGC_DIAG_KEY_BIGINT: the bigint key */
-	int32_t key1, key2;        /* both forms: the key as two int4 (high and low half for bigint) */
-	const char *key_name;      /* the name registered in <schema>.lock_names, or NULL */
-	const char *target;        /* one line: "relation public.orders", "advisory 4242 (0,4242)
-	                              \"nightly\"", "transaction 735 (row (0,1) of public.orders)" */
+	/* An advisory lock's key as pgc_key_from_pg_locks() decodes it (PGC_KEY_INT64 or
+	 * PGC_KEY_PAIR), with key->name the name registered for it in <schema>.lock_names ("" when
+	 * none); NULL for every other lock type. pgc_key_format() prints it as --key takes it. */
+	const pgc_key *key;
+	const char *target;        /* one line: "relation public.orders", "advisory 4242
+	                              \"nightly\"", "advisory 20,7", "transaction 735 (row (0,1)
+	                              of public.orders)" */
 } pgc_diag_lock;
 
 /* One session (a row of pg_stat_activity) with what it holds, waits for and blocks. Ages are in
@@ -83,6 +78,12 @@ typedef struct pgc_diag_session {
 	bool queued_ddl;           /* waits for a SHARE UPDATE EXCLUSIVE or stronger relation lock
 	                              while others queue behind it (strong-lock queueing) */
 	int cycle;                 /* 0, or the 1-based number of the wait cycle it is part of */
+	/* pgcoord's own lock-holding transaction (PGC_LOCK_HOLD_XACT, what pgcoord run uses
+	 * through a transaction-mode pooler): application_name exactly "pgcoord/lock-holder",
+	 * state "idle in transaction", no backend_xid and no backend_xmin, and nothing held but
+	 * advisory locks and its own virtual transaction id. It sits idle in its transaction for
+	 * as long as the lock is held, by design: sessions waiting for it wait for that lock. */
+	bool pgcoord_holder;
 } pgc_diag_session;
 
 /* A wait-for edge: waiter waits for blocker (from pg_blocking_pids). */
@@ -109,7 +110,9 @@ typedef struct pgc_diag_snapshot {
 	size_t nlocks;
 	pgc_diag_edge *edges;
 	size_t nedges;
-	const int *roots;          /* root blockers, the one blocking most sessions first */
+	const int *roots;          /* root blockers, the one blocking most sessions first, except
+	                              that pgcoord's own lock holders (pgcoord_holder) come after
+	                              every other root: roots[0] is one only when all are */
 	size_t nroots;
 	pgc_diag_cycle *cycles;
 	size_t ncycles;
@@ -131,7 +134,7 @@ typedef struct pgc_diag_options {
  * database plus any session of another database that waits for or blocks one of them. Wait-for
  * edges come from pg_blocking_pids(), which knows the lock-mode conflicts and the wait queues;
  * cycles are found once and never followed round. Names come from <schema>.lock_names when that
- * table exists and can be read; otherwise key_name stays NULL and names_available false.
+ * table exists and can be read; otherwise key->name stays "" and names_available false.
  * May be called inside a transaction block (the server's cached activity is dropped first, so
  * each snapshot is current), not in a failed one. The session reading the snapshot is left out
  * unless include_self. On success *out owns a snapshot the caller frees with
@@ -171,8 +174,9 @@ typedef struct pgc_diag_signal_result {
 
 /* Cancels the query of, or terminates, the session pid, then watches it for up to wait_ms
  * (terminate: until it is gone; cancel: until its query stops) and fills out. The signal goes
- * through a short-lived second session with conn's settings, so that the server's warning is
- * captured without touching conn's notice receiver. The server's
+ * through a short-lived second session with conn's settings and a notice_fn of its own, so that
+ * the server's warning is captured and conn's notice_fn never hears it. A terminate that waits
+ * (PostgreSQL 14 and later, wait_ms > 0) runs without the role's statement_timeout. The server's
  * functions may return false without an error (not a backend, no permission in old versions,
  * terminate timed out): then done is false and warning says why.
  * Errors: PGC_EUSAGE (pid <= 0, pid is conn's own backend, bad kind, negative wait_ms, NULL
@@ -227,17 +231,21 @@ typedef struct pgc_probe_result {
  * Thread-safe. */
 PGC_EXTERN const char *pgc_probe_refusal(const char *sql);
 
-/* Runs one statement on conn inside BEGIN ... ROLLBACK with SET LOCAL lock_timeout and
- * statement_timeout, reads which relation-level locks its backend holds before rolling back, and
- * returns them in *out. Nothing the statement does inside the transaction survives; effects that
+/* Runs one statement on conn inside BEGIN ... ROLLBACK under lock_timeout_ms and
+ * statement_timeout_ms (set with set_config(..., true) in that transaction: they replace the
+ * role's, the database's and the session's settings, so the wait is neither cut short nor
+ * stretched by them), reads which relation-level locks its backend holds before rolling back, and
+ * returns them in *out. Rows and COPY TO data are dropped as they arrive. Nothing the statement does inside the transaction survives; effects that
  * ignore transactions do: sequence values it draws (nextval, serial, identity), session-level
  * advisory locks (until conn closes), files written by COPY TO, signals sent. When the statement
  * is still running after 100 ms a second session (same DSN) watches it, so that a lock wait or a
- * timeout can still be explained. conn must be idle, outside a transaction. On PGC_OK *out owns a
+ * timeout can still be explained; when the server has not ended the statement 5 s after its
+ * statement timeout it is cancelled, and the session closed if that is not answered within 5 s
+ * (PGC_ETIMEDOUT). conn must be idle, outside a transaction. On PGC_OK *out owns a
  * result freed with pgc_probe_result_free(), whatever the statement's outcome.
  * Errors: PGC_EUSAGE (NULL arguments, conn in a transaction, bad timeouts, a statement that
- * cannot be probed: the message says why), PGC_ENOMEM, PGC_ECONNLOST, PGC_ESQL (the probe's own
- * queries failed). */
+ * cannot be probed: the message says why), PGC_ENOMEM, PGC_ECONNLOST, PGC_ETIMEDOUT, PGC_ESQL
+ * (the probe's own queries failed). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_probe(pgc_conn *conn, const char *sql,
                                        const pgc_probe_options *opts, pgc_probe_result **out,
                                        pgc_error *err);

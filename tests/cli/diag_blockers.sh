@@ -13,7 +13,7 @@ run 0 "$PG" -d "$DB_DSN" init
 dbq "CREATE TABLE t (id int PRIMARY KEY, x int); INSERT INTO t VALUES (1, 1), (2, 2);
      INSERT INTO pgcoord.lock_names VALUES (4242, 'nightly-report');"
 
-# The chain: A locks row 1 FOR UPDATE and advisory keys 4242 and (20,7), then idles.
+# The chain: A locks row 1 FOR UPDATE and advisory keys 4242 and 20,7, then idles.
 open A
 send A "BEGIN; SELECT * FROM t WHERE id = 1 FOR UPDATE; SELECT pg_advisory_lock(4242); SELECT pg_advisory_lock(20, 7);"
 A=$(pid A)
@@ -38,7 +38,7 @@ grep -q "^[0-9]*:|  \`- pid $C " "$TMP/tree" || { cat "$TMP/out"; fail "C is not
 grep -q "^[0-9]*:\`- pid $D " "$TMP/tree" || { cat "$TMP/out"; fail "D is not the last child of A"; }
 out_has "waits .* for ShareLock on transaction [0-9]* (row (0,1) of public.t)"
 out_has "waits .* for ShareLock on relation public.t"
-out_has "waits .* for ExclusiveLock on advisory 4242 (0,4242) \"nightly-report\""
+out_has "waits .* for ExclusiveLock on advisory 4242 \"nightly-report\""
 out_has "query: UPDATE t SET x = 10 WHERE id = 1;"
 out_has "pid $A holds ExclusiveLock on it"
 out_has "pid $B holds RowExclusiveLock on it"
@@ -49,7 +49,7 @@ jcheck 'd["waiting"], d["roots"], d["worst_root"]' "(3, [$A], $A)" \
 	"$S[$D][\"blocked_by\"]" "[$A]" \
 	"$S[$C][\"blocked_by\"]" "[$B]" \
 	"$S[$B][\"blocked_by\"]" "[$A]" \
-	"[$S[$D][\"wants\"][k] for k in (\"key\", \"key1\", \"key2\", \"key_name\", \"key_form\")]" "[4242, 0, 4242, 'nightly-report', 'bigint']" \
+	"[$S[$D][\"wants\"][k] for k in (\"key\", \"key_space\", \"key_name\")]" "['4242', 'bigint', 'nightly-report']" \
 	"[$S[$A][k] for k in (\"root\", \"blocks_total\", \"state\")]" "[True, 3, 'idle in transaction']" \
 	"$S[$C][\"blocked_by_locks\"]" "[{'pid': $B, 'mode': 'RowExclusiveLock', 'queued': False}]" \
 	'sorted((e["waiter"], e["blocker"]) for e in d["edges"]) == sorted([('$B', '$A'), ('$C', '$B'), ('$D', '$A')])' True
@@ -62,10 +62,14 @@ run 1 "$PG" -q -d "$DB_DSN" blockers
 
 # locks: decoded, filtered.
 run 0 "$PG" -d "$DB_DSN" locks --pid "$A"
-out_has "advisory .* advisory 4242 (0,4242) \"nightly-report\""
-out_has "advisory .* advisory (20,7)$"
+out_has "advisory .* advisory 4242 \"nightly-report\"$"
+out_has "advisory .* advisory 20,7$"
 out_has "RowShareLock .* relation public.t"
 grep -q "^$B " "$TMP/out" && fail "locks --pid $A shows pid $B"
+# Keys in JSON as pgcoord lock key shows them: the text --key takes, and the key space.
+run 0 "$PG" -d "$DB_DSN" locks --pid "$A" --advisory --json
+jcheck 'sorted((l["key"], l["key_space"], l["key_name"]) for l in d["locks"])' \
+	"[('20,7', 'int4pair', None), ('4242', 'bigint', 'nightly-report')]"
 run 0 "$PG" -d "$DB_DSN" locks --advisory
 grep -v "^PID\|advisory\|locks, " "$TMP/out" && fail "--advisory shows other locks"
 out_has "^$D .*WAITING .*advisory 4242"
@@ -167,6 +171,52 @@ out_has "holds ExclusiveLock on it"
 run 1 "$PG" -d "$DB_DSN" blockers --json
 jcheck 'sorted(d["cycles"][0]) == sorted(['$X', '$Y']), d["roots"]' "(True, [])"
 psql_q "SELECT pg_terminate_backend($X, 5000), pg_terminate_backend($Y, 5000)" >/dev/null
+
+# pgcoord's own lock holder (PGC_LOCK_HOLD_XACT, pgcoord run through a transaction-mode
+# pooler): named so inside its transaction, idle in it by design, holding only an advisory
+# lock. Blockers labels it and names it worst only while nothing else blocks.
+dbq "INSERT INTO pgcoord.lock_names VALUES (4343, 'deploy')"
+start H "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(4343);"
+wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $H AND application_name = 'pgcoord/lock-holder' AND state = 'idle in transaction')"
+start W1 "SELECT pg_advisory_xact_lock(4343);"
+waiting "$W1"
+start W2 "SELECT pg_advisory_xact_lock(4343);"
+waiting "$W2"
+run 1 "$PG" -d "$DB_DSN" blockers
+out_has "^2 sessions wait for locks; 1 root blocker; worst: pid $H (.*, pgcoord/lock-holder) pgcoord run holding lock deploy (key 4343), by design, for .* blocks 2 sessions$"
+out_has "^pid $H .*idle in transaction.*\[ROOT, blocks 2\]"
+out_has "^|  pgcoord run holding lock deploy (key 4343), by design$"
+run 1 "$PG" -d "$DB_DSN" blockers --json
+S='{s["pid"]: s for s in d["sessions"]}'
+jcheck 'd["roots"], d["worst_root"]' "([$H], $H)" \
+	"$S[$H][\"pgcoord_holder\"], $S[$W1][\"pgcoord_holder\"]" "(True, False)"
+# A real problem beside it, blocking fewer sessions: it is the worst root, the holder comes last.
+start R "BEGIN; SELECT * FROM t WHERE id = 2 FOR UPDATE;"
+state "$R" "idle in transaction"
+start V "UPDATE t SET x = 20 WHERE id = 2;"
+waiting "$V"
+# A session that only calls itself a lock holder but wrote something is an ordinary one.
+start N "BEGIN; SELECT set_config('application_name', 'pgcoord/lock-holder', true); SELECT pg_advisory_xact_lock(77); INSERT INTO t VALUES (3, 3);"
+wait_sql "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $N AND backend_xid IS NOT NULL AND state = 'idle in transaction')"
+run 1 "$PG" -d "$DB_DSN" blockers
+out_has "^3 sessions wait for locks; 2 root blockers; worst: pid $R (.*, $APP-R) idle in transaction for .* blocks 1 session$"
+run 1 "$PG" -d "$DB_DSN" blockers --json
+jcheck 'd["roots"], d["worst_root"]' "([$R, $H], $R)"
+# activity marks the holder instead of showing a stuck idle transaction.
+run 0 "$PG" -d "$DB_DSN" activity
+out_has "^$H .* holding .*pgcoord lock holder: pgcoord run holding lock deploy (key 4343), by design$"
+out_has "^$R .* idle-tx "
+out_has "^$N .* idle-tx "
+run 0 "$PG" -d "$DB_DSN" activity --idle-in-tx
+out_has "^$R "
+grep -q "^$H " "$TMP/out" && fail "activity --idle-in-tx lists pgcoord's lock holder"
+run 0 "$PG" -d "$DB_DSN" activity --json
+P='{s["pid"]: s["pgcoord_holder"] for s in d["sessions"]}'
+jcheck "$P[$H], $P[$R], $P[$N], $P[$W1]" "(True, False, False, False)"
+# terminate says what ending it does.
+run 64 "$PG" -d "$DB_DSN" terminate "$H" </dev/null
+out_has "^  pgcoord run holding lock deploy (key 4343), by design: ending it takes the lock"
+psql_q "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid IN ($H, $W1, $W2, $R, $V, $N)" >/dev/null
 
 # Usage errors.
 run 64 "$PG" blockers --json --dot

@@ -20,7 +20,7 @@ run 1 "$PG" -d "$DB_DSN" blockers --dot
 out_has "^digraph pgcoord_blockers {"
 out_has "p$A \[label=\"pid $A (root)"
 out_has "p$B -> p$A \[label=\"wants ShareLock"
-out_has "p$C -> p$A \[label=\"wants ExclusiveLock\\\\non advisory (7,7)\""
+out_has "p$C -> p$A \[label=\"wants ExclusiveLock\\\\non advisory 7,7\""
 out_has "penwidth=3"
 cp "$TMP/out" "$TMP/graph.dot"
 timeout 30 dot -Tsvg "$TMP/graph.dot" >"$TMP/graph.svg" 2>"$TMP/dot.err" || { cat "$TMP/dot.err"; fail "dot rejected the graph"; }

@@ -56,6 +56,12 @@ pid() {
 	done
 	fail "session $1 did not connect"
 }
+# start NAME SQL: open NAME, send it SQL, and set the variable NAME to its backend pid.
+start() {
+	open "$1"
+	printf -v "$1" '%s' "$(pid "$1")"
+	send "$1" "$2"
+}
 # wait_sql SQL: until SQL returns t (10 s at most).
 wait_sql() {
 	local i

@@ -62,6 +62,32 @@ jcheck 'd["outcome"], d["waited_for"]["mode"], [b["pid"] for b in d["blocked_by"
 	"('lock_timeout', 'AccessExclusiveLock', [$H], '55P03')"
 psql_q "SELECT pg_terminate_backend($H, 5000)" >/dev/null
 
+# The probe's timeouts are its own: a role whose statement_timeout (1s) and lock_timeout
+# (500ms) are shorter cuts neither the lock wait it was given short.
+ROLE=pgc_probe_role_$$
+psql_q "CREATE ROLE $ROLE LOGIN" >/dev/null || fail "create role"
+trap 'diag_cleanup; psql -X -q "$PGCOORD_TEST_DSN" -c "DROP ROLE IF EXISTS $ROLE" >/dev/null 2>&1' EXIT
+psql_q "ALTER ROLE $ROLE SET statement_timeout = '1s'" >/dev/null
+psql_q "ALTER ROLE $ROLE SET lock_timeout = '500ms'" >/dev/null
+dbq "GRANT SELECT ON t TO $ROLE"
+ROLE_DSN="$DB_DSN user=$ROLE"
+case "$DB_DSN" in *://*) ROLE_DSN="$DB_DSN&user=$ROLE" ;; esac
+[ "$(psql -X -A -t -q "$ROLE_DSN" -c "SHOW statement_timeout")" = 1s ] || fail "the role's statement_timeout is not in force"
+start L "BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE;"
+wait_sql "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $L AND mode = 'AccessExclusiveLock' AND granted)"
+# A lock held throughout: the outcome is the lock wait, after the probe's 3 s.
+run 1 timeout 30 "$PG" -d "$ROLE_DSN" probe --json --lock-timeout 3s -c "SELECT * FROM t"
+jcheck 'd["outcome"], d["error"]["sqlstate"], [b["pid"] for b in d["blocked_by"]]' "('lock_timeout', '55P03', [$L])" \
+	'2.9 <= d["elapsed_s"] < 8' True
+# A lock released after the probe has waited 1.5 s: the statement runs.
+timeout 30 "$PG" -d "$ROLE_DSN" probe --json --lock-timeout 5s -c "SELECT * FROM t" >"$TMP/out" 2>"$TMP/err" &
+prober=$!
+wait_sql "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.application_name = 'pgcoord/probe' AND a.usename = '$ROLE' AND NOT l.granted)"
+sleep 1.5
+send L "COMMIT;"
+wait $prober || { cat "$TMP/out" "$TMP/err"; fail "the probe under the role's timeouts did not run"; }
+jcheck 'd["outcome"], d["command_tag"], d["elapsed_s"] >= 1.5' "('ran', 'SELECT 2', True)"
+
 # A statement that runs too long is stopped.
 run 1 timeout 30 "$PG" -d "$DB_DSN" probe --statement-timeout 300ms -c "SELECT pg_sleep(5) FROM t"
 out_has "still running after 300ms (statement_timeout); stopped and rolled back"
