@@ -39,7 +39,7 @@ static void json_key(FILE *f, const pgc_key *k)
 	fputs(",\"key\":", f);
 	json_str(f, num);
 	fprintf(f, ",\"key_space\":\"%s\",\"classid\":%u,\"objid\":%u,\"objsubid\":%d",
-	        k->kind == PGC_KEY_PAIR ? "int4pair" : "bigint", classid, objid, sub);
+	        pgc_key_space_name(k->kind), classid, objid, sub);
 }
 
 static int cmd_key(const pgc_key *k)

@@ -109,7 +109,7 @@ static void json_key(FILE *f, const pgc_key *k)
 	}
 	fputs(",\"key\":", f);
 	json_str(f, num);
-	fprintf(f, ",\"key_space\":\"%s\",\"key_name\":", k->kind == PGC_KEY_PAIR ? "int4pair" : "bigint");
+	fprintf(f, ",\"key_space\":\"%s\",\"key_name\":", pgc_key_space_name(k->kind));
 	json_str(f, k->name[0] ? k->name : NULL);
 }
 

@@ -208,7 +208,10 @@ static void notice_receiver(void *arg, const PGresult *res)
 	if (c->opts.notice_fn == NULL)
 		return;
 	char line[PGC_ERROR_MESSAGE_MAX];
-	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY);
+	/* The severity in English, whatever the server's lc_messages (PostgreSQL 9.6+). */
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	if (sev == NULL)
+		sev = PQresultErrorField(res, PG_DIAG_SEVERITY);
 	pgc__copy_line(line, sizeof line, msg);
 	c->opts.notice_fn(sev ? sev : "NOTICE", line, c->opts.notice_arg);
 }
@@ -523,11 +526,15 @@ int pgc_connect(const char *dsn, const pgc_conn_options *opts, pgc_conn **out, p
 	return PGC_OK;
 }
 
-int pgc__open_like(const pgc_conn *c, const char *application_name, pgc_conn **out, pgc_error *err)
+int pgc__open_like(const pgc_conn *c, const char *application_name,
+                   void (*notice_fn)(const char *, const char *, void *), void *notice_arg,
+                   pgc_conn **out, pgc_error *err)
 {
 	pgc_conn_options o = c->opts;
 	if (application_name != NULL)
 		o.application_name = application_name;
+	o.notice_fn = notice_fn;
+	o.notice_arg = notice_arg;
 	return pgc_connect(c->dsn, &o, out, err);
 }
 

@@ -197,9 +197,12 @@ PGnotify *pgc__notify(pgc_conn *c, bool consume);
 /* ---- the session ----------------------------------------------------------------------------- */
 
 /* Opens a second session like c (same DSN and options), named application_name (NULL: c's).
- * The caller closes it with pgc_conn_close(). Same errors as pgc_connect(). */
-int pgc__open_like(const pgc_conn *c, const char *application_name, pgc_conn **out,
-                   pgc_error *err);
+ * It is the library's own: its notices go to notice_fn(severity, message, notice_arg) (NULL:
+ * nowhere), not to c's receiver. The caller closes it with pgc_conn_close(). Same errors as
+ * pgc_connect(). */
+int pgc__open_like(const pgc_conn *c, const char *application_name,
+                   void (*notice_fn)(const char *, const char *, void *), void *notice_arg,
+                   pgc_conn **out, pgc_error *err);
 
 /* Replaces a lost session with a new one on the same handle: same DSN and options, a new
  * PGconn. The statement cache is forgotten, what the pooler probe learnt is forgotten, and

@@ -219,7 +219,7 @@ int pgc_conn_pooler(pgc_conn *c, unsigned int flags, int wait_ms, pgc_pooler_inf
 	} else {
 		pgc_conn *other = NULL;
 		pgc_error oerr = PGC_ERROR_INIT;
-		if (pgc__open_like(c, "pgcoord/pooler-probe", &other, &oerr) != PGC_OK) {
+		if (pgc__open_like(c, "pgcoord/pooler-probe", NULL, NULL, &other, &oerr) != PGC_OK) {
 			p.mode = PGC_POOLER_UNKNOWN;
 			snprintf(p.why, sizeof p.why, "no second session to test with: %s", oerr.message);
 			*out = p;

@@ -90,11 +90,8 @@ static int send_signal(pgc_conn *conn, int pid, pgc_diag_signal_kind kind, int w
 		call.timeout_ms = bound == PGC_WAIT_FOREVER ? PGC_WAIT_FOREVER : wait_ms + bound;
 	}
 	warning_capture cap = { out->warning, sizeof out->warning, false };
-	pgc_conn_options o = *pgc__conn_options(conn);
-	o.notice_fn = capture_warning;
-	o.notice_arg = &cap;
 	pgc_conn *sig = NULL;
-	int rc = pgc_connect(pgc__conn_dsn(conn), &o, &sig, err);
+	int rc = pgc__open_like(conn, NULL, capture_warning, &cap, &sig, err);
 	if (rc != PGC_OK)
 		return rc;
 	PGresult *r = pgc__query(sig, sql, nparams, params, &call, &rc, err);

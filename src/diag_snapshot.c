@@ -633,7 +633,7 @@ static void place_locks(builder *b, size_t i, raw_lock *const *order, size_t *ou
  * nothing but advisory locks and its own virtual transaction id. */
 static bool pgcoord_holder(const raw_session *x, const pgc_diag_session *s)
 {
-	if (!x->no_xid || s->application == NULL || strcmp(s->application, "pgcoord/lock-holder") != 0 ||
+	if (!x->no_xid || s->application == NULL || strcmp(s->application, PGC_LOCK_HOLDER_APPLICATION) != 0 ||
 	    s->state == NULL || strcmp(s->state, "idle in transaction") != 0)
 		return false;
 	for (size_t k = 0; k < s->nlocks; k++) {

@@ -121,7 +121,7 @@ static pgc_conn *settings_session(doctor *d)
 	if (d->opts->check_pooler && !d->fresh_tried) {
 		d->fresh_tried = true;
 		pgc_error e = PGC_ERROR_INIT;
-		if (pgc__open_like(d->conn, NULL, &d->fresh, &e) != PGC_OK)
+		if (pgc__open_like(d->conn, NULL, NULL, NULL, &d->fresh, &e) != PGC_OK)
 			d->fresh = NULL;
 	}
 	return d->fresh != NULL ? d->fresh : d->conn;
@@ -327,7 +327,6 @@ static void check_lock_table(doctor *d, const check *ck)
  * pgcoord run uses there): one transaction, idle for as long as the lock is held, named so
  * locally, with no xid and no snapshot, holding advisory locks and its own virtualxid and
  * nothing else. That is by design; such a session holding anything more is not. */
-#define LOCK_HOLDER_APP "pgcoord/lock-holder"
 
 /* Sessions idle in transaction right now (other than ours). */
 static void check_idle_in_transaction(doctor *d, const check *ck)
@@ -335,7 +334,7 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 	char own1[24], own2[24];
 	snprintf(own1, sizeof own1, "%d", pgc_conn_backend_pid(d->conn));
 	snprintf(own2, sizeof own2, "%d", d->fresh ? pgc_conn_backend_pid(d->fresh) : 0);
-	const char *pp[3] = { own1, own2, LOCK_HOLDER_APP };
+	const char *pp[3] = { own1, own2, PGC_LOCK_HOLDER_APPLICATION };
 	PGresult *res = query(d, ck, d->conn,
 	        "SELECT count(*) FILTER (WHERE NOT by_design),"
 	        " coalesce(max(extract(epoch FROM clock_timestamp() - state_change)) FILTER (WHERE NOT by_design),"
@@ -369,7 +368,7 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 		         holders);
 	if (misnamed > 0)
 		snprintf(named, sizeof named,
-		         " (%lld of them named " LOCK_HOLDER_APP " but holding an xid, a snapshot or a"
+		         " (%lld of them named " PGC_LOCK_HOLDER_APPLICATION " but holding an xid, a snapshot or a"
 		         " relation lock)", misnamed);
 	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
 	                                       " pg_read_all_stats to see all)";

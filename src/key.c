@@ -210,6 +210,15 @@ int pgc_key_describe(const pgc_key *key, char *buf, size_t size)
 	return snprintf(buf, size, "%s", num);
 }
 
+const char *pgc_key_space_name(pgc_key_kind kind)
+{
+	switch (kind) {
+	case PGC_KEY_INT64: return "bigint";
+	case PGC_KEY_PAIR: return "int4pair";
+	}
+	return NULL;
+}
+
 bool pgc_key_equal(const pgc_key *a, const pgc_key *b)
 {
 	if (a == NULL || b == NULL || a->kind != b->kind)

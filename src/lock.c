@@ -642,7 +642,7 @@ static int hold_acquire(pgc_conn *conn, lock_table *t, const pgc_key *key, const
 		                "pgc_lock_acquire: PGC_LOCK_HOLD_XACT needs a connection outside a transaction (it opens one)");
 	bool shared = (opts->flags & PGC_LOCK_SHARED) != 0;
 	int pair = key->kind == PGC_KEY_PAIR;
-	const char *app = "pgcoord/lock-holder";
+	const char *app = PGC_LOCK_HOLDER_APPLICATION;
 	const char *v[1] = { app };
 	pgc__batch *b = pgc__batch_new(conn);
 	if (b == NULL)

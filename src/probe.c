@@ -267,7 +267,7 @@ static void on_tick(void *arg)
 	probe_run *p = arg;
 	if (p->watcher == NULL) {
 		pgc_error ignored;
-		if (pgc__open_like(p->conn, "pgcoord/probe-watch", &p->watcher, &ignored) != PGC_OK)
+		if (pgc__open_like(p->conn, "pgcoord/probe-watch", NULL, NULL, &p->watcher, &ignored) != PGC_OK)
 			p->watcher = NULL;
 	}
 	if (p->watcher != NULL)

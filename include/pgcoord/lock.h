@@ -79,6 +79,10 @@ PGC_EXTERN int pgc_key_format(const pgc_key *key, char *buf, size_t size);
  * "42" / "20,7". Same return convention. Thread-safe. */
 PGC_EXTERN int pgc_key_describe(const pgc_key *key, char *buf, size_t size);
 
+/* The name of a key's space as the tool's JSON gives it: "bigint" or "int4pair" (NULL for an
+ * unknown kind). Static string. Thread-safe. */
+PGC_EXTERN const char *pgc_key_space_name(pgc_key_kind kind);
+
 /* True when a and b name the same server lock (kind and numbers; the name is ignored). */
 PGC_EXTERN bool pgc_key_equal(const pgc_key *a, const pgc_key *b);
 
@@ -121,6 +125,8 @@ typedef struct pgc_lock pgc_lock;
  * statements sent on it run there, pgc_lock_check() heartbeats there, and one such lock per
  * connection at a time. The connection must be outside a transaction. */
 #define PGC_LOCK_HOLD_XACT 8u
+/* The application_name of such a transaction, by which diagnostics know it. */
+#define PGC_LOCK_HOLDER_APPLICATION "pgcoord/lock-holder"
 /* pgc_lock_acquire() only. Let the library pick the scope: a session lock on a direct
  * connection or through a pool in session mode, PGC_LOCK_HOLD_XACT through a transaction-mode
  * pooler or one it cannot test (pgc_conn_pooler()); PGC_EPOOLER through a statement-mode
