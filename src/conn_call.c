@@ -200,6 +200,8 @@ struct pgc__batch {
 	bool synced, done, copy_out, flush_pending;
 	int first_error;   /* item of the first error, or -1 */
 	bool missing;      /* a cached statement was gone (26000) */
+	bool exists;       /* a Parse found its statement there already (42P05) */
+	bool aborted;      /* a statement did not run because an earlier one failed */
 };
 
 pgc__batch *pgc__batch_new(pgc_conn *c)
@@ -265,7 +267,7 @@ static void batch_clear_results(pgc__batch *b)
 	b->cur = 0;
 	b->synced = b->done = b->copy_out = b->flush_pending = false;
 	b->first_error = -1;
-	b->missing = false;
+	b->missing = b->exists = b->aborted = false;
 }
 
 void pgc__batch_free(pgc__batch *b)
@@ -333,11 +335,17 @@ static int batch_send(pgc__batch *b, pgc_error *err)
 	if (PQisBusy(pg))
 		return pgc__err(err, PGC_EUSAGE, "the connection is busy with another command");
 	b->was_idle = PQtransactionStatus(pg) == PQTRANS_IDLE;
-	/* Plan the slots first: the cache decides whether a Parse goes before an execution. */
+	/* Plan the slots first: the cache decides whether a Parse goes before an execution. A
+	 * statement that occurs twice in the batch is parsed once, before its first execution:
+	 * the server refuses a second Parse of the same name, and the refusal would end the
+	 * pipeline there. */
 	for (int i = 0; i < b->n; i++) {
 		item *it = &b->items[i];
 		it->stmt = (it->flags & PGC__CACHED) ? stmt_find(c, it->sql) : -1;
-		if (it->stmt >= 0 && !c->stmts[it->stmt].prepared && slot_push(b, i, true) != PGC_OK)
+		bool parse = it->stmt >= 0 && !c->stmts[it->stmt].prepared;
+		for (int k = 0; parse && k < i; k++)
+			parse = b->items[k].stmt != it->stmt;
+		if (parse && slot_push(b, i, true) != PGC_OK)
 			return pgc__err(err, PGC_ENOMEM, "out of memory");
 		if (slot_push(b, i, false) != PGC_OK)
 			return pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -429,11 +437,21 @@ static void take_result(pgc__batch *b, PGresult *r, pgc__call *call)
 	}
 	if (s->parse) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		/* 42P05: a statement of that name exists already; the name comes from the text, so
-		 * it is this one (prepared by an earlier session of ours that a pooler handed on). */
-		if (st == PGRES_COMMAND_OK || (state && strcmp(state, "42P05") == 0))
+		if (st == PGRES_COMMAND_OK) {
 			c->stmts[it->stmt].prepared = true;
-		else if (it->res == NULL && st != PGRES_PIPELINE_ABORTED) {
+		} else if (state && strcmp(state, "42P05") == 0) {
+			/* A statement of that name exists already. The name comes from the text, so it
+			 * is this one (prepared by an earlier session of ours that a pooler handed on);
+			 * but the refusal ended the batch, which is sent again. */
+			c->stmts[it->stmt].prepared = true;
+			b->exists = true;
+			if (b->first_error < 0) {
+				b->first_error = s->item;
+				PQclear(it->res);
+				it->res = r;
+				return;
+			}
+		} else if (it->res == NULL && st != PGRES_PIPELINE_ABORTED) {
 			it->res = r;
 			if (b->first_error < 0)
 				b->first_error = s->item;
@@ -458,7 +476,14 @@ static void take_result(pgc__batch *b, PGresult *r, pgc__call *call)
 		PQclear(r);
 		return;
 	}
-	if (st == PGRES_PIPELINE_ABORTED || (it->res != NULL && b->first_error == s->item)) {
+	if (st == PGRES_PIPELINE_ABORTED) {
+		/* Not run: an earlier statement failed. Without a known error that is an error in
+		 * itself (the batch must not look complete). */
+		b->aborted = true;
+		PQclear(r);
+		return;
+	}
+	if (it->res != NULL && b->first_error == s->item) {
 		PQclear(r); /* keep the error, not what came after it */
 		return;
 	}
@@ -624,8 +649,10 @@ static int batch_error(pgc__batch *b, const pgc__call *call, int collected, pgc_
 			err->code = PGC_ECONNLOST;
 		return rc == PGC_ESQL ? PGC_ECONNLOST : rc;
 	}
+	if (first == NULL)
+		return pgc__err(err, PGC_EINTERNAL, "a statement of the batch did not run, and the server named no error");
 	int rc = pgc__err_result(err, c->pg, first, NULL);
-	const char *state = first ? PQresultErrorField(first, PG_DIAG_SQLSTATE) : NULL;
+	const char *state = PQresultErrorField(first, PG_DIAG_SQLSTATE);
 	bool canceled = state && strcmp(state, "57014") == 0;
 	if (canceled && call->hit_cancel) {
 		rc = pgc__err(err, PGC_EINTR, "interrupted: the statement was cancelled");
@@ -638,6 +665,22 @@ static int batch_error(pgc__batch *b, const pgc__call *call, int collected, pgc_
 			memcpy(err->sqlstate, "57014", 6);
 	}
 	return rc;
+}
+
+/* After a batch that found its prepared statements gone (26000) or there already (42P05):
+ * the one rule of the cache. True when the batch, rolled back as a whole because it ran
+ * outside a transaction block, may be sent again. */
+static bool retry_prepared(pgc__batch *b)
+{
+	pgc_conn *c = b->c;
+	if (!b->missing && !b->exists)
+		return false;
+	if (b->missing) {
+		pgc__stmts_forget(c);
+		if (++c->missing >= MISSING_MAX)
+			c->no_prepare = true;
+	}
+	return b->was_idle && PQtransactionStatus(c->pg) == PQTRANS_IDLE;
 }
 
 int pgc__batch_run(pgc__batch *b, pgc__call *call, pgc_error *err)
@@ -653,16 +696,10 @@ int pgc__batch_run(pgc__batch *b, pgc__call *call, pgc_error *err)
 		if (rc != PGC_OK)
 			return rc;
 		int got = collect(b, call);
-		if (got == PGC_OK && b->first_error < 0)
+		if (got == PGC_OK && b->first_error < 0 && !b->aborted)
 			return PGC_OK;
-		if (got == PGC_OK && b->missing) {
-			pgc_conn *c = b->c;
-			pgc__stmts_forget(c);
-			if (++c->missing >= MISSING_MAX)
-				c->no_prepare = true;
-			if (attempt == 0 && b->was_idle && PQtransactionStatus(c->pg) == PQTRANS_IDLE)
-				continue; /* rolled back as a whole: send it again, prepared anew */
-		}
+		if (got == PGC_OK && retry_prepared(b) && attempt == 0)
+			continue; /* rolled back as a whole: send it again, prepared anew */
 		return batch_error(b, call, got, err);
 	}
 }
@@ -765,16 +802,10 @@ PGresult *pgc__await(pgc_conn *c, pgc__call *call, int *rc, pgc_error *err)
 	}
 	call->hit_deadline = call->hit_cancel = call->dropped = false;
 	int got = collect(b, call);
-	if (got == PGC_OK && b->missing && b->first_error >= 0) {
-		/* The one rule for a statement deallocated behind our back, as in pgc__batch_run. */
-		pgc__stmts_forget(c);
-		if (++c->missing >= MISSING_MAX)
-			c->no_prepare = true;
-		if (b->was_idle && PQtransactionStatus(c->pg) == PQTRANS_IDLE && batch_send(b, NULL) == PGC_OK)
-			got = collect(b, call);
-	}
+	if (got == PGC_OK && b->first_error >= 0 && retry_prepared(b) && batch_send(b, NULL) == PGC_OK)
+		got = collect(b, call);
 	PGresult *res = NULL;
-	if (got == PGC_OK && b->first_error < 0) {
+	if (got == PGC_OK && b->first_error < 0 && !b->aborted) {
 		res = b->items[b->main].res;
 		b->items[b->main].res = NULL;
 		if (res == NULL) /* an empty query string: nothing ran */
