@@ -1,4 +1,4 @@
-/* queue_int.h - private declarations shared by queue.c and worker.c */
+/* queue_int.h - private declarations shared by queue.c, queue_admin.c and worker.c */
 #ifndef PGCOORD_QUEUE_INT_H
 #define PGCOORD_QUEUE_INT_H
 
@@ -31,6 +31,13 @@ struct pgc_queue {
 
 /* Expands @S@ in tmpl to q's quoted schema (malloc'd, NULL when out of memory). */
 char *pgc__queue_sql(pgc_queue *q, const char *tmpl);
+
+/* Runs ad-hoc text (a template: "@S@" is q's schema) with parameters. */
+PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int nparams, const char *const *values,
+                              int *rc, pgc_error *err);
+
+/* The one check of a queue name given by a caller (PGC_EUSAGE, naming fn). */
+int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
 
 /* Runs statement stmt (prepared on first use when q->prepare). */
 PGresult *pgc__queue_run(pgc_queue *q, int stmt, int nparams, const char *const *values, int *rc,
