@@ -1,21 +1,20 @@
 /* queue.c - the job queue's hot path: enqueue, claim, complete/fail/retry, heartbeat, release
  *
  * Every statement is constant text with the quoted schema name put in once, when the handle is
- * opened; values travel as parameters, arrays as array literals in one parameter. The hot
- * statements are prepared once per handle. Correctness lives in the statements themselves:
+ * opened; values travel as parameters, arrays as array literals in one parameter. Every one
+ * goes through the connection layer; the hot ones through the session's statement cache, which
+ * every handle on the session shares (a handle opened with prepare = false stays out of it).
+ * Correctness lives in the statements themselves:
  * a claim is one WITH ... FOR UPDATE SKIP LOCKED ... UPDATE ... RETURNING; every change to a
  * running job names its id and claim token and its WHERE clause requires status = 'running'
  * with that token, so a stale caller changes nothing. */
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "queue_int.h"
-
-static atomic_int handle_seq;
 
 /* ---- statements ----------------------------------------------------------------------------- */
 
@@ -107,71 +106,35 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)",
 };
 
-static char *expand_schema(const char *tmpl, const char *quoted)
+/* The handle's statement stmt, as one call under the session's default bound. */
+static PGresult *run_stmt(pgc_queue *q, int stmt, int n, const char *const *vals, unsigned flags,
+                          int *rc, pgc_error *err)
 {
-	pgc__sb b = PGC__SB_INIT;
-	const char *p = tmpl, *hit;
-	while ((hit = strstr(p, "@S@")) != NULL) {
-		if (pgc__sb_grow(&b, (size_t)(hit - p))) {
-			memcpy(b.buf + b.len, p, (size_t)(hit - p));
-			b.len += (size_t)(hit - p);
-			b.buf[b.len] = '\0';
-		}
-		pgc__sb_puts(&b, quoted);
-		p = hit + 3;
-	}
-	pgc__sb_puts(&b, p);
-	if (b.oom) {
-		pgc__sb_free(&b);
-		return NULL;
-	}
-	return b.buf;
+	pgc__call call = PGC__CALL_INIT;
+	call.flags = q->flags | flags;
+	return pgc__query(q->conn, q->sql[stmt], n, vals, &call, rc, err);
 }
 
-char *pgc__queue_sql(pgc_queue *q, const char *tmpl)
-{
-	return expand_schema(tmpl, q->quoted);
-}
-
-PGresult *pgc__queue_run(pgc_queue *q, int stmt, int nparams, const char *const *values, int *rc,
+PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
                          pgc_error *err)
 {
-	PGconn *pg = pgc_conn_pg(q->conn);
-	PGresult *res;
-	if (q->prepare) {
-		if (!q->prepared[stmt]) {
-			res = PQprepare(pg, q->stmt_name[stmt], q->sql[stmt], 0, NULL);
-			if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
-				*rc = pgc__err_result(err, pg, res, NULL);
-				PQclear(res);
-				return NULL;
-			}
-			PQclear(res);
-			q->prepared[stmt] = true;
-		}
-		res = PQexecPrepared(pg, q->stmt_name[stmt], nparams, values, NULL, NULL, 0);
-	} else {
-		res = PQexecParams(pg, q->sql[stmt], nparams, NULL, values, NULL, NULL, 0);
-	}
-	ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
-		*rc = PGC_OK;
-		return res;
-	}
-	*rc = pgc__err_result(err, pg, res, NULL);
-	PQclear(res);
-	return NULL;
+	return run_stmt(q, stmt, n, vals, 0, rc, err);
 }
 
-PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int nparams, const char *const *values,
+int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals)
+{
+	return pgc__batch_add(b, q->sql[stmt], n, vals, q->flags);
+}
+
+PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,
                               int *rc, pgc_error *err)
 {
-	char *sql = pgc__queue_sql(q, tmpl);
+	char *sql = pgc__sql_schema(tmpl, q->quoted);
 	if (sql == NULL) {
 		*rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		return NULL;
 	}
-	PGresult *res = pgc__exec(q->conn, sql, nparams, values, rc, err);
+	PGresult *res = pgc__exec(q->conn, sql, n, vals, rc, err);
 	free(sql);
 	return res;
 }
@@ -198,13 +161,15 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 	if (opts == NULL)
 		opts = &defaults;
 	const char *schema = opts->schema ? opts->schema : PGC_SCHEMA_DEFAULT;
-	if (*schema == '\0' || strlen(schema) > 63)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_open: schema name is empty or longer than 63 bytes");
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
 	pgc_queue *q = calloc(1, sizeof *q);
 	if (q == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	q->conn = conn;
-	q->prepare = opts->prepare;
+	/* The statement cache is the session's: a handle that must not prepare stays out of it. */
+	q->flags = opts->prepare ? PGC__CACHED : 0;
 	q->schema = strdup(schema);
 	q->quoted = pgc__quote_ident(conn, schema, err);
 	if (q->schema == NULL || q->quoted == NULL) {
@@ -212,10 +177,8 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 		pgc_queue_close(q);
 		return rc;
 	}
-	int seq = atomic_fetch_add(&handle_seq, 1);
 	for (int i = 0; i < QS_COUNT; i++) {
-		q->sql[i] = expand_schema(templates[i], q->quoted);
-		snprintf(q->stmt_name[i], sizeof q->stmt_name[i], "pgcq_%d_%d", seq, i);
+		q->sql[i] = pgc__sql_schema(templates[i], q->quoted);
 		if (q->sql[i] == NULL) {
 			pgc_queue_close(q);
 			return pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -223,7 +186,6 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 	}
 	/* Is the queue schema there? Also learn the notification channel. */
 	const char *p[1] = { schema };
-	int rc;
 	PGresult *res = pgc__exec(conn,
 	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
 	        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -255,19 +217,7 @@ void pgc_queue_close(pgc_queue *q)
 {
 	if (q == NULL)
 		return;
-	/* Drop our prepared statements when the session can take it, so a long-lived connection
-	 * that opens many handles does not collect them. */
-	if (q->conn && pgc_conn_pg(q->conn) && PQstatus(pgc_conn_pg(q->conn)) == CONNECTION_OK &&
-	    PQtransactionStatus(pgc_conn_pg(q->conn)) == PQTRANS_IDLE &&
-	    PQpipelineStatus(pgc_conn_pg(q->conn)) == PQ_PIPELINE_OFF) {
-		for (int i = 0; i < QS_COUNT; i++) {
-			if (!q->prepared[i])
-				continue;
-			char sql[64];
-			snprintf(sql, sizeof sql, "DEALLOCATE %s", q->stmt_name[i]);
-			PQclear(PQexec(pgc_conn_pg(q->conn), sql));
-		}
-	}
+	/* Its statements stay in the session's cache: other handles on the session share them. */
 	for (int i = 0; i < QS_COUNT; i++)
 		free(q->sql[i]);
 	free(q->schema);
@@ -300,31 +250,19 @@ static int check_job_options(const char *fn, const pgc_job_options *o, pgc_error
 	return PGC_OK;
 }
 
-int pgc__queue_enqueue_arrays(pgc_queue *q, const char *queue, const char *payload_array,
-                              const char *key_array, const pgc_job_options *o, PGresult **out,
-                              long *bad_index, pgc_error *err)
+/* The enqueue statement with its arrays; *out is the result. */
+static int enqueue_arrays(pgc_queue *q, const char *queue, const char *payload_array,
+                          const char *key_array, const pgc_job_options *o, PGresult **out,
+                          long *bad_index, pgc_error *err)
 {
 	char prio[16], delay[24], maxa[16];
 	snprintf(prio, sizeof prio, "%d", o->priority);
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
 	const char *v[7] = { queue, payload_array, key_array, prio, o->run_at, delay, maxa };
-	PGconn *pg = pgc_conn_pg(q->conn);
-	PGresult *res;
-	int rc = PGC_OK;
-	if (q->prepare && !q->prepared[QS_ENQUEUE]) {
-		res = PQprepare(pg, q->stmt_name[QS_ENQUEUE], q->sql[QS_ENQUEUE], 0, NULL);
-		if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
-			rc = pgc__err_result(err, pg, res, NULL);
-			PQclear(res);
-			return rc;
-		}
-		PQclear(res);
-		q->prepared[QS_ENQUEUE] = true;
-	}
-	res = q->prepare ? PQexecPrepared(pg, q->stmt_name[QS_ENQUEUE], 7, v, NULL, NULL, 0)
-	                 : PQexecParams(pg, q->sql[QS_ENQUEUE], 7, NULL, v, NULL, NULL, 0);
-	if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK) {
+	int rc;
+	PGresult *res = run_stmt(q, QS_ENQUEUE, 7, v, PGC__KEEP_ERROR, &rc, err);
+	if (rc == PGC_OK) {
 		*out = res;
 		return PGC_OK;
 	}
@@ -332,7 +270,6 @@ int pgc__queue_enqueue_arrays(pgc_queue *q, const char *queue, const char *paylo
 	const char *col = res ? PQresultErrorField(res, PG_DIAG_COLUMN_NAME) : NULL;
 	if (bad_index != NULL && col != NULL && *col >= '0' && *col <= '9')
 		*bad_index = atol(col) - 1;
-	rc = pgc__err_result(err, pg, res, NULL);
 	PQclear(res);
 	return rc;
 }
@@ -363,7 +300,7 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
 	PGresult *res = NULL;
-	rc = pgc__queue_enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, NULL, err);
+	rc = enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, NULL, err);
 	pgc__sb_free(&pa);
 	pgc__sb_free(&ka);
 	if (rc != PGC_OK)
@@ -425,7 +362,7 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
 	PGresult *res = NULL;
-	rc = pgc__queue_enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, bad_index, err);
+	rc = enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, bad_index, err);
 	pgc__sb_free(&pa);
 	pgc__sb_free(&ka);
 	if (rc != PGC_OK)

@@ -59,6 +59,36 @@ static const char reap_history_sql[] =
 	"      THEN s.succeeded_retention ELSE s.failed_retention END"
 	"  ORDER BY finished_at LIMIT 5000) x)";
 
+/* The reaper's work, in its transaction: leases, aging, history, registrations. */
+static const char *const reap_work[] = {
+	reap_leases_sql, reap_aging_sql, reap_history_sql,
+	/* Workers that stopped refreshing their registration are gone. */
+	"DELETE FROM @S@.workers WHERE seen_at < clock_timestamp() - interval '1 minute'",
+};
+#define REAP_WORK (sizeof reap_work / sizeof reap_work[0])
+
+/* Opens the reaper's transaction and takes its key, in one round trip. */
+static int reap_begin(pgc_queue *q, pgc_error *err)
+{
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)PGC_QUEUE_REAPER_LOCK_KEY);
+	const char *kp[1] = { key };
+	pgc__batch *b = pgc__batch_new(q->conn);
+	if (b == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	int added = pgc__batch_add(b, "BEGIN", 0, NULL, 0);
+	/* Small tables with no statistics yet make the planner guess large; JIT compiling these
+	 * millisecond statements would take longer than running them. */
+	if (added >= 0)
+		added = pgc__batch_add(b, "SET LOCAL jit = off", 0, NULL, 0);
+	int lock = added < 0 ? added : pgc__batch_add(b, "SELECT pg_try_advisory_xact_lock($1::bigint)", 1, kp, 0);
+	int rc = lock < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	if (rc == PGC_OK && strcmp(PQgetvalue(pgc__batch_result(b, lock), 0, 0), "t") != 0)
+		rc = pgc__err(err, PGC_EBUSY, "another reaper is running");
+	pgc__batch_free(b);
+	return rc;
+}
+
 int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -69,52 +99,37 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_reap: q must not be NULL");
 	if (pgc__in_transaction(q->conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_reap must run outside a transaction");
-	int rc = pgc_exec(q->conn, "BEGIN", err);
-	if (rc != PGC_OK)
+	int rc = reap_begin(q, err);
+	if (rc != PGC_OK) {
+		(void)pgc__rollback(q->conn);
 		return rc;
-	/* Small tables with no statistics yet make the planner guess large; JIT compiling these
-	 * millisecond statements would take longer than running them. */
-	if ((rc = pgc_exec(q->conn, "SET LOCAL jit = off", err)) != PGC_OK)
-		goto fail;
-	char key[32];
-	snprintf(key, sizeof key, "%lld", (long long)PGC_QUEUE_REAPER_LOCK_KEY);
-	const char *kp[1] = { key };
-	PGresult *res = pgc__exec(q->conn, "SELECT pg_try_advisory_xact_lock($1::bigint)", 1, kp, &rc, err);
-	if (res == NULL)
-		goto fail;
-	bool got = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	if (!got) {
-		PQclear(PQexec(pgc_conn_pg(q->conn), "ROLLBACK"));
-		return pgc__err(err, PGC_EBUSY, "another reaper is running");
 	}
-	if ((res = pgc__queue_run_text(q, reap_leases_sql, 0, NULL, &rc, err)) == NULL)
-		goto fail;
-	r.dead = atol(PQgetvalue(res, 0, 0));
-	r.returned = atol(PQgetvalue(res, 0, 1));
-	PQclear(res);
-	if ((res = pgc__queue_run_text(q, reap_aging_sql, 0, NULL, &rc, err)) == NULL)
-		goto fail;
-	r.aged = atol(PQcmdTuples(res));
-	PQclear(res);
-	if ((res = pgc__queue_run_text(q, reap_history_sql, 0, NULL, &rc, err)) == NULL)
-		goto fail;
-	r.purged = atol(PQcmdTuples(res));
-	PQclear(res);
-	/* Workers that stopped refreshing their registration are gone. */
-	if ((res = pgc__queue_run_text(q, "DELETE FROM @S@.workers WHERE seen_at < clock_timestamp() - interval '1 minute'",
-	                    0, NULL, &rc, err)) == NULL)
-		goto fail;
-	PQclear(res);
-	if ((rc = pgc_exec(q->conn, "COMMIT", err)) != PGC_OK)
+	/* The work and its COMMIT in a second round trip. */
+	char *sql[REAP_WORK] = { NULL };
+	pgc__batch *b = pgc__batch_new(q->conn);
+	bool oom = b == NULL;
+	for (size_t i = 0; i < REAP_WORK && !oom; i++)
+		oom = (sql[i] = pgc__sql_schema(reap_work[i], q->quoted)) == NULL ||
+		      pgc__batch_add(b, sql[i], 0, NULL, 0) < 0;
+	oom = oom || pgc__batch_add(b, "COMMIT", 0, NULL, 0) < 0;
+	rc = oom ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	if (rc == PGC_OK) {
+		PGresult *leases = pgc__batch_result(b, 0);
+		r.dead = atol(PQgetvalue(leases, 0, 0));
+		r.returned = atol(PQgetvalue(leases, 0, 1));
+		r.aged = atol(PQcmdTuples(pgc__batch_result(b, 1)));
+		r.purged = atol(PQcmdTuples(pgc__batch_result(b, 2)));
+	}
+	pgc__batch_free(b);
+	for (size_t i = 0; i < REAP_WORK; i++)
+		free(sql[i]);
+	if (rc != PGC_OK) {
+		(void)pgc__rollback(q->conn);
 		return rc;
+	}
 	if (out != NULL)
 		*out = r;
 	return PGC_OK;
-fail:
-	if (PQstatus(pgc_conn_pg(q->conn)) == CONNECTION_OK)
-		PQclear(PQexec(pgc_conn_pg(q->conn), "ROLLBACK"));
-	return rc;
 }
 
 int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err)
@@ -147,11 +162,11 @@ int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err
 	PQclear(res);
 	if (!got)
 		return pgc__err(err, PGC_EBUSY, "another session is vacuuming the jobs table");
-	char *sql = pgc__queue_sql(q, "VACUUM (SKIP_LOCKED) @S@.jobs");
+	char *sql = pgc__sql_schema("VACUUM (SKIP_LOCKED) @S@.jobs", q->quoted);
 	if (sql == NULL)
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 	else
-		rc = pgc_exec(q->conn, sql, err);
+		rc = pgc__command(q->conn, sql, err);
 	free(sql);
 	pgc_error e2;
 	res = pgc__exec(q->conn, "SELECT pg_advisory_unlock($1::bigint)", 1, kp, NULL, &e2);

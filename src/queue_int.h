@@ -4,7 +4,8 @@
 
 #include "internal.h"
 
-/* The statements a handle prepares. */
+/* The statements of a handle, expanded once when it opens; the hot ones go through the
+ * session's statement cache. */
 enum {
 	QS_ENQUEUE,
 	QS_CLAIM,
@@ -23,25 +24,24 @@ struct pgc_queue {
 	char *schema;
 	char *quoted;           /* PQescapeIdentifier(schema) */
 	char channel[64];       /* NOTIFY channel of this schema */
-	bool prepare;
+	unsigned flags;         /* the call flags of its statements: PGC__CACHED, or 0 */
 	char *sql[QS_COUNT];    /* expanded statement text */
-	char stmt_name[QS_COUNT][32];
-	bool prepared[QS_COUNT];
 };
 
-/* Expands @S@ in tmpl to q's quoted schema (malloc'd, NULL when out of memory). */
-char *pgc__queue_sql(pgc_queue *q, const char *tmpl);
-
-/* Runs ad-hoc text (a template: "@S@" is q's schema) with parameters. */
-PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int nparams, const char *const *values,
+/* Runs a template ("@S@" is q's schema) once, outside the statement cache. */
+PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,
                               int *rc, pgc_error *err);
 
 /* The one check of a queue name given by a caller (PGC_EUSAGE, naming fn). */
 int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
 
-/* Runs statement stmt (prepared on first use when q->prepare). */
-PGresult *pgc__queue_run(pgc_queue *q, int stmt, int nparams, const char *const *values, int *rc,
+/* Runs statement stmt of q under the session's default bound, through the statement cache
+ * unless the handle was opened without it. Same results as pgc__query(). */
+PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
                          pgc_error *err);
+
+/* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
+int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals);
 
 /* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
 int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, size_t *n);

@@ -167,26 +167,6 @@ static void *handler_main(void *arg)
 
 /* ---- connection --------------------------------------------------------------------------- */
 
-static int prepare_all(pgc_worker *w, pgc_error *err)
-{
-	PGconn *pg = pgc_conn_pg(w->conn);
-	int stmts[] = { QS_PROMOTE, QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
-	for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-		int s = stmts[i];
-		if (w->q->prepared[s])
-			continue;
-		PGresult *res = PQprepare(pg, w->q->stmt_name[s], w->q->sql[s], 0, NULL);
-		if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
-			int rc = pgc__err_result(err, pg, res, "prepare");
-			PQclear(res);
-			return rc;
-		}
-		PQclear(res);
-		w->q->prepared[s] = true;
-	}
-	return PGC_OK;
-}
-
 /* The library never prints: server notices (and libpq's report of a terminated session) go to
  * the worker's log. */
 static void on_notice(void *arg, const char *message)
@@ -284,7 +264,7 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 	}
 	w->pooled = pooled;
 	if (pooled) {
-		w->q->prepare = false;
+		w->q->flags = 0;
 		if (!w->pooler_logged)
 			wlog(w, PGC_LOG_WARN,
 			     "the server session changes between transactions (a transaction-mode pooler?): "
@@ -319,7 +299,7 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 		w->listening = true;
 		register_self(w, w->o.concurrency + w->o.prefetch - w->n_ready - w->n_running);
 	}
-	return prepare_all(w, err);
+	return PGC_OK;
 }
 
 /* ---- the dispatcher ----------------------------------------------------------------------- */
@@ -539,18 +519,26 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 	free(alive);
 }
 
-static int send_stmt(pgc_worker *w, int stmt, int n, const char *const *v)
+/* The text of the promotion or claim of the c-th queue claimed in one trip. The statement
+ * cache plans a Parse for each statement of a batch that it has not prepared yet, even for a
+ * statement that occurs twice in the batch, and the server refuses the second Parse of the
+ * same name; so each queue's statements of a trip get a text of their own (a comment), and
+ * become entries of their own in the cache. NULL when out of memory; free when c > 0. */
+static char *trip_sql(pgc_worker *w, int stmt, size_t c)
 {
-	if (w->q->prepare)
-		return PQsendQueryPrepared(pgc_conn_pg(w->conn), w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
-	return PQsendQueryParams(pgc_conn_pg(w->conn), w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
+	if (c == 0)
+		return w->q->sql[stmt];
+	size_t n = strlen(w->q->sql[stmt]) + 32;
+	char *sql = malloc(n);
+	if (sql != NULL)
+		snprintf(sql, n, "%s /* %zu */", w->q->sql[stmt], c);
+	return sql;
 }
 
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
- * and claims for the queues worth claiming, as one pipeline. */
+ * and claims for the queues worth claiming, as one batch. */
 static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
 {
-	PGconn *pg = pgc_conn_pg(w->conn);
 	int rc = PGC_OK;
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
@@ -558,6 +546,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	pgc__sb cia = { 0 }, cta = { 0 }, hia = { 0 }, hta = { 0 };
 	int64_t *cids = NULL, *hb_ids = NULL;
 	size_t n_hb = 0;
+	pgc__batch *b = NULL;
 	if (n_done > 0) {
 		cids = malloc(n_done * 2 * sizeof *cids);
 		if (cids == NULL)
@@ -596,109 +585,75 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	}
 	d->rr = (d->rr + 1) % nq;
 
-	int n_stmts = (n_done > 0) + do_hb + 2 * (int)n_claims; /* promote + claim per queue */
-	if (n_stmts == 0)
+	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
-	if (cia.oom || cta.oom || hia.oom || hta.oom) {
+	if (cia.oom || cta.oom || hia.oom || hta.oom || (b = pgc__batch_new(w->conn)) == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto out;
 	}
-	if (PQenterPipelineMode(pg) != 1) {
-		rc = pgc__err_result(err, pg, NULL, "pipeline");
-		goto out;
-	}
+	/* The parameters stay valid until the batch has run. */
 	char lease[24], maxs[64][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
-	bool ok = true;
-	if (n_done > 0) {
-		const char *v[2] = { cia.buf, cta.buf };
-		ok = ok && send_stmt(w, QS_COMPLETE, 2, v);
-	}
-	if (do_hb) {
-		const char *v[3] = { hia.buf, hta.buf, lease };
-		ok = ok && send_stmt(w, QS_HEARTBEAT, 3, v);
-	}
+	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
+	const char *qv[64][4];
+	char *promote_sql[64] = { NULL }, *claim_sql[64] = { NULL };
+	int i_done = 0, i_hb = 0, i_claim[64], added = 0;
+	if (n_done > 0)
+		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
+	if (do_hb)
+		added |= i_hb = pgc__queue_batch_add(w->q, b, QS_HEARTBEAT, 3, hv);
 	for (size_t c = 0; c < n_claims; c++) {
 		snprintf(maxs[c], sizeof maxs[c], "%d", claim_n[c]);
-		const char *v[4] = { w->o.queues[claim_q[c]], maxs[c], lease, w->worker_id };
-		ok = ok && send_stmt(w, QS_PROMOTE, 1, v);
-		ok = ok && send_stmt(w, QS_CLAIM, 4, v);
-	}
-	ok = ok && PQpipelineSync(pg);
-	if (!ok) {
-		rc = pgc__err_result(err, pg, NULL, "pipeline");
-		goto drain;
-	}
-	/* Read every statement's result, then the sync. Keep results until the sync confirms the
-	 * implicit transaction committed. */
-	PGresult *results[2 * 64 + 2] = { 0 };
-	for (int s = 0; s < n_stmts; s++) {
-		PGresult *res, *keep = NULL;
-		while ((res = PQgetResult(pg)) != NULL) {
-			if (keep == NULL)
-				keep = res;
-			else
-				PQclear(res);
+		qv[c][0] = w->o.queues[claim_q[c]];
+		qv[c][1] = maxs[c];
+		qv[c][2] = lease;
+		qv[c][3] = w->worker_id;
+		promote_sql[c] = trip_sql(w, QS_PROMOTE, c);
+		claim_sql[c] = trip_sql(w, QS_CLAIM, c);
+		if (promote_sql[c] == NULL || claim_sql[c] == NULL) {
+			added = PGC_ENOMEM;
+			n_claims = c + 1; /* what to free */
+			break;
 		}
-		results[s] = keep;
-		ExecStatusType st = keep ? PQresultStatus(keep) : PGRES_FATAL_ERROR;
-		if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && rc == PGC_OK) {
-			if (st == PGRES_PIPELINE_ABORTED)
-				continue;
-			rc = pgc__err_result(err, pg, keep, NULL);
-		}
+		added |= pgc__batch_add(b, promote_sql[c], 1, qv[c], w->q->flags);
+		added |= i_claim[c] = pgc__batch_add(b, claim_sql[c], 4, qv[c], w->q->flags);
 	}
-	PGresult *sync = PQgetResult(pg);
-	bool synced = sync != NULL && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
-	PQclear(sync);
-	if (!synced && rc == PGC_OK)
-		rc = pgc__err_result(err, pg, NULL, "pipeline sync");
-	if (rc == PGC_OK) {
-		int s = 0;
-		if (n_done > 0) {
-			PGresult *res = results[s++];
-			int rows = PQntuples(res);
-			atomic_fetch_add(&w->s_completed, rows);
-			if ((size_t)rows != n_done) {
-				atomic_fetch_add(&w->s_stale, (long)n_done - rows);
-				wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
-				     n_done - (size_t)rows);
-			}
-			while (*done) {
-				wjob *j = *done;
-				*done = j->next;
-				job_free(w, j);
-			}
+	/* Every answer counts only once the whole batch (one implicit transaction) committed. */
+	rc = added < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	for (size_t c = 1; c < n_claims; c++) {
+		free(promote_sql[c]);
+		free(claim_sql[c]);
+	}
+	if (rc != PGC_OK)
+		goto out;
+	if (n_done > 0) {
+		int rows = PQntuples(pgc__batch_result(b, i_done));
+		atomic_fetch_add(&w->s_completed, rows);
+		if ((size_t)rows != n_done) {
+			atomic_fetch_add(&w->s_stale, (long)n_done - rows);
+			wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
+			     n_done - (size_t)rows);
 		}
-		if (do_hb)
-			mark_lost(w, results[s++], hb_ids, n_hb);
-		for (size_t c = 0; c < n_claims; c++) {
-			s++; /* the promotion */
-			PGresult *res = results[s++];
-			size_t qi = claim_q[c];
-			int rows = PQntuples(res);
-			if (rows < claim_n[c])
-				d->more[qi] = false;
-			take_claimed(w, res, w->o.queues[qi]);
-			if (rows > 0)
-				d->idle_poll = 10;
+		while (*done) {
+			wjob *j = *done;
+			*done = j->next;
+			job_free(w, j);
 		}
 	}
-	for (int s = 0; s < n_stmts; s++)
-		PQclear(results[s]);
-drain:
-	if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF) {
-		PGresult *res;
-		while (PQstatus(pg) == CONNECTION_OK && PQexitPipelineMode(pg) != 1) {
-			while ((res = PQgetResult(pg)) != NULL)
-				PQclear(res);
-			if (PQisBusy(pg) == 0 && PQexitPipelineMode(pg) == 1)
-				break;
-			if (PQstatus(pg) != CONNECTION_OK)
-				break;
-		}
+	if (do_hb)
+		mark_lost(w, pgc__batch_result(b, i_hb), hb_ids, n_hb);
+	for (size_t c = 0; c < n_claims; c++) {
+		PGresult *res = pgc__batch_result(b, i_claim[c]);
+		size_t qi = claim_q[c];
+		int rows = PQntuples(res);
+		if (rows < claim_n[c])
+			d->more[qi] = false;
+		take_claimed(w, res, w->o.queues[qi]);
+		if (rows > 0)
+			d->idle_poll = 10;
 	}
 out:
+	pgc__batch_free(b);
 	pgc__sb_free(&cia);
 	pgc__sb_free(&cta);
 	pgc__sb_free(&hia);
@@ -762,25 +717,23 @@ static void register_self(pgc_worker *w, int slots)
 		return;
 	pgc__sb a = { 0 };
 	queues_array(w, &a);
-	char *sql = pgc__queue_sql(w->q,
-	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
-	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
-	        " seen_at = clock_timestamp()");
 	char fs[16];
 	snprintf(fs, sizeof fs, "%d", slots < 0 ? 0 : slots);
 	const char *v[3] = { w->own_channel, a.buf, fs };
 	int rc;
 	pgc_error e;
-	PGresult *res = (sql && !a.oom) ? pgc__exec(w->conn, sql, 3, v, &rc, &e) : NULL;
+	PGresult *res = a.oom ? NULL : pgc__queue_run_text(w->q,
+	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
+	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
+	        " seen_at = clock_timestamp()", 3, v, &rc, &e);
 	if (res != NULL)
 		w->registered = true;
-	else if (sql != NULL && !a.oom && !w->register_warned) {
+	else if (!a.oom && rc != PGC_ENOMEM && !w->register_warned) {
 		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups (woken with everyone instead): %s",
 		     e.message);
 		w->register_warned = true;
 	}
 	PQclear(res);
-	free(sql);
 	pgc__sb_free(&a);
 }
 
@@ -788,13 +741,10 @@ static void unregister_self(pgc_worker *w)
 {
 	if (!w->registered || PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK)
 		return;
-	char *sql = pgc__queue_sql(w->q, "DELETE FROM @S@.workers WHERE channel = $1");
 	const char *v[1] = { w->own_channel };
 	int rc;
 	pgc_error e;
-	PGresult *res = sql ? pgc__exec(w->conn, sql, 1, v, &rc, &e) : NULL;
-	PQclear(res);
-	free(sql);
+	PQclear(pgc__queue_run_text(w->q, "DELETE FROM @S@.workers WHERE channel = $1", 1, v, &rc, &e));
 	w->registered = false;
 }
 
