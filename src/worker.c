@@ -167,139 +167,79 @@ static void *handler_main(void *arg)
 
 /* ---- connection --------------------------------------------------------------------------- */
 
-/* The library never prints: server notices (and libpq's report of a terminated session) go to
- * the worker's log. */
-static void on_notice(void *arg, const char *message)
+/* The library never prints: the server's notices and warnings on the worker's sessions (a
+ * RAISE in a trigger on the jobs table, a terminated session's last word) go to its log. */
+static void on_notice(const char *severity, const char *message, void *arg)
 {
 	pgc_worker *w = arg;
-	char line[512];
-	pgc__copy_line(line, sizeof line, message);
-	wlog(w, PGC_LOG_DEBUG, "server: %s", line);
+	wlog(w, strcmp(severity, "WARNING") == 0 ? PGC_LOG_WARN : PGC_LOG_DEBUG, "server %s: %s",
+	     severity, message);
+}
+
+/* The options of the worker's sessions. */
+static pgc_conn_options conn_options(pgc_worker *w)
+{
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	co.application_name = w->app;
+	co.notice_fn = on_notice;
+	co.notice_arg = w;
+	return co;
 }
 
 static void register_self(pgc_worker *w, int slots);
+static void unregister_self(pgc_worker *w);
 
-/* Waits up to timeout_ms for a notification on channel; true when one came. */
-static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
-{
-	PGconn *pg = pgc_conn_pg(w->conn);
-	int64_t end = pgc__now_ms() + timeout_ms;
-	for (;;) {
-		PQconsumeInput(pg);
-		PGnotify *n;
-		bool got = false;
-		while ((n = PQnotifies(pg)) != NULL) {
-			if (strcmp(n->relname, channel) == 0)
-				got = true;
-			PQfreemem(n);
-		}
-		if (got)
-			return true;
-		int64_t left = end - pgc__now_ms();
-		if (left <= 0)
-			return false;
-		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
-		poll(&pfd, 1, (int)left);
-	}
-}
-
-/* Detects a transaction-mode pooler, then LISTENs. Behind a pooler the session changes between
- * transactions: the backend pid moves, or a notification to ourselves never arrives. Then
- * LISTEN cannot work and session-level prepared statements cannot either, so the worker polls
- * and sends its statements unprepared. */
+/* What the worker keeps on its session, set up on every new session: first the pooler probe.
+ * Through a transaction- or statement-mode pooler (or one whose kind cannot be told) each
+ * transaction may run on another server session: LISTEN cannot work there, so the worker
+ * polls (and the layer stops preparing statements on its own). Otherwise the session's
+ * settings, the LISTENs (recorded on the session, and forgotten with it) and the
+ * registration. */
 static int setup_session(pgc_worker *w, pgc_error *err)
 {
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = w->schema;
-	pgc_queue_close(w->q);
-	w->q = NULL;
-	int rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	w->listening = false;
+	pgc_pooler_info p;
+	int rc = pgc_conn_pooler(w->conn, 0, 0, &p, err);
 	if (rc != PGC_OK)
 		return rc;
-	w->listening = false;
-	int first = 0;
-	bool pooled = false;
-	for (int i = 0; i < 4 && !pooled; i++) {
-		PGresult *res = pgc__exec(w->conn, "SELECT pg_backend_pid()", 0, NULL, &rc, err);
-		if (res == NULL)
-			return rc;
-		int pid = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
-		if (i == 0)
-			first = pid;
-		else if (pid != first)
-			pooled = true;
-	}
-	if (!pooled) {
-		char probe[64];
-		snprintf(probe, sizeof probe, "pgcoord_probe_%d_%d", (int)getpid(), first);
-		char sql[128];
-		snprintf(sql, sizeof sql, "LISTEN %s", probe);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
-			return rc;
-		/* Notify from a second session: through a transaction pooler it either lands on our
-		 * own server connection (same backend pid: the pool shares it) or on another one,
-		 * and either way the notification never reaches us. Directly, it arrives at once. */
-		pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-		co.application_name = w->app;
-		pgc_conn *other = NULL;
-		if ((rc = pgc_connect(w->dsn, &co, &other, err)) != PGC_OK)
-			return rc;
-		PQsetNoticeProcessor(pgc_conn_pg(other), on_notice, w);
-		const char *v[1] = { probe };
-		PGresult *res = pgc__exec(other, "SELECT pg_backend_pid(), pg_notify($1, '')", 1, v, &rc, err);
-		if (res == NULL) {
-			pgc_conn_close(other);
-			return rc;
+	w->pooled = p.mode != PGC_POOLER_NONE && p.mode != PGC_POOLER_SESSION;
+	if (w->pooled) {
+		unregister_self(w); /* from an earlier session: nobody listens on its channel now */
+		if (!w->pooler_logged) {
+			char what[400];
+			if (p.mode == PGC_POOLER_UNKNOWN)
+				snprintf(what, sizeof what, "cannot tell whether the pooler in between keeps this session (%s)",
+				         p.why);
+			else
+				snprintf(what, sizeof what, "a %s-mode pooler is in between (%s)",
+				         pgc_pooler_mode_name(p.mode), p.why);
+			wlog(w, PGC_LOG_WARN, "%s: LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle)%s",
+			     what, (long long)w->o.poll_ms, p.mode == PGC_POOLER_UNKNOWN ? "" : ", statements unprepared");
 		}
-		if (atoi(PQgetvalue(res, 0, 0)) == first)
-			pooled = true;
-		PQclear(res);
-		pgc_conn_close(other);
-		if (!pooled)
-			pooled = !probe_notify(w, probe, 2000);
-		snprintf(sql, sizeof sql, "UNLISTEN %s", probe);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
-			return rc;
-	}
-	w->pooled = pooled;
-	if (pooled) {
-		w->q->flags = 0;
-		if (!w->pooler_logged)
-			wlog(w, PGC_LOG_WARN,
-			     "the server session changes between transactions (a transaction-mode pooler?): "
-			     "LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle), "
-			     "statements unprepared", (long long)w->o.poll_ms);
 		w->pooler_logged = true;
 		return PGC_OK;
 	}
 	/* The queue's statements are short; JIT compilation (triggered by estimates on small,
 	 * freshly created tables) would cost more than it saves. */
-	if ((rc = pgc_exec(w->conn, "SET jit = off", err)) != PGC_OK)
+	if ((rc = pgc__command(w->conn, "SET jit = off", err)) != PGC_OK)
 		return rc;
 	if (w->o.listen) {
-		char *ch = pgc__quote_ident(w->conn, w->q->channel, err);
-		if (ch == NULL)
-			return PGC_EUSAGE;
-		char sql[160];
-		snprintf(sql, sizeof sql, "LISTEN %s", ch);
-		PQfreemem(ch);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+		if ((rc = pgc__listen(w->conn, w->q->channel, err)) != PGC_OK)
 			return rc;
 		/* And a channel of our own: an enqueue wakes one worker with free slots. */
-		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
-		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
-		ch = pgc__quote_ident(w->conn, w->own_channel, err);
-		if (ch == NULL)
-			return PGC_EUSAGE;
-		snprintf(sql, sizeof sql, "LISTEN %s", ch);
-		PQfreemem(ch);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+		if ((rc = pgc__listen(w->conn, w->own_channel, err)) != PGC_OK)
 			return rc;
 		w->listening = true;
 		register_self(w, w->o.concurrency + w->o.prefetch - w->n_ready - w->n_running);
 	}
 	return PGC_OK;
+}
+
+/* Sleeps up to ms on one of the worker's pipes alone (what the server sends meanwhile waits). */
+static void pipe_wait(int fd, int64_t ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	(void)poll(&pfd, 1, (int)ms);
 }
 
 /* ---- the dispatcher ----------------------------------------------------------------------- */
@@ -739,7 +679,7 @@ static void register_self(pgc_worker *w, int slots)
 
 static void unregister_self(pgc_worker *w)
 {
-	if (!w->registered || PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK)
+	if (!w->registered || !pgc__conn_ok(w->conn))
 		return;
 	const char *v[1] = { w->own_channel };
 	int rc;
@@ -751,11 +691,9 @@ static void unregister_self(pgc_worker *w)
 /* Notifications may also have arrived during another statement: libpq keeps them queued. */
 static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 {
-	PGconn *pg = pgc_conn_pg(w->conn);
-	if (consume)
-		PQconsumeInput(pg);
 	PGnotify *n;
-	while ((n = PQnotifies(pg)) != NULL) {
+	while ((n = pgc__notify(w->conn, consume)) != NULL) {
+		consume = false;
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			if (strcmp(n->extra, w->o.queues[i]) == 0) {
 				d->more[i] = true;
@@ -844,8 +782,7 @@ static bool reconnect(pgc_worker *w, dstate *d)
 			}
 			wlog(w, PGC_LOG_WARN, "after reconnecting: %s", e.message);
 		}
-		struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-		poll(&pfd, 1, (int)delay);
+		pipe_wait(w->wake[0], delay);
 		delay = delay * 2 > 5000 ? 5000 : delay * 2;
 	}
 	return false;
@@ -913,7 +850,7 @@ static void *dispatcher_main(void *arg)
 		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
 			break;
 
-		if (PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK) {
+		if (!pgc__conn_ok(w->conn)) {
 			if (d.stopping)
 				break; /* what we hold returns to pending after its lease */
 			wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
@@ -952,8 +889,7 @@ static void *dispatcher_main(void *arg)
 			if (pending_done != NULL && !want_claim && !do_hb && !d.stopping &&
 			    now - first_done_at < w->o.flush_ms) {
 				/* Give other handlers a moment to finish so their completions share a trip. */
-				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-				poll(&pfd, 1, (int)(w->o.flush_ms - (now - first_done_at)));
+				pipe_wait(w->wake[0], w->o.flush_ms - (now - first_done_at));
 				continue;
 			}
 			first_done_at = 0;
@@ -997,10 +933,9 @@ static void *dispatcher_main(void *arg)
 				snprintf(last_error, sizeof last_error, "%s", e.message);
 				last_error_at = now;
 			}
-			if (PQstatus(pgc_conn_pg(w->conn)) == CONNECTION_OK) {
+			if (pgc__conn_ok(w->conn)) {
 				/* A server error (not the connection): pause a little before trying again. */
-				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-				poll(&pfd, 1, 200);
+				pipe_wait(w->wake[0], 200);
 			}
 			continue;
 		}
@@ -1050,16 +985,17 @@ static void *dispatcher_main(void *arg)
 		int timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
 		if (timeout == 0 && any_more && free_slots(w) > 0)
 			continue;
-		struct pollfd pfd[2] = { { w->wake[0], POLLIN, 0 }, { PQsocket(pgc_conn_pg(w->conn)), POLLIN, 0 } };
-		int np = PQsocket(pgc_conn_pg(w->conn)) >= 0 ? 2 : 1;
-		int r = poll(pfd, (nfds_t)np, timeout);
-		if (r > 0 && (pfd[0].revents & POLLIN)) {
+		int r = pgc__wait_input(w->conn, w->wake[0], timeout);
+		if (r == PGC__WAIT_FD) {
 			char buf[64];
 			while (read(w->wake[0], buf, sizeof buf) > 0)
 				;
+			read_notifications(w, &d, true); /* what may have come with it, never waiting */
+		} else if (r == PGC__WAIT_INPUT) {
+			read_notifications(w, &d, false);
+		} else if (r == PGC__WAIT_LOST) {
+			pgc__session_lost(w->conn, "the connection was lost while the worker waited");
 		}
-		if (r > 0 && np == 2 && pfd[1].revents != 0)
-			read_notifications(w, &d, true);
 	}
 exit:
 	/* Whatever is still held is no longer ours to finish (released, or left to its lease when
@@ -1084,14 +1020,12 @@ static void *vacuum_main(void *arg)
 	pgc_queue *q = NULL;
 	int64_t delay = 1000;
 	while (!atomic_load(&w->stop_requested)) {
-		struct pollfd pfd = { w->vac_wake[0], POLLIN, 0 };
-		poll(&pfd, 1, (int)delay);
+		pipe_wait(w->vac_wake[0], delay);
 		if (atomic_load(&w->stop_requested))
 			break;
 		pgc_error e;
 		if (c == NULL) {
-			pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-			co.application_name = w->app;
+			pgc_conn_options co = conn_options(w);
 			pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 			qo.schema = w->schema;
 			qo.prepare = false;
@@ -1101,7 +1035,6 @@ static void *vacuum_main(void *arg)
 				delay = 5000;
 				continue;
 			}
-			PQsetNoticeProcessor(pgc_conn_pg(c), on_notice, w);
 		}
 		bool did = false;
 		int rc = pgc_queue_vacuum(q, w->o.vacuum_dead_tuples, &did, &e);
@@ -1110,7 +1043,7 @@ static void *vacuum_main(void *arg)
 			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
 		else if (rc != PGC_OK && rc != PGC_EBUSY)
 			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
-		if (PQstatus(pgc_conn_pg(c)) != CONNECTION_OK) {
+		if (!pgc__conn_ok(c)) {
 			pgc_queue_close(q);
 			pgc_conn_close(c);
 			q = NULL;
@@ -1185,11 +1118,18 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
 	}
-	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-	co.application_name = w->app;
+	pgc_conn_options co = conn_options(w);
 	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
 	if (rc == PGC_OK) {
-		PQsetNoticeProcessor(pgc_conn_pg(w->conn), on_notice, w);
+		pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+		qo.schema = w->schema;
+		rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	}
+	if (rc == PGC_OK) {
+		/* A channel of its own, the same on every session, so that the registration a new
+		 * session makes replaces the old one. */
+		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
+		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
 		rc = setup_session(w, err);
 	}
 	if (rc != PGC_OK) {
