@@ -1125,6 +1125,54 @@ static void queue__worker_bad_error_text(void)
 	teardown(c, q);
 }
 
+/* ---- the server's warnings on the worker's session reach the worker's log ------------------ */
+
+static atomic_int warned;
+
+static void warning_log(pgc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == PGC_LOG_WARN && strstr(msg, "done (pgcoord test)") != NULL)
+		atomic_store(&warned, 1);
+}
+
+static void queue__worker_logs_server_notices(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	/* A completion deletes the job: the trigger warns on the worker's own session. */
+	char sql[512];
+	snprintf(sql, sizeof sql,
+	         "CREATE FUNCTION %s.warn_done() RETURNS trigger LANGUAGE plpgsql AS"
+	         " $$BEGIN RAISE WARNING 'job %% done (pgcoord test)', OLD.id; RETURN OLD; END$$;"
+	         " CREATE TRIGGER warn_done AFTER DELETE ON %s.jobs FOR EACH ROW EXECUTE FUNCTION %s.warn_done()",
+	         schema, schema, schema);
+	T_ASSERT_INT_EQ(pgc_exec(c, sql, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "nt", "{}", NULL, NULL, &err), PGC_OK);
+	const char *queues[] = { "nt" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.concurrency = 1;
+	o.log = warning_log;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while ((count_sql(c, "SELECT count(*) FROM %s.job_history") < 1 || !atomic_load(&warned)) &&
+	       pgc__now_ms() < deadline)
+		sleep_ms(20);
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'"), 1);
+	T_ASSERT(atomic_load(&warned));
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -1144,6 +1192,7 @@ int main(int argc, char **argv)
 		{ "queue__wakeup_one_worker", queue__wakeup_one_worker },
 		{ "queue__wakeup_passed_on_when_full", queue__wakeup_passed_on_when_full },
 		{ "queue__worker_bad_error_text", queue__worker_bad_error_text },
+		{ "queue__worker_logs_server_notices", queue__worker_logs_server_notices },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
