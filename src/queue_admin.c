@@ -132,6 +132,19 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 	return PGC_OK;
 }
 
+bool pgc__queue_session_kept(const pgc_pooler_info *p)
+{
+	return p->mode == PGC_POOLER_NONE || p->mode == PGC_POOLER_SESSION;
+}
+
+void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n)
+{
+	if (p->mode == PGC_POOLER_UNKNOWN)
+		snprintf(buf, n, "cannot tell whether the pooler in between keeps this session (%s)", p->why);
+	else
+		snprintf(buf, n, "a %s-mode pooler is in between (%s)", pgc_pooler_mode_name(p->mode), p->why);
+}
+
 int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -141,7 +154,21 @@ int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum: q must not be NULL and min_dead not negative");
 	if (pgc__in_transaction(q->conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum must run outside a transaction");
-	int rc;
+	/* Its lock is a session lock, taken and released by two statements: where those may run
+	 * on two server sessions, the unlock misses and the lock stays on a pooled server
+	 * connection for good. */
+	pgc_pooler_info p;
+	int rc = pgc_conn_pooler(q->conn, 0, 0, &p, err);
+	if (rc != PGC_OK)
+		return rc;
+	if (!pgc__queue_session_kept(&p)) {
+		char what[PGC_ERROR_MESSAGE_MAX];
+		pgc__queue_pooler_what(&p, what, sizeof what);
+		return pgc__err(err, PGC_EPOOLER,
+		                "pgc_queue_vacuum: %s: its session lock could stay behind on a pooled server"
+		                " connection; vacuum through a direct or session-mode connection, or leave it to"
+		                " autovacuum", what);
+	}
 	const char *v[1] = { q->schema };
 	PGresult *res = pgc__exec(q->conn,
 	        "SELECT n_dead_tup FROM pg_catalog.pg_stat_user_tables"

@@ -43,6 +43,13 @@ PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals,
 /* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
 int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals);
 
+/* Whether a session behind what pgc_conn_pooler() found keeps its server session (no pooler,
+ * or a session-mode one): only then can session state (a session lock, a LISTEN) be trusted. */
+bool pgc__queue_session_kept(const pgc_pooler_info *p);
+
+/* What is in between, for a message: "a transaction-mode pooler is in between (why)". */
+void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n);
+
 /* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
 int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, size_t *n);
 

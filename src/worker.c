@@ -202,17 +202,12 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 	int rc = pgc_conn_pooler(w->conn, 0, 0, &p, err);
 	if (rc != PGC_OK)
 		return rc;
-	w->pooled = p.mode != PGC_POOLER_NONE && p.mode != PGC_POOLER_SESSION;
+	w->pooled = !pgc__queue_session_kept(&p);
 	if (w->pooled) {
 		unregister_self(w); /* from an earlier session: nobody listens on its channel now */
 		if (!w->pooler_logged) {
-			char what[400];
-			if (p.mode == PGC_POOLER_UNKNOWN)
-				snprintf(what, sizeof what, "cannot tell whether the pooler in between keeps this session (%s)",
-				         p.why);
-			else
-				snprintf(what, sizeof what, "a %s-mode pooler is in between (%s)",
-				         pgc_pooler_mode_name(p.mode), p.why);
+			char what[PGC_ERROR_MESSAGE_MAX];
+			pgc__queue_pooler_what(&p, what, sizeof what);
 			wlog(w, PGC_LOG_WARN, "%s: LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle)%s",
 			     what, (long long)w->o.poll_ms, p.mode == PGC_POOLER_UNKNOWN ? "" : ", statements unprepared");
 		}
@@ -1041,7 +1036,10 @@ static void *vacuum_main(void *arg)
 		delay = 1000;
 		if (rc == PGC_OK && did)
 			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
-		else if (rc != PGC_OK && rc != PGC_EBUSY)
+		else if (rc == PGC_EPOOLER) {
+			wlog(w, PGC_LOG_INFO, "not vacuuming the jobs table: %s", e.message);
+			break; /* the same route every time */
+		} else if (rc != PGC_OK && rc != PGC_EBUSY)
 			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
 		if (!pgc__conn_ok(c)) {
 			pgc_queue_close(q);
@@ -1164,7 +1162,10 @@ int pgc_worker_start(pgc_worker *w, pgc_error *err)
 		}
 		w->n_threads++;
 	}
-	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
+	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0 && w->pooled)
+		wlog(w, PGC_LOG_INFO, "not vacuuming the jobs table through this pooler (the vacuum's session lock"
+		     " could stay behind on a pooled server connection): autovacuum does it");
+	else if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
 		w->have_vacuumer = pthread_create(&w->vacuumer, &attr, vacuum_main, w) == 0;
 	if (pthread_create(&w->dispatcher, &attr, dispatcher_main, w) != 0) {
 		pthread_mutex_lock(&w->mu);
