@@ -151,6 +151,67 @@ int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err)
 	return PGC_OK;
 }
 
+/* The handles open on one session, attached to it: when the connection closes first, they are
+ * marked gone (conn NULL), so that a later call fails with PGC_EUSAGE instead of touching
+ * freed memory. */
+typedef struct queue_handles {
+	pgc_queue *head;
+} queue_handles;
+
+static void handles_close(pgc_conn *c, void *state)
+{
+	(void)c;
+	queue_handles *h = state;
+	for (pgc_queue *q = h->head, *next; q != NULL; q = next) {
+		next = q->next;
+		q->conn = NULL;
+		q->next = NULL;
+	}
+	free(h);
+}
+
+static const pgc__attach_ops queue_ops = { "queue", NULL, handles_close, NULL, NULL };
+
+static int handle_link(pgc_queue *q, pgc_error *err)
+{
+	queue_handles *h = pgc__attached(q->conn, &queue_ops);
+	if (h == NULL) {
+		if ((h = calloc(1, sizeof *h)) == NULL)
+			return pgc__err(err, PGC_ENOMEM, "out of memory");
+		int rc = pgc__attach(q->conn, &queue_ops, h, err);
+		if (rc != PGC_OK) {
+			free(h);
+			return rc;
+		}
+	}
+	q->next = h->head;
+	h->head = q;
+	return PGC_OK;
+}
+
+static void handle_unlink(pgc_queue *q)
+{
+	queue_handles *h = q->conn ? pgc__attached(q->conn, &queue_ops) : NULL;
+	for (pgc_queue **pp = h ? &h->head : NULL; pp && *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (h != NULL && h->head == NULL) {
+		pgc__detach(q->conn, &queue_ops);
+		free(h);
+	}
+}
+
+int pgc__queue_usable(const pgc_queue *q, const char *fn, pgc_error *err)
+{
+	if (q == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: q must not be NULL", fn);
+	if (q->conn == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: the connection of this queue handle was closed", fn);
+	return PGC_OK;
+}
+
 int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -173,7 +234,7 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 	q->schema = strdup(schema);
 	q->quoted = pgc__quote_ident(conn, schema, err);
 	if (q->schema == NULL || q->quoted == NULL) {
-		int rc = q->schema == NULL ? pgc__err(err, PGC_ENOMEM, "out of memory") : PGC_EUSAGE;
+		rc = q->schema == NULL ? pgc__err(err, PGC_ENOMEM, "out of memory") : PGC_EUSAGE;
 		pgc_queue_close(q);
 		return rc;
 	}
@@ -209,6 +270,10 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 	if (PQntuples(res) == 1)
 		snprintf(q->channel, sizeof q->channel, "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
+	if ((rc = handle_link(q, err)) != PGC_OK) {
+		pgc_queue_close(q);
+		return rc;
+	}
 	*out = q;
 	return PGC_OK;
 }
@@ -218,6 +283,7 @@ void pgc_queue_close(pgc_queue *q)
 	if (q == NULL)
 		return;
 	/* Its statements stay in the session's cache: other handles on the session share them. */
+	handle_unlink(q);
 	for (int i = 0; i < QS_COUNT; i++)
 		free(q->sql[i]);
 	free(q->schema);
@@ -282,6 +348,8 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 		*out_id = 0;
 	if (q == NULL || payload == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_enqueue: q and payload must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_enqueue", err) != PGC_OK)
+		return PGC_EUSAGE;
 	int rc = pgc__queue_check_name("pgc_queue_enqueue", queue, err);
 	if (rc != PGC_OK)
 		return rc;
@@ -333,6 +401,8 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 		*bad_index = -1;
 	if (q == NULL || (n > 0 && payloads == NULL))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_enqueue_many: q and payloads must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_enqueue_many", err) != PGC_OK)
+		return PGC_EUSAGE;
 	int rc = pgc__queue_check_name("pgc_queue_enqueue_many", queue, err);
 	if (rc != PGC_OK)
 		return rc;
@@ -432,6 +502,8 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 		*n = 0;
 	if (q == NULL || jobs == NULL || n == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_claim: q, jobs and n must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_claim", err) != PGC_OK)
+		return PGC_EUSAGE;
 	int rc = pgc__queue_check_name("pgc_queue_claim", queue, err);
 	if (rc != PGC_OK)
 		return rc;
@@ -507,6 +579,8 @@ int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const in
 		*done = 0;
 	if (q == NULL || (n > 0 && (ids == NULL || tokens == NULL)))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_complete_many: q, ids and tokens must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_complete_many", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (n == 0)
 		return PGC_OK;
 	pgc__sb ia = { 0 }, ta = { 0 };
@@ -545,8 +619,8 @@ int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_te
 	pgc_error_clear(err);
 	if (dead != NULL)
 		*dead = false;
-	if (q == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_fail: q must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_fail", err) != PGC_OK)
+		return PGC_EUSAGE;
 	pgc_backoff def = PGC_BACKOFF_INIT;
 	if (backoff == NULL)
 		backoff = &def;
@@ -578,6 +652,8 @@ int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token, int64_t delay
 	pgc_error_clear(err);
 	if (q == NULL || delay_ms < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_retry_later: q must not be NULL and delay_ms not negative");
+	if (pgc__queue_usable(q, "pgc_queue_retry_later", err) != PGC_OK)
+		return PGC_EUSAGE;
 	char ids[24], toks[24], d[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	snprintf(toks, sizeof toks, "%lld", (long long)token);
@@ -602,6 +678,8 @@ int pgc_queue_heartbeat(pgc_queue *q, size_t n, const int64_t *ids, const int64_
 	pgc_error_clear(err);
 	if (q == NULL || (n > 0 && (ids == NULL || tokens == NULL)) || lease_ms < 1)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_heartbeat: q, ids and tokens must not be NULL, lease_ms >= 1");
+	if (pgc__queue_usable(q, "pgc_queue_heartbeat", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (n == 0)
 		return PGC_OK;
 	pgc__sb ia = { 0 }, ta = { 0 };
@@ -627,6 +705,8 @@ int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids, const int64_t 
 	pgc_error_clear(err);
 	if (q == NULL || (n > 0 && (ids == NULL || tokens == NULL)))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_release: q, ids and tokens must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_release", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (n == 0)
 		return PGC_OK;
 	pgc__sb ia = { 0 }, ta = { 0 };

@@ -95,8 +95,8 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 	pgc_reap_result r = { 0, 0, 0, 0 };
 	if (out != NULL)
 		*out = r;
-	if (q == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_reap: q must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_reap", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (pgc__in_transaction(q->conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_reap must run outside a transaction");
 	int rc = reap_begin(q, err);
@@ -152,6 +152,8 @@ int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err
 		*vacuumed = false;
 	if (q == NULL || min_dead < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum: q must not be NULL and min_dead not negative");
+	if (pgc__queue_usable(q, "pgc_queue_vacuum", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (pgc__in_transaction(q->conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_vacuum must run outside a transaction");
 	/* Its lock is a session lock, taken and released by two statements: where those may run
@@ -208,8 +210,8 @@ int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed, pgc_error *err
 int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err)
 {
 	pgc_error_clear(err);
-	if (q == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_pause: q must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_pause", err) != PGC_OK)
+		return PGC_EUSAGE;
 	int rc = pgc__queue_check_name("pgc_queue_pause", queue, err);
 	if (rc != PGC_OK)
 		return rc;
@@ -234,6 +236,8 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	pgc_error_clear(err);
 	if (q == NULL || id <= 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_cancel: q must not be NULL and id positive");
+	if (pgc__queue_usable(q, "pgc_queue_cancel", err) != PGC_OK)
+		return PGC_EUSAGE;
 	char ids[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
@@ -265,6 +269,8 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	pgc_error_clear(err);
 	if (q == NULL || id <= 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_retry: q must not be NULL and id positive");
+	if (pgc__queue_usable(q, "pgc_queue_retry", err) != PGC_OK)
+		return PGC_EUSAGE;
 	char ids[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
@@ -314,6 +320,8 @@ int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status, int64_t
 		*purged = 0;
 	if (q == NULL || older_than_ms < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_purge: q must not be NULL and the age not negative");
+	if (pgc__queue_usable(q, "pgc_queue_purge", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (status != NULL && (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0 &&
 	                       strcmp(status, "cancelled") != 0))
 		return pgc__err(err, PGC_EUSAGE, "cannot purge status \"%.40s\": use succeeded, failed or cancelled", status);
@@ -344,6 +352,8 @@ int pgc_queue_config_get(pgc_queue *q, pgc_queue_config *out, pgc_error *err)
 	pgc_error_clear(err);
 	if (q == NULL || out == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_config_get: q and out must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_config_get", err) != PGC_OK)
+		return PGC_EUSAGE;
 	int rc;
 	PGresult *res = pgc__queue_run_text(q,
 	        "SELECT (extract(epoch FROM aging) * 1000)::bigint,"
@@ -365,6 +375,8 @@ int pgc_queue_config_set(pgc_queue *q, const pgc_queue_config *cfg, pgc_error *e
 	pgc_error_clear(err);
 	if (q == NULL || cfg == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_config_set: q and cfg must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_config_set", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (cfg->aging_ms == 0)
 		return pgc__err(err, PGC_EUSAGE, "the aging time must be positive");
 	if (cfg->max_payload_bytes == 0)
@@ -403,6 +415,8 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 		*n = 0;
 	if (q == NULL || stats == NULL || n == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_stats: q, stats and n must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_stats", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (queue != NULL) {
 		int rc = pgc__queue_check_name("pgc_queue_stats", queue, err);
 		if (rc != PGC_OK)
@@ -581,6 +595,8 @@ int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)
 		*out = NULL;
 	if (q == NULL || out == NULL || id <= 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_show: q and out must not be NULL, id positive");
+	if (pgc__queue_usable(q, "pgc_queue_show", err) != PGC_OK)
+		return PGC_EUSAGE;
 	char sql[2048], ids[24];
 	snprintf(sql, sizeof sql, info_select, "id = $1::bigint", "id = $1::bigint", "1");
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
@@ -610,6 +626,8 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		*n = 0;
 	if (q == NULL || out == NULL || n == NULL || limit < 1)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_list: q, out and n must not be NULL, limit >= 1");
+	if (pgc__queue_usable(q, "pgc_queue_list", err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (status != NULL && !valid_status(status))
 		return pgc__err(err, PGC_EUSAGE,
 		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);

@@ -20,13 +20,17 @@ enum {
 };
 
 struct pgc_queue {
-	pgc_conn *conn;
+	pgc_conn *conn;         /* NULL once the connection was closed under the handle */
 	char *schema;
 	char *quoted;           /* PQescapeIdentifier(schema) */
 	char channel[64];       /* NOTIFY channel of this schema */
 	unsigned flags;         /* the call flags of its statements: PGC__CACHED, or 0 */
 	char *sql[QS_COUNT];    /* expanded statement text */
+	struct pgc_queue *next; /* the other handles open on the same session */
 };
+
+/* PGC_OK when q is usable: not NULL, and its connection not closed (PGC_EUSAGE, naming fn). */
+int pgc__queue_usable(const pgc_queue *q, const char *fn, pgc_error *err);
 
 /* Runs a template ("@S@" is q's schema) once, outside the statement cache. */
 PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,

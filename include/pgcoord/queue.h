@@ -35,13 +35,19 @@ extern "C" {
 #define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
 
 /* A handle on the queue tables of one schema, used through one connection. Not thread-safe
- * (like its pgc_conn). The connection must outlive the handle. */
+ * (like its pgc_conn). Close it before its connection; a handle whose connection was closed
+ * first can still be closed (and pgc_queue_channel() read), and every other call on it
+ * returns PGC_EUSAGE. Several handles may share a connection. */
 typedef struct pgc_queue pgc_queue;
 
 typedef struct pgc_queue_options {
 	const char *schema; /* NULL: "pgcoord" */
-	/* Prepare the hot statements (enqueue, claim, complete, heartbeat) once per session. Turn
-	 * off behind a transaction-mode pooler that does not support prepared statements. */
+	/* Run the hot statements (enqueue, claim, complete, fail, heartbeat, ...) through the
+	 * connection's statement cache, which plans each once per session and which every handle
+	 * on the connection shares; false keeps this handle's statements out of it (each is then
+	 * planned every time, as one-shot commands do). Either way the connection stops preparing
+	 * on its own once pgc_conn_pooler() finds a transaction-mode pooler, or prepared
+	 * statements keep disappearing under it. */
 	bool prepare;
 } pgc_queue_options;
 
@@ -53,7 +59,9 @@ typedef struct pgc_queue_options {
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts,
                                             pgc_queue **out, pgc_error *err);
 
-/* Frees the handle (not the connection). NULL is accepted. */
+/* Frees the handle (not the connection), before or after its connection was closed. Sends
+ * nothing: what the handle prepared stays in the connection's cache for the other handles.
+ * NULL is accepted. */
 PGC_EXTERN void pgc_queue_close(pgc_queue *q);
 
 /* Options for enqueued jobs. */

@@ -1125,6 +1125,43 @@ static void queue__worker_bad_error_text(void)
 	teardown(c, q);
 }
 
+/* ---- a handle whose connection was closed first ------------------------------------------- */
+
+static void queue__handle_after_conn_closed(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_conn *c2 = t_connect("pgcoord/test-queue-2");
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = schema;
+	pgc_queue *a, *b, *d;
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &a, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &b, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &d, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(b, "hc", "{}", NULL, NULL, &err), PGC_OK);
+	pgc_queue_close(b); /* one of several: the others stay usable */
+	int64_t id;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(a, "hc", "{}", NULL, &id, &err), PGC_OK);
+	pgc_conn_close(c2);
+	/* Every call on a handle of the closed connection is refused; close still works. */
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(a, "hc", "{}", NULL, &id, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "was closed");
+	pgc_job *jobs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_queue_claim(d, "hc", 1, 1000, NULL, &jobs, &n, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_complete(d, id, 1, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_reap(d, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_pause(d, "hc", true, &err), PGC_EUSAGE);
+	pgc_job_info *info;
+	T_ASSERT_INT_EQ(pgc_queue_show(d, id, &info, &err), PGC_EUSAGE);
+	T_ASSERT_STR_EQ(pgc_queue_channel(d), pgc_queue_channel(q));
+	pgc_queue_close(a);
+	pgc_queue_close(d);
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.jobs WHERE queue = 'hc'"), 2);
+	teardown(c, q);
+}
+
 /* ---- the server's warnings on the worker's session reach the worker's log ------------------ */
 
 static atomic_int warned;
@@ -1193,6 +1230,7 @@ int main(int argc, char **argv)
 		{ "queue__wakeup_passed_on_when_full", queue__wakeup_passed_on_when_full },
 		{ "queue__worker_bad_error_text", queue__worker_bad_error_text },
 		{ "queue__worker_logs_server_notices", queue__worker_logs_server_notices },
+		{ "queue__handle_after_conn_closed", queue__handle_after_conn_closed },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
