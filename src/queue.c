@@ -455,16 +455,34 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 
 /* ---- claim, complete, fail ---------------------------------------------------------------- */
 
-int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, size_t *n)
+size_t pgc__queue_payload_size(const PGresult *res, int r)
+{
+	return (size_t)PQgetlength(res, r, 5) + 1;
+}
+
+void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
+                             pgc_job *job)
+{
+	memcpy(payload, PQgetvalue(res, r, 5), pgc__queue_payload_size(res, r));
+	job->id = atoll(PQgetvalue(res, r, 0));
+	job->token = atoll(PQgetvalue(res, r, 1));
+	job->attempt = atoi(PQgetvalue(res, r, 2));
+	job->max_attempts = atoi(PQgetvalue(res, r, 3));
+	job->priority = atoi(PQgetvalue(res, r, 4));
+	job->queue = queue;
+	job->payload = payload;
+	job->internal = NULL;
+}
+
+/* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
+static int claim_result(const PGresult *res, const char *queue, pgc_job **jobs, size_t *n)
 {
 	int rows = PQntuples(res);
-	*jobs = NULL;
-	*n = 0;
 	if (rows == 0)
 		return PGC_EEMPTY;
 	size_t qlen = strlen(queue) + 1, total = 0;
 	for (int r = 0; r < rows; r++)
-		total += (size_t)PQgetlength(res, r, 5) + 1;
+		total += pgc__queue_payload_size(res, r);
 	/* One block: the array, then the queue name once, then the payloads. */
 	size_t head = (size_t)rows * sizeof(pgc_job);
 	char *block = malloc(head + qlen + total);
@@ -475,17 +493,8 @@ int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, si
 	memcpy(qname, queue, qlen);
 	char *p = qname + qlen;
 	for (int r = 0; r < rows; r++) {
-		a[r].id = atoll(PQgetvalue(res, r, 0));
-		a[r].token = atoll(PQgetvalue(res, r, 1));
-		a[r].attempt = atoi(PQgetvalue(res, r, 2));
-		a[r].max_attempts = atoi(PQgetvalue(res, r, 3));
-		a[r].priority = atoi(PQgetvalue(res, r, 4));
-		a[r].queue = qname;
-		size_t len = (size_t)PQgetlength(res, r, 5);
-		memcpy(p, PQgetvalue(res, r, 5), len + 1);
-		a[r].payload = p;
-		a[r].internal = NULL;
-		p += len + 1;
+		pgc__queue_job_from_row(res, r, qname, p, &a[r]);
+		p += pgc__queue_payload_size(res, r);
 	}
 	*jobs = a;
 	*n = (size_t)rows;
@@ -515,16 +524,17 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 	snprintf(maxs, sizeof maxs, "%d", max);
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
 	const char *v[4] = { queue, maxs, lease, worker_id };
-	/* Scheduled jobs that are due become pending first. */
-	PGresult *res = pgc__queue_run(q, QS_PROMOTE, 1, v, &rc, err);
-	if (res == NULL)
-		return rc;
-	PQclear(res);
-	res = pgc__queue_run(q, QS_CLAIM, 4, v, &rc, err);
-	if (res == NULL)
-		return rc;
-	rc = pgc__queue_claim_result(res, queue, jobs, n);
-	PQclear(res);
+	/* Scheduled jobs that are due become pending first, in the same round trip. */
+	pgc__batch *b = pgc__batch_new(q->conn);
+	if (b == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	int claim = pgc__queue_batch_add(q, b, QS_PROMOTE, 1, v);
+	if (claim >= 0)
+		claim = pgc__queue_batch_add(q, b, QS_CLAIM, 4, v);
+	rc = claim < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	if (rc == PGC_OK)
+		rc = claim_result(pgc__batch_result(b, claim), queue, jobs, n);
+	pgc__batch_free(b);
 	if (rc == PGC_EEMPTY)
 		return pgc__err(err, PGC_EEMPTY, "no runnable job in queue %.100s", queue);
 	if (rc == PGC_ENOMEM)

@@ -54,7 +54,15 @@ bool pgc__queue_session_kept(const pgc_pooler_info *p);
 /* What is in between, for a message: "a transaction-mode pooler is in between (why)". */
 void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n);
 
-/* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
-int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, size_t *n);
+/* ---- the rows of a claim (QS_CLAIM's RETURNING: id, token, attempts, max_attempts, priority,
+ * payload) ---- */
+
+/* The bytes row r's payload takes, with its terminator. */
+size_t pgc__queue_payload_size(const PGresult *res, int r);
+
+/* The one decoder of a claimed row: fills job from row r, copying the payload to payload
+ * (pgc__queue_payload_size() bytes) and keeping queue as given; internal is NULL. */
+void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
+                             pgc_job *job);
 
 #endif

@@ -42,6 +42,7 @@ typedef struct wjob {
 struct pgc_worker {
 	pgc_worker_options o;
 	char **queues;
+	char *queues_lit;       /* the queue names as one text[] literal */
 	char *dsn, *schema, *worker_id, *app;
 	pgc_job_handler handler;
 	void *handler_arg;
@@ -242,20 +243,13 @@ static void pipe_wait(int fd, int64_t ms)
 
 static wjob *job_from_row(PGresult *res, int r, const char *queue)
 {
-	size_t qlen = strlen(queue) + 1, plen = (size_t)PQgetlength(res, r, 5) + 1;
+	size_t qlen = strlen(queue) + 1, plen = pgc__queue_payload_size(res, r);
 	wjob *j = calloc(1, sizeof *j + qlen + plen);
 	if (j == NULL)
 		return NULL;
-	char *qn = (char *)(j + 1), *pl = qn + qlen;
+	char *qn = (char *)(j + 1);
 	memcpy(qn, queue, qlen);
-	memcpy(pl, PQgetvalue(res, r, 5), plen);
-	j->job.id = atoll(PQgetvalue(res, r, 0));
-	j->job.token = atoll(PQgetvalue(res, r, 1));
-	j->job.attempt = atoi(PQgetvalue(res, r, 2));
-	j->job.max_attempts = atoi(PQgetvalue(res, r, 3));
-	j->job.priority = atoi(PQgetvalue(res, r, 4));
-	j->job.queue = qn;
-	j->job.payload = pl;
+	pgc__queue_job_from_row(res, r, qn, qn + qlen, &j->job);
 	j->job.internal = j;
 	atomic_init(&j->lost, false);
 	return j;
@@ -598,23 +592,13 @@ out:
 	return rc;
 }
 
-/* Our queue names as an array literal. */
-static void queues_array(pgc_worker *w, pgc__sb *a);
-
 /* How long until the earliest scheduled job of our queues, in ms (-1: none). */
 static int64_t next_run_ms(pgc_worker *w)
 {
-	pgc__sb a = { 0 };
-	queues_array(w, &a);
-	if (a.oom) {
-		pgc__sb_free(&a);
-		return -1;
-	}
-	const char *v[1] = { a.buf };
+	const char *v[1] = { w->queues_lit };
 	int rc;
 	pgc_error e;
 	PGresult *res = pgc__queue_run(w->q, QS_NEXT_RUN, 1, v, &rc, &e);
-	pgc__sb_free(&a);
 	if (res == NULL)
 		return -1;
 	bool none = PQgetisnull(res, 0, 0);
@@ -625,51 +609,29 @@ static int64_t next_run_ms(pgc_worker *w)
 	return ms;
 }
 
-static void queues_array(pgc_worker *w, pgc__sb *a_out)
-{
-	pgc__sb a = { 0 };
-	pgc__sb_putc(&a, '{');
-	for (size_t i = 0; i < w->o.n_queues; i++) {
-		if (i)
-			pgc__sb_putc(&a, ',');
-		pgc__sb_putc(&a, '"');
-		for (const char *p = w->o.queues[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				pgc__sb_putc(&a, '\\');
-			pgc__sb_putc(&a, *p);
-		}
-		pgc__sb_putc(&a, '"');
-	}
-	pgc__sb_putc(&a, '}');
-	*a_out = a;
-}
-
 /* Registers (or refreshes) this worker's channel and free slots. Errors are logged, not fatal:
  * without a registration the worker is still woken by the broadcast and the poll. */
 static void register_self(pgc_worker *w, int slots)
 {
 	if (!w->listening)
 		return;
-	pgc__sb a = { 0 };
-	queues_array(w, &a);
 	char fs[16];
 	snprintf(fs, sizeof fs, "%d", slots < 0 ? 0 : slots);
-	const char *v[3] = { w->own_channel, a.buf, fs };
+	const char *v[3] = { w->own_channel, w->queues_lit, fs };
 	int rc;
 	pgc_error e;
-	PGresult *res = a.oom ? NULL : pgc__queue_run_text(w->q,
+	PGresult *res = pgc__queue_run_text(w->q,
 	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
 	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
 	        " seen_at = clock_timestamp()", 3, v, &rc, &e);
 	if (res != NULL)
 		w->registered = true;
-	else if (!a.oom && rc != PGC_ENOMEM && !w->register_warned) {
+	else if (!w->register_warned) {
 		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups (woken with everyone instead): %s",
 		     e.message);
 		w->register_warned = true;
 	}
 	PQclear(res);
-	pgc__sb_free(&a);
 }
 
 static void unregister_self(pgc_worker *w)
@@ -1103,6 +1065,12 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	bool oom = w->queues == NULL || (opts->dsn && !w->dsn) || !w->schema || !w->worker_id || !w->app;
 	for (size_t i = 0; !oom && i < opts->n_queues; i++)
 		oom = (w->queues[i] = strdup(opts->queues[i])) == NULL;
+	if (!oom) {
+		pgc__sb lit = PGC__SB_INIT;
+		pgc__sb_text_array(&lit, opts->n_queues, (const char *const *)w->queues);
+		w->queues_lit = lit.buf;
+		oom = lit.oom;
+	}
 	if (oom) {
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -1260,6 +1228,7 @@ void pgc_worker_free(pgc_worker *w)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			free(w->queues[i]);
 	free(w->queues);
+	free(w->queues_lit);
 	free(w->dsn);
 	free(w->schema);
 	free(w->worker_id);
