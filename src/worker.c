@@ -312,15 +312,22 @@ static void job_free(pgc_worker *w, wjob *j)
 	free(j);
 }
 
+/* The dispatcher's state between the steps of its loop. */
 typedef struct dstate {
 	bool *more;          /* per queue: worth claiming */
 	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
 	size_t rr;           /* next queue to claim from */
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
 	int64_t next_hb, next_reap, next_register;
+	int64_t hb_every;
 	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
 	bool stopping;
 	int64_t stop_started, stop_deadline;
+	wjob *pending_done;  /* completions taken from the threads, not yet committed */
+	int64_t first_done_at;
+	int running, ready;  /* the threads' counts when the finished jobs were taken */
+	char last_error[PGC_ERROR_MESSAGE_MAX];
+	int64_t last_error_at;
 } dstate;
 
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
@@ -465,8 +472,8 @@ static char *trip_sql(pgc_worker *w, int stmt, size_t c)
 }
 
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
- * and claims for the queues worth claiming, as one batch. */
-static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
+ * and (when claim) claims for the queues worth claiming, as one batch. */
+static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool claim, pgc_error *err)
 {
 	int rc = PGC_OK;
 	size_t n_done = 0;
@@ -491,9 +498,10 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	if (do_hb && !heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
 		do_hb = false;
 
-	/* Which queues to claim from, and how many. */
+	/* Which queues to claim from, and how many (none when only completions and the heartbeat
+	 * are due). */
 	size_t nq = w->o.n_queues;
-	int slots = d->stopping ? 0 : free_slots(w);
+	int slots = d->stopping || !claim ? 0 : free_slots(w);
 	int claim_n[64];
 	size_t claim_q[64], n_claims = 0;
 	int eligible = 0;
@@ -745,6 +753,213 @@ static bool reconnect(pgc_worker *w, dstate *d)
 	return false;
 }
 
+/* What a step of the dispatcher's loop says to do next. */
+typedef enum step { STEP_ON, STEP_AGAIN, STEP_EXIT } step;
+
+/* Stop handling: a stop request ends the claims and releases the jobs not started; the grace
+ * period then releases the running ones. Also takes the jobs the threads finished. STEP_EXIT
+ * once nothing is left to wait for. */
+static step stop_step(pgc_worker *w, dstate *d, int64_t now)
+{
+	if (d->stopping && d->stop_deadline != INT64_MAX &&
+	    d->stop_started + atomic_load(&w->grace_ms) < d->stop_deadline)
+		d->stop_deadline = d->stop_started + atomic_load(&w->grace_ms); /* stop sooner */
+	if (!d->stopping && atomic_load(&w->stop_requested)) {
+		d->stopping = true;
+		d->stop_started = now;
+		d->stop_deadline = now + atomic_load(&w->grace_ms);
+		wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
+		     (long long)atomic_load(&w->grace_ms));
+		release_jobs(w, false, d->pending_done);
+		unregister_self(w);
+	}
+	/* Take the finished jobs. */
+	pthread_mutex_lock(&w->mu);
+	wjob *fresh = w->done_head;
+	w->done_head = NULL;
+	w->n_done = 0;
+	d->running = w->n_running;
+	d->ready = w->n_ready;
+	pthread_mutex_unlock(&w->mu);
+	atomic_store(&w->wake_pending, false);
+	while (fresh) {
+		wjob *next = fresh->next;
+		fresh->next = d->pending_done;
+		d->pending_done = fresh;
+		fresh = next;
+	}
+	if (d->stopping && d->running == 0 && d->ready == 0 && d->pending_done == NULL)
+		return STEP_EXIT;
+	if (d->stopping && now >= d->stop_deadline && d->running > 0) {
+		wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", d->running);
+		release_jobs(w, true, d->pending_done);
+		d->stop_deadline = INT64_MAX;
+	}
+	if (d->stopping && d->stop_deadline == INT64_MAX && d->pending_done == NULL)
+		return STEP_EXIT;
+	return STEP_ON;
+}
+
+/* The session: a new one when it is gone (not while stopping: what is held returns to pending
+ * after its lease), then the notifications, and the wake-ups picked for us while we are full,
+ * passed on to everyone. */
+static step session_step(pgc_worker *w, dstate *d, int64_t now)
+{
+	if (!pgc__conn_ok(w->conn)) {
+		if (d->stopping)
+			return STEP_EXIT;
+		wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
+		if (!reconnect(w, d))
+			return STEP_AGAIN;
+	}
+	read_notifications(w, d, false);
+	for (size_t i = 0; i < w->o.n_queues; i++) {
+		if (!d->forward[i])
+			continue;
+		d->forward[i] = false;
+		const char *fv[2] = { w->q->channel, w->o.queues[i] };
+		int frc;
+		pgc_error fe;
+		PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
+		register_self(w, 0);
+		d->next_register = now + 1000;
+	}
+	return STEP_ON;
+}
+
+static bool any_more(const pgc_worker *w, const dstate *d)
+{
+	bool more = false;
+	for (size_t i = 0; i < w->o.n_queues; i++)
+		more |= d->more[i];
+	return more;
+}
+
+/* Settles the failures and snoozes, then the round trip when there is something to send:
+ * completions, the heartbeat when due, the claims when slots are free. Completions alone wait
+ * up to flush_ms for company (STEP_AGAIN). *rc is the pgc code of what was sent. */
+static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error *e)
+{
+	*rc = settle_others(w, d, &d->pending_done, e);
+	if (*rc != PGC_OK)
+		return STEP_ON;
+	if (now >= d->next_claim)
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			d->more[i] = true;
+	bool do_hb = now >= d->next_hb;
+	bool want_claim = false;
+	if (!d->stopping) {
+		int slots = free_slots(w);
+		int cap = w->o.concurrency + w->o.prefetch;
+		want_claim = any_more(w, d) && slots > 0 && (d->ready < w->o.concurrency || slots * 2 >= cap);
+	}
+	if (d->pending_done != NULL && d->first_done_at == 0)
+		d->first_done_at = now;
+	if (d->pending_done != NULL && !want_claim && !do_hb && !d->stopping &&
+	    now - d->first_done_at < w->o.flush_ms) {
+		/* Give other handlers a moment to finish so their completions share a trip. */
+		pipe_wait(w->wake[0], w->o.flush_ms - (now - d->first_done_at));
+		return STEP_AGAIN;
+	}
+	d->first_done_at = 0;
+	if (d->pending_done == NULL && !do_hb && !want_claim)
+		return STEP_ON;
+	bool any_more_before = any_more(w, d);
+	*rc = round_trip(w, d, &d->pending_done, do_hb, want_claim, e);
+	if (*rc == PGC_OK && do_hb)
+		d->next_hb = pgc__now_ms() + d->hb_every;
+	if (*rc == PGC_OK && want_claim && any_more_before && !any_more(w, d)) {
+		/* Empty: sleep until the next run_at, a notification or the poll. */
+		int64_t nr = next_run_ms(w);
+		int64_t wait = w->listening ? w->o.poll_ms : d->idle_poll;
+		if (!w->listening)
+			d->idle_poll = d->idle_poll * 2 > w->o.poll_ms ? w->o.poll_ms : d->idle_poll * 2;
+		if (nr >= 0 && nr < wait)
+			wait = nr < 5 ? 5 : nr;
+		d->next_claim = pgc__now_ms() + wait;
+	}
+	return STEP_ON;
+}
+
+/* A step failed: the same error over and over is said once every 10 s; after a server error
+ * (not the connection) the dispatcher pauses a little before trying again. */
+static void error_step(pgc_worker *w, dstate *d, int64_t now, const pgc_error *e)
+{
+	if (strcmp(e->message, d->last_error) != 0 || now - d->last_error_at >= 10000) {
+		wlog(w, PGC_LOG_WARN, "%s", e->message);
+		snprintf(d->last_error, sizeof d->last_error, "%s", e->message);
+		d->last_error_at = now;
+	}
+	if (pgc__conn_ok(w->conn))
+		pipe_wait(w->wake[0], 200);
+}
+
+/* Maintenance when due: the registration's refresh, and the reaper. */
+static void maintenance_step(pgc_worker *w, dstate *d)
+{
+	int64_t now = pgc__now_ms();
+	if (!d->stopping && w->listening && now >= d->next_register) {
+		register_self(w, free_slots(w));
+		d->next_register = now + 1000;
+	}
+	if (!d->stopping && w->o.reap_ms > 0 && now >= d->next_reap) {
+		pgc_reap_result rr;
+		pgc_error e;
+		int rc = pgc_queue_reap(w->q, &rr, &e);
+		if (rc == PGC_OK) {
+			long n = rr.returned + rr.dead;
+			if (n > 0) {
+				atomic_fetch_add(&w->s_reaped, n);
+				wlog(w, PGC_LOG_INFO, "reaper: %ld expired lease(s) returned to pending, %ld failed",
+				     rr.returned, rr.dead);
+			}
+		} else if (rc != PGC_EBUSY) {
+			wlog(w, PGC_LOG_WARN, "reaper: %s", e.message);
+		}
+		/* Jitter the period so that workers do not line up. */
+		d->next_reap = now + w->o.reap_ms / 2 + (int64_t)(random() % (w->o.reap_ms + 1));
+	}
+}
+
+/* Sleeps until something happens: a handler finishes or a stop is asked for (the wake-up
+ * pipe), the server sends something (a notification), or a timer is due (heartbeat, claim,
+ * reaper, the grace period). */
+static void sleep_step(pgc_worker *w, dstate *d)
+{
+	pthread_mutex_lock(&w->mu);
+	bool work = w->done_head != NULL;
+	pthread_mutex_unlock(&w->mu);
+	if (work)
+		return;
+	int64_t now = pgc__now_ms();
+	bool more = any_more(w, d);
+	int64_t until = d->next_hb;
+	if (!d->stopping) {
+		if (more && free_slots(w) > 0)
+			until = now;
+		if (d->next_claim < until)
+			until = d->next_claim;
+		if (w->o.reap_ms > 0 && d->next_reap < until)
+			until = d->next_reap;
+	} else if (d->stop_deadline < until) {
+		until = d->stop_deadline;
+	}
+	int64_t timeout = until <= now ? 0 : until - now > 60000 ? 60000 : until - now;
+	if (timeout == 0 && more && free_slots(w) > 0)
+		return;
+	int r = pgc__wait_input(w->conn, w->wake[0], timeout);
+	if (r == PGC__WAIT_FD) {
+		char buf[64];
+		while (read(w->wake[0], buf, sizeof buf) > 0)
+			;
+		read_notifications(w, d, true); /* what may have come with it, never waiting */
+	} else if (r == PGC__WAIT_INPUT) {
+		read_notifications(w, d, false);
+	} else if (r == PGC__WAIT_LOST) {
+		pgc__session_lost(w->conn, "the connection was lost while the worker waited");
+	}
+}
+
 static void *dispatcher_main(void *arg)
 {
 	pgc_worker *w = arg;
@@ -759,200 +974,31 @@ static void *dispatcher_main(void *arg)
 	for (size_t i = 0; i < w->o.n_queues; i++)
 		d.more[i] = true;
 	int64_t now = pgc__now_ms();
-	int64_t hb_every = w->o.lease_ms / 3 > 0 ? w->o.lease_ms / 3 : 1;
-	d.next_hb = now + hb_every;
+	d.hb_every = w->o.lease_ms / 3 > 0 ? w->o.lease_ms / 3 : 1;
+	d.next_hb = now + d.hb_every;
 	d.next_reap = now + (w->o.reap_ms > 0 ? w->o.reap_ms / 2 : 0);
 	d.next_claim = now;
 	d.idle_poll = 10;
-	wjob *pending_done = NULL; /* completions taken from the threads, not yet committed */
-	int64_t first_done_at = 0;
-	char last_error[PGC_ERROR_MESSAGE_MAX] = "";
-	int64_t last_error_at = 0;
 
 	for (;;) {
 		now = pgc__now_ms();
-		if (d.stopping && d.stop_deadline != INT64_MAX &&
-		    d.stop_started + atomic_load(&w->grace_ms) < d.stop_deadline)
-			d.stop_deadline = d.stop_started + atomic_load(&w->grace_ms); /* stop sooner */
-		if (!d.stopping && atomic_load(&w->stop_requested)) {
-			d.stopping = true;
-			d.stop_started = now;
-			d.stop_deadline = now + atomic_load(&w->grace_ms);
-			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
-			     (long long)atomic_load(&w->grace_ms));
-			release_jobs(w, false, pending_done);
-			unregister_self(w);
-		}
-		/* Take the finished jobs. */
-		pthread_mutex_lock(&w->mu);
-		wjob *fresh = w->done_head;
-		w->done_head = NULL;
-		w->n_done = 0;
-		int running = w->n_running, ready = w->n_ready;
-		pthread_mutex_unlock(&w->mu);
-		atomic_store(&w->wake_pending, false);
-		while (fresh) {
-			wjob *next = fresh->next;
-			fresh->next = pending_done;
-			pending_done = fresh;
-			fresh = next;
-		}
-		if (d.stopping && running == 0 && ready == 0 && pending_done == NULL)
+		step s = stop_step(w, &d, now);
+		if (s == STEP_ON)
+			s = session_step(w, &d, now);
+		if (s == STEP_EXIT)
 			break;
-		if (d.stopping && now >= d.stop_deadline && running > 0) {
-			wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", running);
-			release_jobs(w, true, pending_done);
-			d.stop_deadline = INT64_MAX;
-		}
-		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
-			break;
-
-		if (!pgc__conn_ok(w->conn)) {
-			if (d.stopping)
-				break; /* what we hold returns to pending after its lease */
-			wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
-			if (!reconnect(w, &d))
-				continue;
-		}
-		read_notifications(w, &d, false);
-		for (size_t i = 0; i < w->o.n_queues; i++) {
-			if (!d.forward[i])
-				continue;
-			d.forward[i] = false;
-			const char *fv[2] = { w->q->channel, w->o.queues[i] };
-			int frc;
-			pgc_error fe;
-			PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
-			register_self(w, 0);
-			d.next_register = now + 1000;
-		}
+		if (s == STEP_AGAIN)
+			continue;
+		int rc;
 		pgc_error e;
-		int rc = settle_others(w, &d, &pending_done, &e);
-		if (rc == PGC_OK) {
-			if (now >= d.next_claim)
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					d.more[i] = true;
-			bool do_hb = now >= d.next_hb;
-			bool want_claim = false;
-			if (!d.stopping) {
-				int slots = free_slots(w);
-				int cap = w->o.concurrency + w->o.prefetch;
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					if (d.more[i])
-						want_claim = slots > 0 && (ready < w->o.concurrency || slots * 2 >= cap);
-			}
-			if (pending_done != NULL && first_done_at == 0)
-				first_done_at = now;
-			if (pending_done != NULL && !want_claim && !do_hb && !d.stopping &&
-			    now - first_done_at < w->o.flush_ms) {
-				/* Give other handlers a moment to finish so their completions share a trip. */
-				pipe_wait(w->wake[0], w->o.flush_ms - (now - first_done_at));
-				continue;
-			}
-			first_done_at = 0;
-			if (pending_done != NULL || do_hb || want_claim) {
-				bool any_more_before = false;
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					any_more_before |= d.more[i];
-				if (!want_claim) {
-					/* Complete/heartbeat only: do not claim in this trip. */
-					bool *saved = d.more;
-					bool none[64] = { false };
-					d.more = none;
-					rc = round_trip(w, &d, &pending_done, do_hb, &e);
-					d.more = saved;
-				} else {
-					rc = round_trip(w, &d, &pending_done, do_hb, &e);
-				}
-				if (rc == PGC_OK && do_hb)
-					d.next_hb = pgc__now_ms() + hb_every;
-				if (rc == PGC_OK && want_claim && any_more_before) {
-					bool any_more = false;
-					for (size_t i = 0; i < w->o.n_queues; i++)
-						any_more |= d.more[i];
-					if (!any_more) {
-						/* Empty: sleep until the next run_at, a notification or the poll. */
-						int64_t nr = next_run_ms(w);
-						int64_t wait = w->listening ? w->o.poll_ms : d.idle_poll;
-						if (!w->listening)
-							d.idle_poll = d.idle_poll * 2 > w->o.poll_ms ? w->o.poll_ms : d.idle_poll * 2;
-						if (nr >= 0 && nr < wait)
-							wait = nr < 5 ? 5 : nr;
-						d.next_claim = pgc__now_ms() + wait;
-					}
-				}
-			}
-		}
+		if (trip_step(w, &d, now, &rc, &e) == STEP_AGAIN)
+			continue;
 		if (rc != PGC_OK && rc != PGC_ESTALE) {
-			/* The same error over and over is said once every 10 s. */
-			if (strcmp(e.message, last_error) != 0 || now - last_error_at >= 10000) {
-				wlog(w, PGC_LOG_WARN, "%s", e.message);
-				snprintf(last_error, sizeof last_error, "%s", e.message);
-				last_error_at = now;
-			}
-			if (pgc__conn_ok(w->conn)) {
-				/* A server error (not the connection): pause a little before trying again. */
-				pipe_wait(w->wake[0], 200);
-			}
+			error_step(w, &d, now, &e);
 			continue;
 		}
-		now = pgc__now_ms();
-		if (!d.stopping && w->listening && now >= d.next_register) {
-			register_self(w, free_slots(w));
-			d.next_register = now + 1000;
-		}
-		if (!d.stopping && w->o.reap_ms > 0 && now >= d.next_reap) {
-			pgc_reap_result rr;
-			int r2 = pgc_queue_reap(w->q, &rr, &e);
-			if (r2 == PGC_OK) {
-				long n = rr.returned + rr.dead;
-				if (n > 0) {
-					atomic_fetch_add(&w->s_reaped, n);
-					wlog(w, PGC_LOG_INFO, "reaper: %ld expired lease(s) returned to pending, %ld failed",
-					     rr.returned, rr.dead);
-				}
-			} else if (r2 != PGC_EBUSY) {
-				wlog(w, PGC_LOG_WARN, "reaper: %s", e.message);
-			}
-			/* Jitter the period so that workers do not line up. */
-			d.next_reap = now + w->o.reap_ms / 2 + (int64_t)(random() % (w->o.reap_ms + 1));
-		}
-
-		/* Sleep until something happens. */
-		pthread_mutex_lock(&w->mu);
-		bool work = w->done_head != NULL;
-		pthread_mutex_unlock(&w->mu);
-		if (work)
-			continue;
-		now = pgc__now_ms();
-		bool any_more = false;
-		for (size_t i = 0; i < w->o.n_queues; i++)
-			any_more |= d.more[i];
-		int64_t until = d.next_hb;
-		if (!d.stopping) {
-			if (any_more && free_slots(w) > 0)
-				until = now;
-			if (d.next_claim < until)
-				until = d.next_claim;
-			if (w->o.reap_ms > 0 && d.next_reap < until)
-				until = d.next_reap;
-		} else if (d.stop_deadline < until) {
-			until = d.stop_deadline;
-		}
-		int timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
-		if (timeout == 0 && any_more && free_slots(w) > 0)
-			continue;
-		int r = pgc__wait_input(w->conn, w->wake[0], timeout);
-		if (r == PGC__WAIT_FD) {
-			char buf[64];
-			while (read(w->wake[0], buf, sizeof buf) > 0)
-				;
-			read_notifications(w, &d, true); /* what may have come with it, never waiting */
-		} else if (r == PGC__WAIT_INPUT) {
-			read_notifications(w, &d, false);
-		} else if (r == PGC__WAIT_LOST) {
-			pgc__session_lost(w->conn, "the connection was lost while the worker waited");
-		}
+		maintenance_step(w, &d);
+		sleep_step(w, &d);
 	}
 exit:
 	/* Whatever is still held is no longer ours to finish (released, or left to its lease when
