@@ -2,11 +2,11 @@
  *
  * Design: a single dispatcher thread owns the worker's one connection. It LISTENs, claims jobs
  * in batches into a local ready list, and flushes the completions the handler threads leave in a
- * done list: the completions of many jobs and the next claim go to the server in one pipeline
- * (libpq pipeline mode), which the server runs as one implicit transaction, so a busy worker
- * pays one round trip and one commit per batch rather than two per job. Handler threads never
- * touch the connection. A job counts as completed only once the statement that deleted it
- * has committed (the pipeline's sync came back without error).
+ * done list: the completions of many jobs and the next claim go to the server as one batch of
+ * the connection layer (one pipeline), which the server runs as one implicit transaction, so a
+ * busy worker pays one round trip and one commit per batch rather than two per job. Handler
+ * threads never touch the connection. A job counts as completed only once the statement that
+ * deleted it has committed (the whole batch came back without error).
  *
  * Leases are renewed for every held job (ready, running, done-but-unflushed) every lease/3.
  * A job whose heartbeat comes back empty is lost: it is dropped when it has not started, and
@@ -14,8 +14,11 @@
  *
  * Wake-ups: a NOTIFY on the schema's channel naming one of our queues, a completion that frees
  * capacity, the timer of the earliest scheduled run_at, or the fallback poll. When LISTEN cannot
- * work (a transaction-mode pooler hands us a different backend per transaction) the worker polls
- * adaptively, 10 ms doubling up to poll_ms while the queues are empty. */
+ * work (pgc_conn_pooler() finds a pooler that hands us another server session per transaction)
+ * the worker polls adaptively, 10 ms doubling up to poll_ms while the queues are empty.
+ *
+ * Everything the worker keeps on its session (its LISTENs, its registration in the workers
+ * table, its settings) is set up again by setup_session() on every new session. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -50,7 +53,7 @@ struct pgc_worker {
 	pgc_conn *conn;
 	pgc_queue *q;
 	bool listening;
-	bool pooled, pooler_logged;
+	bool pooled, pooler_logged; /* the session is not kept (a pooler): no LISTEN, no vacuum */
 	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
 	bool registered, register_warned;
 	bool started;
@@ -387,7 +390,7 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 	return PGC_OK;
 }
 
-/* Heartbeat of every held job, in the pipeline. Builds the arrays; returns false if none. */
+/* Heartbeat of every held job, in the round trip. Builds the arrays; returns false if none. */
 static bool heartbeat_arrays(pgc_worker *w, pgc__sb *ia, pgc__sb *ta, int64_t **ids_out,
                              size_t *n_out)
 {
@@ -653,7 +656,7 @@ static void unregister_self(pgc_worker *w)
 	w->registered = false;
 }
 
-/* Notifications may also have arrived during another statement: libpq keeps them queued. */
+/* Notifications may also have arrived during another statement: they wait on the session. */
 static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 {
 	PGnotify *n;

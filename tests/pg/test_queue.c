@@ -50,9 +50,11 @@ static long count_sql(pgc_conn *c, const char *fmt)
 {
 	char sql[512];
 	snprintf(sql, sizeof sql, fmt, schema);
-	PGresult *r = PQexec(pgc_conn_pg(c), sql);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", sql, PQerrorMessage(pgc_conn_pg(c)));
+	int rc;
+	pgc_error err;
+	PGresult *r = pgc__exec(c, sql, 0, NULL, &rc, &err);
+	if (r == NULL)
+		T_FAIL("%s: %s", sql, err.message);
 	long n = atol(PQgetvalue(r, 0, 0));
 	PQclear(r);
 	return n;
@@ -240,9 +242,7 @@ static void queue__transactional_enqueue(void)
 	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 	qo.schema = schema;
 	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &q2, &err), PGC_OK);
-	char listen[160];
-	snprintf(listen, sizeof listen, "LISTEN \"%s\"", pgc_queue_channel(q2));
-	T_ASSERT_INT_EQ(pgc_exec(c2, listen, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc__listen(c2, pgc_queue_channel(q2), &err), PGC_OK);
 
 	pgc_job *jobs;
 	size_t n;
@@ -253,8 +253,7 @@ static void queue__transactional_enqueue(void)
 	T_ASSERT_INT_EQ(pgc_queue_claim(q2, "tx", 10, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
 	T_ASSERT_INT_EQ(pgc_exec(c, "ROLLBACK", &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_claim(q2, "tx", 10, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
-	PQconsumeInput(pgc_conn_pg(c2));
-	PGnotify *nt = PQnotifies(pgc_conn_pg(c2));
+	PGnotify *nt = pgc__notify(c2, true);
 	T_ASSERT(nt == NULL); /* no wake-up for a rolled-back enqueue */
 
 	T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
@@ -266,8 +265,7 @@ static void queue__transactional_enqueue(void)
 	int notes = 0;
 	int64_t deadline = pgc__now_ms() + 5000;
 	while (pgc__now_ms() < deadline && notes == 0) {
-		PQconsumeInput(pgc_conn_pg(c2));
-		while ((nt = PQnotifies(pgc_conn_pg(c2))) != NULL) {
+		while ((nt = pgc__notify(c2, true)) != NULL) {
 			T_ASSERT_STR_EQ(nt->extra, "tx");
 			notes++;
 			PQfreemem(nt);
@@ -275,8 +273,7 @@ static void queue__transactional_enqueue(void)
 		sleep_ms(10);
 	}
 	sleep_ms(100);
-	PQconsumeInput(pgc_conn_pg(c2));
-	while ((nt = PQnotifies(pgc_conn_pg(c2))) != NULL) {
+	while ((nt = pgc__notify(c2, true)) != NULL) {
 		notes++;
 		PQfreemem(nt);
 	}
@@ -601,18 +598,20 @@ static void queue__aging_beats_starvation(void)
 /* The plan of a statement of q's, for parameters params (text, comma-separated SQL). */
 static char *plan_of(pgc_conn *c, const char *sql, const char *params)
 {
-	PGconn *pg = pgc_conn_pg(c);
-	PGresult *r = PQexec(pg, "DEALLOCATE ALL");
-	PQclear(r);
-	r = PQprepare(pg, "plan_probe", sql, 0, NULL);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		T_FAIL("prepare: %s", PQerrorMessage(pg));
-	PQclear(r);
+	pgc_error err;
+	size_t n = strlen(sql) + 64;
+	char *prep = malloc(n);
+	T_ASSERT(prep != NULL);
+	snprintf(prep, n, "PREPARE plan_probe AS %s", sql);
+	if (pgc_exec(c, prep, &err) != PGC_OK)
+		T_FAIL("prepare: %s", err.message);
+	free(prep);
 	char ex[256];
 	snprintf(ex, sizeof ex, "EXPLAIN (COSTS OFF) EXECUTE plan_probe(%s)", params);
-	r = PQexec(pg, ex);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", ex, PQerrorMessage(pg));
+	int rc;
+	PGresult *r = pgc__exec(c, ex, 0, NULL, &rc, &err);
+	if (r == NULL)
+		T_FAIL("%s: %s", ex, err.message);
 	size_t cap = 1, len = 0;
 	for (int i = 0; i < PQntuples(r); i++)
 		cap += strlen(PQgetvalue(r, i, 0)) + 1;
@@ -622,8 +621,7 @@ static char *plan_of(pgc_conn *c, const char *sql, const char *params)
 		len += (size_t)sprintf(plan + len, "%s\n", PQgetvalue(r, i, 0));
 	plan[len] = '\0';
 	PQclear(r);
-	r = PQexec(pg, "DEALLOCATE plan_probe");
-	PQclear(r);
+	T_ASSERT_INT_EQ(pgc_exec(c, "DEALLOCATE plan_probe", &err), PGC_OK);
 	return plan;
 }
 
