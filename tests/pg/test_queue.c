@@ -60,6 +60,18 @@ static long count_sql(pgc_conn *c, const char *fmt)
 	return n;
 }
 
+/* Worker options for this process's schema: n queues on K handler threads. */
+static pgc_worker_options worker_options(const char *const *queues, size_t n, int concurrency)
+{
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = n;
+	o.concurrency = concurrency;
+	return o;
+}
+
 /* One reaper pass; the reaper key is shared by every schema on the server, so other tests
  * running in parallel may hold it for a moment. */
 static int reap(pgc_queue *q, pgc_reap_result *rr, pgc_error *err)
@@ -176,12 +188,7 @@ static void queue__drain_exactly_once(void)
 	pgc_worker *w[4];
 	const char *queues[] = { "drain" };
 	for (int k = 0; k < 4; k++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 8;
+		pgc_worker_options o = worker_options(queues, 1, 8);
 		o.prefetch = 64;
 		o.lease_ms = 10000;
 		if (pgc_worker_new(&o, drain_handler, NULL, &w[k], &err) != PGC_OK)
@@ -396,12 +403,7 @@ static void queue__retry_backoff_dead_letter(void)
 	jo.max_attempts = 3;
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{\"kind\":\"bad\"}", &jo, &bad, &err), PGC_OK);
 	const char *queues[] = { "f" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.backoff.base_ms = 50;
 	o.backoff.max_ms = 200;
 	o.poll_ms = 100;
@@ -780,12 +782,7 @@ static void queue__worker_graceful_stop(void)
 	const char *pl[6] = { "{}", "{}", "{}", "{}", "{}", "{}" };
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "g", 6, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	const char *queues[] = { "g" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.prefetch = 2;
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, slow_handler, NULL, &w, &err), PGC_OK);
@@ -826,12 +823,7 @@ static void queue__wakeup_notify_and_timer(void)
 	pgc_conn *c = setup(&q);
 	pgc_error err;
 	const char *queues[] = { "wk" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 1;
+	pgc_worker_options o = worker_options(queues, 1, 1);
 	o.poll_ms = 30000; /* the fallback poll cannot explain a wake-up within the bound */
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, stamp_handler, NULL, &w, &err), PGC_OK);
@@ -876,12 +868,7 @@ static void queue__worker_reconnects(void)
 	pgc_conn *c = setup(&q);
 	pgc_error err;
 	const char *queues[] = { "rc" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.poll_ms = 200;
 	char app[64];
 	snprintf(app, sizeof app, "pgcoord/test-rc-%d", (int)getpid());
@@ -941,12 +928,7 @@ static void queue__worker_two_queues(void)
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qa", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qb", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	const char *queues[] = { "qa", "qb" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 2;
-	o.concurrency = 3;
+	pgc_worker_options o = worker_options(queues, 2, 3);
 	o.prefetch = 5;
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, count_queue, NULL, &w, &err), PGC_OK);
@@ -983,12 +965,7 @@ static void queue__wakeup_one_worker(void)
 	const char *queues[] = { "h" };
 	pgc_worker *w[3];
 	for (int i = 0; i < 3; i++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 1;
+		pgc_worker_options o = worker_options(queues, 1, 1);
 		o.poll_ms = 30000;
 		T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w[i], &err), PGC_OK);
 		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
@@ -1046,12 +1023,7 @@ static void queue__wakeup_passed_on_when_full(void)
 	const char *queues[] = { "f" };
 	pgc_worker *w[2];
 	for (int i = 0; i < 2; i++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 1;
+		pgc_worker_options o = worker_options(queues, 1, 1);
 		o.prefetch = 0;
 		o.poll_ms = 30000;
 		T_ASSERT_INT_EQ(pgc_worker_new(&o, busy_handler, NULL, &w[i], &err), PGC_OK);
@@ -1100,12 +1072,7 @@ static void queue__worker_bad_error_text(void)
 	int64_t id;
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "j", "{}", &jo, &id, &err), PGC_OK);
 	const char *queues[] = { "j" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 1;
+	pgc_worker_options o = worker_options(queues, 1, 1);
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, junk_handler, NULL, &w, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
@@ -1186,12 +1153,7 @@ static void queue__worker_logs_server_notices(void)
 	T_ASSERT_INT_EQ(pgc_exec(c, sql, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "nt", "{}", NULL, NULL, &err), PGC_OK);
 	const char *queues[] = { "nt" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 1;
+	pgc_worker_options o = worker_options(queues, 1, 1);
 	o.log = warning_log;
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w, &err), PGC_OK);
