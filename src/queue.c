@@ -126,6 +126,14 @@ int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const cha
 	return pgc__batch_add(b, q->sql[stmt], n, vals, q->flags);
 }
 
+PGresult *pgc__queue_result(const pgc__batch *b, int i, int *rc, pgc_error *err)
+{
+	PGresult *r = pgc__batch_result(b, i);
+	if (r == NULL && *rc == PGC_OK)
+		*rc = pgc__err(err, PGC_EINTERNAL, "statement %d of a batch did not run", i + 1);
+	return r;
+}
+
 PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,
                               int *rc, pgc_error *err)
 {
@@ -532,8 +540,9 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 	if (claim >= 0)
 		claim = pgc__queue_batch_add(q, b, QS_CLAIM, 4, v);
 	rc = claim < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	PGresult *res = rc == PGC_OK ? pgc__queue_result(b, claim, &rc, err) : NULL;
 	if (rc == PGC_OK)
-		rc = claim_result(pgc__batch_result(b, claim), queue, jobs, n);
+		rc = claim_result(res, queue, jobs, n);
 	pgc__batch_free(b);
 	if (rc == PGC_EEMPTY)
 		return pgc__err(err, PGC_EEMPTY, "no runnable job in queue %.100s", queue);

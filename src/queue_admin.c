@@ -83,7 +83,8 @@ static int reap_begin(pgc_queue *q, pgc_error *err)
 		added = pgc__batch_add(b, "SET LOCAL jit = off", 0, NULL, 0);
 	int lock = added < 0 ? added : pgc__batch_add(b, "SELECT pg_try_advisory_xact_lock($1::bigint)", 1, kp, 0);
 	int rc = lock < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	if (rc == PGC_OK && strcmp(PQgetvalue(pgc__batch_result(b, lock), 0, 0), "t") != 0)
+	PGresult *got = rc == PGC_OK ? pgc__queue_result(b, lock, &rc, err) : NULL;
+	if (rc == PGC_OK && strcmp(PQgetvalue(got, 0, 0), "t") != 0)
 		rc = pgc__err(err, PGC_EBUSY, "another reaper is running");
 	pgc__batch_free(b);
 	return rc;
@@ -113,12 +114,14 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 		      pgc__batch_add(b, sql[i], 0, NULL, 0) < 0;
 	oom = oom || pgc__batch_add(b, "COMMIT", 0, NULL, 0) < 0;
 	rc = oom ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	PGresult *res[REAP_WORK + 1] = { NULL };
+	for (int i = 0; rc == PGC_OK && i <= (int)REAP_WORK; i++)
+		res[i] = pgc__queue_result(b, i, &rc, err);
 	if (rc == PGC_OK) {
-		PGresult *leases = pgc__batch_result(b, 0);
-		r.dead = atol(PQgetvalue(leases, 0, 0));
-		r.returned = atol(PQgetvalue(leases, 0, 1));
-		r.aged = atol(PQcmdTuples(pgc__batch_result(b, 1)));
-		r.purged = atol(PQcmdTuples(pgc__batch_result(b, 2)));
+		r.dead = atol(PQgetvalue(res[0], 0, 0));
+		r.returned = atol(PQgetvalue(res[0], 0, 1));
+		r.aged = atol(PQcmdTuples(res[1]));
+		r.purged = atol(PQcmdTuples(res[2]));
 	}
 	pgc__batch_free(b);
 	for (size_t i = 0; i < REAP_WORK; i++)

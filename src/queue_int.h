@@ -32,6 +32,11 @@ struct pgc_queue {
 /* PGC_OK when q is usable: not NULL, and its connection not closed (PGC_EUSAGE, naming fn). */
 int pgc__queue_usable(const pgc_queue *q, const char *fn, pgc_error *err);
 
+/* The result of statement i of a batch that ran: pgc__batch_result(), and when that is NULL
+ * although *rc says PGC_OK (the server skipped the statement), *rc becomes PGC_EINTERNAL with
+ * err filled. Never NULL while *rc is PGC_OK. */
+PGresult *pgc__queue_result(const pgc__batch *b, int i, int *rc, pgc_error *err);
+
 /* Runs a template ("@S@" is q's schema) once, outside the statement cache. */
 PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,
                               int *rc, pgc_error *err);

@@ -564,10 +564,17 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		free(promote_sql[c]);
 		free(claim_sql[c]);
 	}
+	PGresult *done_res = NULL, *hb_res = NULL, *claim_res[64];
+	if (rc == PGC_OK && n_done > 0)
+		done_res = pgc__queue_result(b, i_done, &rc, err);
+	if (rc == PGC_OK && do_hb)
+		hb_res = pgc__queue_result(b, i_hb, &rc, err);
+	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++)
+		claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
 	if (rc != PGC_OK)
 		goto out;
 	if (n_done > 0) {
-		int rows = PQntuples(pgc__batch_result(b, i_done));
+		int rows = PQntuples(done_res);
 		atomic_fetch_add(&w->s_completed, rows);
 		if ((size_t)rows != n_done) {
 			atomic_fetch_add(&w->s_stale, (long)n_done - rows);
@@ -581,9 +588,9 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		}
 	}
 	if (do_hb)
-		mark_lost(w, pgc__batch_result(b, i_hb), hb_ids, n_hb);
+		mark_lost(w, hb_res, hb_ids, n_hb);
 	for (size_t c = 0; c < n_claims; c++) {
-		PGresult *res = pgc__batch_result(b, i_claim[c]);
+		PGresult *res = claim_res[c];
 		size_t qi = claim_q[c];
 		int rows = PQntuples(res);
 		if (rows < claim_n[c])
