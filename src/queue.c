@@ -106,13 +106,21 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)",
 };
 
-/* The handle's statement stmt, as one call under the session's default bound. */
+/* The handle's statement stmt, as one call under the session's default bound. A cached
+ * statement whose Parse the server refused as a duplicate (42P05) did not run, yet comes back
+ * as an empty result: that is an error here, not an answer without rows. */
 static PGresult *run_stmt(pgc_queue *q, int stmt, int n, const char *const *vals, unsigned flags,
                           int *rc, pgc_error *err)
 {
 	pgc__call call = PGC__CALL_INIT;
 	call.flags = q->flags | flags;
-	return pgc__query(q->conn, q->sql[stmt], n, vals, &call, rc, err);
+	PGresult *res = pgc__query(q->conn, q->sql[stmt], n, vals, &call, rc, err);
+	if (*rc == PGC_OK && PQresultStatus(res) == PGRES_EMPTY_QUERY) {
+		PQclear(res);
+		*rc = pgc__err(err, PGC_EINTERNAL, "the server did not run the statement");
+		return NULL;
+	}
+	return res;
 }
 
 PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
