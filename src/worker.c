@@ -461,8 +461,9 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 /* The text of the promotion or claim of the c-th queue claimed in one trip. The statement
  * cache plans a Parse for each statement of a batch that it has not prepared yet, even for a
  * statement that occurs twice in the batch, and the server refuses the second Parse of the
- * same name; so each queue's statements of a trip get a text of their own (a comment), and
- * become entries of their own in the cache. NULL when out of memory; free when c > 0. */
+ * same name, which silently ends the batch there; so each queue's statements of a trip get a
+ * text of their own (a comment), and become entries of their own in the cache. NULL when out
+ * of memory; free when c > 0. */
 static char *trip_sql(pgc_worker *w, int stmt, size_t c)
 {
 	if (c == 0)
