@@ -900,6 +900,19 @@ static void queue__worker_reconnects(void)
 		sleep_ms(20);
 	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'"), 2);
 	T_ASSERT(atomic_load(&reconnected));
+	/* The new session listens again, and its registration replaced the old one. */
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	long wakeups = st.wakeups;
+	T_ASSERT(st.listening);
+	T_ASSERT_INT_EQ(count_sql(c, "SELECT count(*) FROM %s.workers"), 1);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "rc", "{}", NULL, NULL, &err), PGC_OK);
+	deadline = pgc__now_ms() + 10000;
+	while (st.wakeups == wakeups && pgc__now_ms() < deadline) {
+		sleep_ms(5);
+		pgc_worker_get_stats(w, &st);
+	}
+	T_ASSERT(st.wakeups > wakeups);
 	pgc_worker_stop(w, 1000);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
 	pgc_worker_free(w);
