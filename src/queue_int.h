@@ -45,7 +45,8 @@ PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char 
 int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
 
 /* Runs statement stmt of q under the session's default bound, through the statement cache
- * unless the handle was opened without it. Same results as pgc__query(). */
+ * unless the handle was opened without it. Same results as pgc__query(), except that a
+ * statement the server did not run (an empty result) is PGC_EINTERNAL. */
 PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
                          pgc_error *err);
 
