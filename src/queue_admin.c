@@ -234,16 +234,25 @@ static const char history_cols[] =
 	"id, queue, status, priority, run_at, attempts, max_attempts, worker, last_error, errors,"
 	" unique_key, created_at, started_at, payload";
 
-int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
+/* A call on one job by id (fn's): checks q and id, then runs tmpl with the id as $1. */
+static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char *tmpl, int *rc,
+                            pgc_error *err)
 {
 	pgc_error_clear(err);
-	if (q == NULL || id <= 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_cancel: q must not be NULL and id positive");
-	if (pgc__queue_usable(q, "pgc_queue_cancel", err) != PGC_OK)
-		return PGC_EUSAGE;
+	if (q == NULL || id <= 0) {
+		*rc = pgc__err(err, PGC_EUSAGE, "%s: q must not be NULL and id positive", fn);
+		return NULL;
+	}
+	if ((*rc = pgc__queue_usable(q, fn, err)) != PGC_OK)
+		return NULL;
 	char ids[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
+	return pgc__queue_run_text(q, tmpl, 1, v, rc, err);
+}
+
+int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
+{
 	char sql[1024];
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
@@ -254,7 +263,7 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	         "   last_error, errors, unique_key, created_at, started_at, payload FROM d)"
 	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d)", history_cols);
 	int rc;
-	PGresult *res = pgc__queue_run_text(q, sql, 1, v, &rc, err);
+	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, sql, &rc, err);
 	if (res == NULL)
 		return rc;
 	bool none = PQgetisnull(res, 0, 0);
@@ -269,16 +278,8 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 
 int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 {
-	pgc_error_clear(err);
-	if (q == NULL || id <= 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_retry: q must not be NULL and id positive");
-	if (pgc__queue_usable(q, "pgc_queue_retry", err) != PGC_OK)
-		return PGC_EUSAGE;
-	char ids[24];
-	snprintf(ids, sizeof ids, "%lld", (long long)id);
-	const char *v[1] = { ids };
 	int rc;
-	PGresult *res = pgc__queue_run_text(q,
+	PGresult *res = run_on_job(q, "pgc_queue_retry", id,
 	        "WITH h AS MATERIALIZED (SELECT * FROM @S@.job_history WHERE id = $1::bigint"
 	        "  AND status IN ('failed', 'cancelled') FOR UPDATE),"
 	        " ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
@@ -290,7 +291,7 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
 	        " SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM ins),"
 	        "  (SELECT count(pg_notify(s.channel, ins.queue)) FROM ins, @S@.queue_settings s)",
-	        1, v, &rc, err);
+	        &rc, err);
 	if (res == NULL)
 		return rc;
 	long found = atol(PQgetvalue(res, 0, 0)), back = atol(PQgetvalue(res, 0, 1));
