@@ -698,7 +698,7 @@ int pgc__batch_run(pgc__batch *b, pgc__call *call, pgc_error *err)
 		int got = collect(b, call);
 		if (got == PGC_OK && b->first_error < 0 && !b->aborted)
 			return PGC_OK;
-		if (got == PGC_OK && retry_prepared(b) && attempt == 0)
+		if (got == PGC_OK && attempt < 2 && retry_prepared(b))
 			continue; /* rolled back as a whole: send it again, prepared anew */
 		return batch_error(b, call, got, err);
 	}
@@ -802,8 +802,13 @@ PGresult *pgc__await(pgc_conn *c, pgc__call *call, int *rc, pgc_error *err)
 	}
 	call->hit_deadline = call->hit_cancel = call->dropped = false;
 	int got = collect(b, call);
-	if (got == PGC_OK && b->first_error >= 0 && retry_prepared(b) && batch_send(b, NULL) == PGC_OK)
+	/* Up to two more times: the first may find the statements gone (26000), the second the
+	 * ones still there when only some were deallocated (42P05). */
+	for (int again = 0; again < 2 && got == PGC_OK && b->first_error >= 0 && retry_prepared(b); again++) {
+		if (batch_send(b, NULL) != PGC_OK)
+			break;
 		got = collect(b, call);
+	}
 	PGresult *res = NULL;
 	if (got == PGC_OK && b->first_error < 0 && !b->aborted) {
 		res = b->items[b->main].res;
@@ -896,13 +901,12 @@ int pgc__wait_input(pgc_conn *c, int fd, int64_t timeout_ms)
 		int pr = poll(fds, fd >= 0 ? 2 : 1, (int)(left > 60000 ? 60000 : left));
 		if (pr < 0 && errno != EINTR)
 			return PGC__WAIT_LOST;
+		if (pr > 0 && fds[0].revents != 0 && (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK))
+			return PGC__WAIT_LOST;
 		if (pr > 0 && fd >= 0 && fds[1].revents != 0)
-			return PGC__WAIT_FD;
-		if (pr > 0 && fds[0].revents != 0) {
-			if (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK)
-				return PGC__WAIT_LOST;
+			return PGC__WAIT_FD; /* what the server sent, if anything, is read too */
+		if (pr > 0 && fds[0].revents != 0)
 			return PGC__WAIT_INPUT;
-		}
 		if (end >= 0 && pgc__now_ms() >= end)
 			return PGC__WAIT_TIMEOUT;
 	}

@@ -222,6 +222,8 @@ int pgc_conn_pooler(pgc_conn *c, unsigned int flags, int wait_ms, pgc_pooler_inf
 		if (pgc__open_like(c, "pgcoord/pooler-probe", NULL, NULL, &other, &oerr) != PGC_OK) {
 			p.mode = PGC_POOLER_UNKNOWN;
 			snprintf(p.why, sizeof p.why, "no second session to test with: %s", oerr.message);
+			c->pooler = p;
+			c->pooler_known = true;
 			*out = p;
 			return PGC_OK;
 		}
@@ -232,10 +234,10 @@ int pgc_conn_pooler(pgc_conn *c, unsigned int flags, int wait_ms, pgc_pooler_inf
 	}
 	if (p.mode == PGC_POOLER_TRANSACTION || p.mode == PGC_POOLER_STATEMENT)
 		c->no_prepare = true; /* the next transaction may run on a session that lacks them */
-	if (p.mode != PGC_POOLER_UNKNOWN) {
-		c->pooler = p;
-		c->pooler_known = true;
-	}
+	/* Kept until a reconnect, an unknown answer too: whoever asks again (the worker every
+	 * second) must not open a second session each time. */
+	c->pooler = p;
+	c->pooler_known = true;
 	*out = p;
 	return PGC_OK;
 }

@@ -12,11 +12,6 @@
 
 #include "lab_internal.h"
 
-const char *lab_fmt(char *buf, long long v)
-{
-	snprintf(buf, 24, "%lld", v);
-	return buf;
-}
 
 int64_t lab_key(lab *L, int n)
 {

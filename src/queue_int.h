@@ -1,10 +1,11 @@
-/* queue_int.h - private declarations shared by queue.c and worker.c */
+/* queue_int.h - private declarations shared by queue.c, queue_admin.c and worker.c */
 #ifndef PGCOORD_QUEUE_INT_H
 #define PGCOORD_QUEUE_INT_H
 
 #include "internal.h"
 
-/* The statements a handle prepares. */
+/* The statements of a handle, expanded once when it opens; the hot ones go through the
+ * session's statement cache. */
 enum {
 	QS_ENQUEUE,
 	QS_CLAIM,
@@ -19,24 +20,55 @@ enum {
 };
 
 struct pgc_queue {
-	pgc_conn *conn;
+	pgc_conn *conn;         /* NULL once the connection was closed under the handle */
 	char *schema;
 	char *quoted;           /* PQescapeIdentifier(schema) */
 	char channel[64];       /* NOTIFY channel of this schema */
-	bool prepare;
+	unsigned flags;         /* the call flags of its statements: PGC__CACHED, or 0 */
 	char *sql[QS_COUNT];    /* expanded statement text */
-	char stmt_name[QS_COUNT][32];
-	bool prepared[QS_COUNT];
+	struct pgc_queue *next; /* the other handles open on the same session */
 };
 
-/* Expands @S@ in tmpl to q's quoted schema (malloc'd, NULL when out of memory). */
-char *pgc__queue_sql(pgc_queue *q, const char *tmpl);
+/* PGC_OK when q is usable: not NULL, and its connection not closed (PGC_EUSAGE, naming fn). */
+int pgc__queue_usable(const pgc_queue *q, const char *fn, pgc_error *err);
 
-/* Runs statement stmt (prepared on first use when q->prepare). */
-PGresult *pgc__queue_run(pgc_queue *q, int stmt, int nparams, const char *const *values, int *rc,
+/* The result of statement i of a batch that ran: pgc__batch_result(), and when that is NULL
+ * although *rc says PGC_OK (the server skipped the statement), *rc becomes PGC_EINTERNAL with
+ * err filled. Never NULL while *rc is PGC_OK. */
+PGresult *pgc__queue_result(const pgc__batch *b, int i, int *rc, pgc_error *err);
+
+/* Runs a template ("@S@" is q's schema) once, outside the statement cache. */
+PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char *const *vals,
+                              int *rc, pgc_error *err);
+
+/* The one check of a queue name given by a caller (PGC_EUSAGE, naming fn). */
+int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
+
+/* Runs statement stmt of q under the session's default bound, through the statement cache
+ * unless the handle was opened without it. Same results as pgc__query(), except that a
+ * statement the server did not run (an empty result) is PGC_EINTERNAL. */
+PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
                          pgc_error *err);
 
-/* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
-int pgc__queue_claim_result(PGresult *res, const char *queue, pgc_job **jobs, size_t *n);
+/* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
+int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals);
+
+/* Whether a session behind what pgc_conn_pooler() found keeps its server session (no pooler,
+ * or a session-mode one): only then can session state (a session lock, a LISTEN) be trusted. */
+bool pgc__queue_session_kept(const pgc_pooler_info *p);
+
+/* What is in between, for a message: "a transaction-mode pooler is in between (why)". */
+void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n);
+
+/* ---- the rows of a claim (QS_CLAIM's RETURNING: id, token, attempts, max_attempts, priority,
+ * payload) ---- */
+
+/* The bytes row r's payload takes, with its terminator. */
+size_t pgc__queue_payload_size(const PGresult *res, int r);
+
+/* The one decoder of a claimed row: fills job from row r, copying the payload to payload
+ * (pgc__queue_payload_size() bytes) and keeping queue as given; internal is NULL. */
+void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
+                             pgc_job *job);
 
 #endif

@@ -2,11 +2,11 @@
  *
  * Design: a single dispatcher thread owns the worker's one connection. It LISTENs, claims jobs
  * in batches into a local ready list, and flushes the completions the handler threads leave in a
- * done list: the completions of many jobs and the next claim go to the server in one pipeline
- * (libpq pipeline mode), which the server runs as one implicit transaction, so a busy worker
- * pays one round trip and one commit per batch rather than two per job. Handler threads never
- * touch the connection. A job counts as completed only once the statement that deleted it
- * has committed (the pipeline's sync came back without error).
+ * done list: the completions of many jobs and the next claim go to the server as one batch of
+ * the connection layer (one pipeline), which the server runs as one implicit transaction, so a
+ * busy worker pays one round trip and one commit per batch rather than two per job. Handler
+ * threads never touch the connection. A job counts as completed only once the statement that
+ * deleted it has committed (the whole batch came back without error).
  *
  * Leases are renewed for every held job (ready, running, done-but-unflushed) every lease/3.
  * A job whose heartbeat comes back empty is lost: it is dropped when it has not started, and
@@ -14,8 +14,11 @@
  *
  * Wake-ups: a NOTIFY on the schema's channel naming one of our queues, a completion that frees
  * capacity, the timer of the earliest scheduled run_at, or the fallback poll. When LISTEN cannot
- * work (a transaction-mode pooler hands us a different backend per transaction) the worker polls
- * adaptively, 10 ms doubling up to poll_ms while the queues are empty. */
+ * work (pgc_conn_pooler() finds a pooler that hands us another server session per transaction)
+ * the worker polls adaptively, 10 ms doubling up to poll_ms while the queues are empty.
+ *
+ * Everything the worker keeps on its session (its LISTENs, its registration in the workers
+ * table, its settings) is set up again by setup_session() on every new session. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -42,6 +45,7 @@ typedef struct wjob {
 struct pgc_worker {
 	pgc_worker_options o;
 	char **queues;
+	char *queues_lit;       /* the queue names as one text[] literal */
 	char *dsn, *schema, *worker_id, *app;
 	pgc_job_handler handler;
 	void *handler_arg;
@@ -49,7 +53,7 @@ struct pgc_worker {
 	pgc_conn *conn;
 	pgc_queue *q;
 	bool listening;
-	bool pooled, pooler_logged;
+	bool pooled, pooler_logged; /* the session is not kept (a pooler): no LISTEN, no vacuum */
 	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
 	bool registered, register_warned;
 	bool started;
@@ -167,159 +171,75 @@ static void *handler_main(void *arg)
 
 /* ---- connection --------------------------------------------------------------------------- */
 
-static int prepare_all(pgc_worker *w, pgc_error *err)
-{
-	PGconn *pg = pgc_conn_pg(w->conn);
-	int stmts[] = { QS_PROMOTE, QS_CLAIM, QS_COMPLETE, QS_HEARTBEAT, QS_NEXT_RUN };
-	for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-		int s = stmts[i];
-		if (w->q->prepared[s])
-			continue;
-		PGresult *res = PQprepare(pg, w->q->stmt_name[s], w->q->sql[s], 0, NULL);
-		if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
-			int rc = pgc__err_result(err, pg, res, "prepare");
-			PQclear(res);
-			return rc;
-		}
-		PQclear(res);
-		w->q->prepared[s] = true;
-	}
-	return PGC_OK;
-}
-
-/* The library never prints: server notices (and libpq's report of a terminated session) go to
- * the worker's log. */
-static void on_notice(void *arg, const char *message)
+/* The library never prints: the server's notices and warnings on the worker's sessions (a
+ * RAISE in a trigger on the jobs table, a terminated session's last word) go to its log. */
+static void on_notice(const char *severity, const char *message, void *arg)
 {
 	pgc_worker *w = arg;
-	char line[512];
-	pgc__copy_line(line, sizeof line, message);
-	wlog(w, PGC_LOG_DEBUG, "server: %s", line);
+	wlog(w, strcmp(severity, "WARNING") == 0 ? PGC_LOG_WARN : PGC_LOG_DEBUG, "server %s: %s",
+	     severity, message);
 }
 
-static void register_self(pgc_worker *w, int slots);
-
-/* Waits up to timeout_ms for a notification on channel; true when one came. */
-static bool probe_notify(pgc_worker *w, const char *channel, int timeout_ms)
+/* The options of the worker's sessions. */
+static pgc_conn_options conn_options(pgc_worker *w)
 {
-	PGconn *pg = pgc_conn_pg(w->conn);
-	int64_t end = pgc__now_ms() + timeout_ms;
-	for (;;) {
-		PQconsumeInput(pg);
-		PGnotify *n;
-		bool got = false;
-		while ((n = PQnotifies(pg)) != NULL) {
-			if (strcmp(n->relname, channel) == 0)
-				got = true;
-			PQfreemem(n);
-		}
-		if (got)
-			return true;
-		int64_t left = end - pgc__now_ms();
-		if (left <= 0)
-			return false;
-		struct pollfd pfd = { PQsocket(pg), POLLIN, 0 };
-		poll(&pfd, 1, (int)left);
-	}
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	co.application_name = w->app;
+	co.notice_fn = on_notice;
+	co.notice_arg = w;
+	return co;
 }
 
-/* Detects a transaction-mode pooler, then LISTENs. Behind a pooler the session changes between
- * transactions: the backend pid moves, or a notification to ourselves never arrives. Then
- * LISTEN cannot work and session-level prepared statements cannot either, so the worker polls
- * and sends its statements unprepared. */
+static int free_slots(pgc_worker *w);
+static void register_self(pgc_worker *w, int slots);
+static void unregister_self(pgc_worker *w);
+
+/* What the worker keeps on its session, set up on every new session: first the pooler probe.
+ * Through a transaction- or statement-mode pooler (or one whose kind cannot be told) each
+ * transaction may run on another server session: LISTEN cannot work there, so the worker
+ * polls (and the layer stops preparing statements on its own). Otherwise the session's
+ * settings, the LISTENs (recorded on the session, and forgotten with it) and the
+ * registration. */
 static int setup_session(pgc_worker *w, pgc_error *err)
 {
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = w->schema;
-	pgc_queue_close(w->q);
-	w->q = NULL;
-	int rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	w->listening = false;
+	pgc_pooler_info p;
+	int rc = pgc_conn_pooler(w->conn, 0, 0, &p, err);
 	if (rc != PGC_OK)
 		return rc;
-	w->listening = false;
-	int first = 0;
-	bool pooled = false;
-	for (int i = 0; i < 4 && !pooled; i++) {
-		PGresult *res = pgc__exec(w->conn, "SELECT pg_backend_pid()", 0, NULL, &rc, err);
-		if (res == NULL)
-			return rc;
-		int pid = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
-		if (i == 0)
-			first = pid;
-		else if (pid != first)
-			pooled = true;
-	}
-	if (!pooled) {
-		char probe[64];
-		snprintf(probe, sizeof probe, "pgcoord_probe_%d_%d", (int)getpid(), first);
-		char sql[128];
-		snprintf(sql, sizeof sql, "LISTEN %s", probe);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
-			return rc;
-		/* Notify from a second session: through a transaction pooler it either lands on our
-		 * own server connection (same backend pid: the pool shares it) or on another one,
-		 * and either way the notification never reaches us. Directly, it arrives at once. */
-		pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-		co.application_name = w->app;
-		pgc_conn *other = NULL;
-		if ((rc = pgc_connect(w->dsn, &co, &other, err)) != PGC_OK)
-			return rc;
-		PQsetNoticeProcessor(pgc_conn_pg(other), on_notice, w);
-		const char *v[1] = { probe };
-		PGresult *res = pgc__exec(other, "SELECT pg_backend_pid(), pg_notify($1, '')", 1, v, &rc, err);
-		if (res == NULL) {
-			pgc_conn_close(other);
-			return rc;
+	w->pooled = !pgc__queue_session_kept(&p);
+	if (w->pooled) {
+		unregister_self(w); /* from an earlier session: nobody listens on its channel now */
+		if (!w->pooler_logged) {
+			char what[PGC_ERROR_MESSAGE_MAX];
+			pgc__queue_pooler_what(&p, what, sizeof what);
+			wlog(w, PGC_LOG_WARN, "%s: LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle)%s",
+			     what, (long long)w->o.poll_ms, p.mode == PGC_POOLER_UNKNOWN ? "" : ", statements unprepared");
 		}
-		if (atoi(PQgetvalue(res, 0, 0)) == first)
-			pooled = true;
-		PQclear(res);
-		pgc_conn_close(other);
-		if (!pooled)
-			pooled = !probe_notify(w, probe, 2000);
-		snprintf(sql, sizeof sql, "UNLISTEN %s", probe);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
-			return rc;
-	}
-	w->pooled = pooled;
-	if (pooled) {
-		w->q->prepare = false;
-		if (!w->pooler_logged)
-			wlog(w, PGC_LOG_WARN,
-			     "the server session changes between transactions (a transaction-mode pooler?): "
-			     "LISTEN cannot work, polling instead (every 10 ms to %lld ms when idle), "
-			     "statements unprepared", (long long)w->o.poll_ms);
 		w->pooler_logged = true;
 		return PGC_OK;
 	}
 	/* The queue's statements are short; JIT compilation (triggered by estimates on small,
 	 * freshly created tables) would cost more than it saves. */
-	if ((rc = pgc_exec(w->conn, "SET jit = off", err)) != PGC_OK)
+	if ((rc = pgc__command(w->conn, "SET jit = off", err)) != PGC_OK)
 		return rc;
 	if (w->o.listen) {
-		char *ch = pgc__quote_ident(w->conn, w->q->channel, err);
-		if (ch == NULL)
-			return PGC_EUSAGE;
-		char sql[160];
-		snprintf(sql, sizeof sql, "LISTEN %s", ch);
-		PQfreemem(ch);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+		if ((rc = pgc__listen(w->conn, w->q->channel, err)) != PGC_OK)
 			return rc;
 		/* And a channel of our own: an enqueue wakes one worker with free slots. */
-		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
-		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
-		ch = pgc__quote_ident(w->conn, w->own_channel, err);
-		if (ch == NULL)
-			return PGC_EUSAGE;
-		snprintf(sql, sizeof sql, "LISTEN %s", ch);
-		PQfreemem(ch);
-		if ((rc = pgc_exec(w->conn, sql, err)) != PGC_OK)
+		if ((rc = pgc__listen(w->conn, w->own_channel, err)) != PGC_OK)
 			return rc;
 		w->listening = true;
-		register_self(w, w->o.concurrency + w->o.prefetch - w->n_ready - w->n_running);
+		register_self(w, free_slots(w));
 	}
-	return prepare_all(w, err);
+	return PGC_OK;
+}
+
+/* Sleeps up to ms on one of the worker's pipes alone (what the server sends meanwhile waits). */
+static void pipe_wait(int fd, int64_t ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+	(void)poll(&pfd, 1, (int)ms);
 }
 
 /* ---- the dispatcher ----------------------------------------------------------------------- */
@@ -327,20 +247,13 @@ static int setup_session(pgc_worker *w, pgc_error *err)
 
 static wjob *job_from_row(PGresult *res, int r, const char *queue)
 {
-	size_t qlen = strlen(queue) + 1, plen = (size_t)PQgetlength(res, r, 5) + 1;
+	size_t qlen = strlen(queue) + 1, plen = pgc__queue_payload_size(res, r);
 	wjob *j = calloc(1, sizeof *j + qlen + plen);
 	if (j == NULL)
 		return NULL;
-	char *qn = (char *)(j + 1), *pl = qn + qlen;
+	char *qn = (char *)(j + 1);
 	memcpy(qn, queue, qlen);
-	memcpy(pl, PQgetvalue(res, r, 5), plen);
-	j->job.id = atoll(PQgetvalue(res, r, 0));
-	j->job.token = atoll(PQgetvalue(res, r, 1));
-	j->job.attempt = atoi(PQgetvalue(res, r, 2));
-	j->job.max_attempts = atoi(PQgetvalue(res, r, 3));
-	j->job.priority = atoi(PQgetvalue(res, r, 4));
-	j->job.queue = qn;
-	j->job.payload = pl;
+	pgc__queue_job_from_row(res, r, qn, qn + qlen, &j->job);
 	j->job.internal = j;
 	atomic_init(&j->lost, false);
 	return j;
@@ -403,15 +316,22 @@ static void job_free(pgc_worker *w, wjob *j)
 	free(j);
 }
 
+/* The dispatcher's state between the steps of its loop. */
 typedef struct dstate {
 	bool *more;          /* per queue: worth claiming */
 	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
 	size_t rr;           /* next queue to claim from */
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
 	int64_t next_hb, next_reap, next_register;
+	int64_t hb_every;
 	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
 	bool stopping;
 	int64_t stop_started, stop_deadline;
+	wjob *pending_done;  /* completions taken from the threads, not yet committed */
+	int64_t first_done_at;
+	int running, ready;  /* the threads' counts when the finished jobs were taken */
+	char last_error[PGC_ERROR_MESSAGE_MAX];
+	int64_t last_error_at;
 } dstate;
 
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
@@ -471,7 +391,7 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 	return PGC_OK;
 }
 
-/* Heartbeat of every held job, in the pipeline. Builds the arrays; returns false if none. */
+/* Heartbeat of every held job, in the round trip. Builds the arrays; returns false if none. */
 static bool heartbeat_arrays(pgc_worker *w, pgc__sb *ia, pgc__sb *ta, int64_t **ids_out,
                              size_t *n_out)
 {
@@ -539,18 +459,10 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 	free(alive);
 }
 
-static int send_stmt(pgc_worker *w, int stmt, int n, const char *const *v)
-{
-	if (w->q->prepare)
-		return PQsendQueryPrepared(pgc_conn_pg(w->conn), w->q->stmt_name[stmt], n, v, NULL, NULL, 0);
-	return PQsendQueryParams(pgc_conn_pg(w->conn), w->q->sql[stmt], n, NULL, v, NULL, NULL, 0);
-}
-
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
- * and claims for the queues worth claiming, as one pipeline. */
-static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_error *err)
+ * and (when claim) claims for the queues worth claiming, as one batch. */
+static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool claim, pgc_error *err)
 {
-	PGconn *pg = pgc_conn_pg(w->conn);
 	int rc = PGC_OK;
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
@@ -558,6 +470,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	pgc__sb cia = { 0 }, cta = { 0 }, hia = { 0 }, hta = { 0 };
 	int64_t *cids = NULL, *hb_ids = NULL;
 	size_t n_hb = 0;
+	pgc__batch *b = NULL;
 	if (n_done > 0) {
 		cids = malloc(n_done * 2 * sizeof *cids);
 		if (cids == NULL)
@@ -573,9 +486,10 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	if (do_hb && !heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
 		do_hb = false;
 
-	/* Which queues to claim from, and how many. */
+	/* Which queues to claim from, and how many (none when only completions and the heartbeat
+	 * are due). */
 	size_t nq = w->o.n_queues;
-	int slots = d->stopping ? 0 : free_slots(w);
+	int slots = d->stopping || !claim ? 0 : free_slots(w);
 	int claim_n[64];
 	size_t claim_q[64], n_claims = 0;
 	int eligible = 0;
@@ -596,109 +510,71 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, pgc_err
 	}
 	d->rr = (d->rr + 1) % nq;
 
-	int n_stmts = (n_done > 0) + do_hb + 2 * (int)n_claims; /* promote + claim per queue */
-	if (n_stmts == 0)
+	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
-	if (cia.oom || cta.oom || hia.oom || hta.oom) {
+	if (cia.oom || cta.oom || hia.oom || hta.oom || (b = pgc__batch_new(w->conn)) == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto out;
 	}
-	if (PQenterPipelineMode(pg) != 1) {
-		rc = pgc__err_result(err, pg, NULL, "pipeline");
-		goto out;
-	}
+	/* The parameters stay valid until the batch has run. */
 	char lease[24], maxs[64][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
-	bool ok = true;
-	if (n_done > 0) {
-		const char *v[2] = { cia.buf, cta.buf };
-		ok = ok && send_stmt(w, QS_COMPLETE, 2, v);
-	}
-	if (do_hb) {
-		const char *v[3] = { hia.buf, hta.buf, lease };
-		ok = ok && send_stmt(w, QS_HEARTBEAT, 3, v);
-	}
+	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
+	const char *qv[64][4];
+	int i_done = 0, i_hb = 0, i_claim[64], added = 0;
+	if (n_done > 0)
+		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
+	if (do_hb)
+		added |= i_hb = pgc__queue_batch_add(w->q, b, QS_HEARTBEAT, 3, hv);
 	for (size_t c = 0; c < n_claims; c++) {
 		snprintf(maxs[c], sizeof maxs[c], "%d", claim_n[c]);
-		const char *v[4] = { w->o.queues[claim_q[c]], maxs[c], lease, w->worker_id };
-		ok = ok && send_stmt(w, QS_PROMOTE, 1, v);
-		ok = ok && send_stmt(w, QS_CLAIM, 4, v);
+		qv[c][0] = w->o.queues[claim_q[c]];
+		qv[c][1] = maxs[c];
+		qv[c][2] = lease;
+		qv[c][3] = w->worker_id;
+		/* The same two statements for every queue: the cache parses each once per batch. */
+		added |= pgc__queue_batch_add(w->q, b, QS_PROMOTE, 1, qv[c]);
+		added |= i_claim[c] = pgc__queue_batch_add(w->q, b, QS_CLAIM, 4, qv[c]);
 	}
-	ok = ok && PQpipelineSync(pg);
-	if (!ok) {
-		rc = pgc__err_result(err, pg, NULL, "pipeline");
-		goto drain;
-	}
-	/* Read every statement's result, then the sync. Keep results until the sync confirms the
-	 * implicit transaction committed. */
-	PGresult *results[2 * 64 + 2] = { 0 };
-	for (int s = 0; s < n_stmts; s++) {
-		PGresult *res, *keep = NULL;
-		while ((res = PQgetResult(pg)) != NULL) {
-			if (keep == NULL)
-				keep = res;
-			else
-				PQclear(res);
+	/* Every answer counts only once the whole batch (one implicit transaction) committed. */
+	rc = added < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	PGresult *done_res = NULL, *hb_res = NULL, *claim_res[64];
+	if (rc == PGC_OK && n_done > 0)
+		done_res = pgc__queue_result(b, i_done, &rc, err);
+	if (rc == PGC_OK && do_hb)
+		hb_res = pgc__queue_result(b, i_hb, &rc, err);
+	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++)
+		claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
+	if (rc != PGC_OK)
+		goto out;
+	if (n_done > 0) {
+		int rows = PQntuples(done_res);
+		atomic_fetch_add(&w->s_completed, rows);
+		if ((size_t)rows != n_done) {
+			atomic_fetch_add(&w->s_stale, (long)n_done - rows);
+			wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
+			     n_done - (size_t)rows);
 		}
-		results[s] = keep;
-		ExecStatusType st = keep ? PQresultStatus(keep) : PGRES_FATAL_ERROR;
-		if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && rc == PGC_OK) {
-			if (st == PGRES_PIPELINE_ABORTED)
-				continue;
-			rc = pgc__err_result(err, pg, keep, NULL);
-		}
-	}
-	PGresult *sync = PQgetResult(pg);
-	bool synced = sync != NULL && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
-	PQclear(sync);
-	if (!synced && rc == PGC_OK)
-		rc = pgc__err_result(err, pg, NULL, "pipeline sync");
-	if (rc == PGC_OK) {
-		int s = 0;
-		if (n_done > 0) {
-			PGresult *res = results[s++];
-			int rows = PQntuples(res);
-			atomic_fetch_add(&w->s_completed, rows);
-			if ((size_t)rows != n_done) {
-				atomic_fetch_add(&w->s_stale, (long)n_done - rows);
-				wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
-				     n_done - (size_t)rows);
-			}
-			while (*done) {
-				wjob *j = *done;
-				*done = j->next;
-				job_free(w, j);
-			}
-		}
-		if (do_hb)
-			mark_lost(w, results[s++], hb_ids, n_hb);
-		for (size_t c = 0; c < n_claims; c++) {
-			s++; /* the promotion */
-			PGresult *res = results[s++];
-			size_t qi = claim_q[c];
-			int rows = PQntuples(res);
-			if (rows < claim_n[c])
-				d->more[qi] = false;
-			take_claimed(w, res, w->o.queues[qi]);
-			if (rows > 0)
-				d->idle_poll = 10;
+		while (*done) {
+			wjob *j = *done;
+			*done = j->next;
+			job_free(w, j);
 		}
 	}
-	for (int s = 0; s < n_stmts; s++)
-		PQclear(results[s]);
-drain:
-	if (PQpipelineStatus(pg) != PQ_PIPELINE_OFF) {
-		PGresult *res;
-		while (PQstatus(pg) == CONNECTION_OK && PQexitPipelineMode(pg) != 1) {
-			while ((res = PQgetResult(pg)) != NULL)
-				PQclear(res);
-			if (PQisBusy(pg) == 0 && PQexitPipelineMode(pg) == 1)
-				break;
-			if (PQstatus(pg) != CONNECTION_OK)
-				break;
-		}
+	if (do_hb)
+		mark_lost(w, hb_res, hb_ids, n_hb);
+	for (size_t c = 0; c < n_claims; c++) {
+		PGresult *res = claim_res[c];
+		size_t qi = claim_q[c];
+		int rows = PQntuples(res);
+		if (rows < claim_n[c])
+			d->more[qi] = false;
+		take_claimed(w, res, w->o.queues[qi]);
+		if (rows > 0)
+			d->idle_poll = 10;
 	}
 out:
+	pgc__batch_free(b);
 	pgc__sb_free(&cia);
 	pgc__sb_free(&cta);
 	pgc__sb_free(&hia);
@@ -708,23 +584,13 @@ out:
 	return rc;
 }
 
-/* Our queue names as an array literal. */
-static void queues_array(pgc_worker *w, pgc__sb *a);
-
 /* How long until the earliest scheduled job of our queues, in ms (-1: none). */
 static int64_t next_run_ms(pgc_worker *w)
 {
-	pgc__sb a = { 0 };
-	queues_array(w, &a);
-	if (a.oom) {
-		pgc__sb_free(&a);
-		return -1;
-	}
-	const char *v[1] = { a.buf };
+	const char *v[1] = { w->queues_lit };
 	int rc;
 	pgc_error e;
 	PGresult *res = pgc__queue_run(w->q, QS_NEXT_RUN, 1, v, &rc, &e);
-	pgc__sb_free(&a);
 	if (res == NULL)
 		return -1;
 	bool none = PQgetisnull(res, 0, 0);
@@ -735,77 +601,48 @@ static int64_t next_run_ms(pgc_worker *w)
 	return ms;
 }
 
-static void queues_array(pgc_worker *w, pgc__sb *a_out)
-{
-	pgc__sb a = { 0 };
-	pgc__sb_putc(&a, '{');
-	for (size_t i = 0; i < w->o.n_queues; i++) {
-		if (i)
-			pgc__sb_putc(&a, ',');
-		pgc__sb_putc(&a, '"');
-		for (const char *p = w->o.queues[i]; *p; p++) {
-			if (*p == '"' || *p == '\\')
-				pgc__sb_putc(&a, '\\');
-			pgc__sb_putc(&a, *p);
-		}
-		pgc__sb_putc(&a, '"');
-	}
-	pgc__sb_putc(&a, '}');
-	*a_out = a;
-}
-
 /* Registers (or refreshes) this worker's channel and free slots. Errors are logged, not fatal:
  * without a registration the worker is still woken by the broadcast and the poll. */
 static void register_self(pgc_worker *w, int slots)
 {
 	if (!w->listening)
 		return;
-	pgc__sb a = { 0 };
-	queues_array(w, &a);
-	char *sql = pgc__queue_sql(w->q,
-	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
-	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
-	        " seen_at = clock_timestamp()");
 	char fs[16];
 	snprintf(fs, sizeof fs, "%d", slots < 0 ? 0 : slots);
-	const char *v[3] = { w->own_channel, a.buf, fs };
+	const char *v[3] = { w->own_channel, w->queues_lit, fs };
 	int rc;
 	pgc_error e;
-	PGresult *res = (sql && !a.oom) ? pgc__exec(w->conn, sql, 3, v, &rc, &e) : NULL;
+	PGresult *res = pgc__queue_run_text(w->q,
+	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
+	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
+	        " seen_at = clock_timestamp()", 3, v, &rc, &e);
 	if (res != NULL)
 		w->registered = true;
-	else if (sql != NULL && !a.oom && !w->register_warned) {
+	else if (!w->register_warned) {
 		wlog(w, PGC_LOG_WARN, "cannot register for targeted wake-ups (woken with everyone instead): %s",
 		     e.message);
 		w->register_warned = true;
 	}
 	PQclear(res);
-	free(sql);
-	pgc__sb_free(&a);
 }
 
 static void unregister_self(pgc_worker *w)
 {
-	if (!w->registered || PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK)
+	if (!w->registered || !pgc__conn_ok(w->conn))
 		return;
-	char *sql = pgc__queue_sql(w->q, "DELETE FROM @S@.workers WHERE channel = $1");
 	const char *v[1] = { w->own_channel };
 	int rc;
 	pgc_error e;
-	PGresult *res = sql ? pgc__exec(w->conn, sql, 1, v, &rc, &e) : NULL;
-	PQclear(res);
-	free(sql);
+	PQclear(pgc__queue_run_text(w->q, "DELETE FROM @S@.workers WHERE channel = $1", 1, v, &rc, &e));
 	w->registered = false;
 }
 
-/* Notifications may also have arrived during another statement: libpq keeps them queued. */
+/* Notifications may also have arrived during another statement: they wait on the session. */
 static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 {
-	PGconn *pg = pgc_conn_pg(w->conn);
-	if (consume)
-		PQconsumeInput(pg);
 	PGnotify *n;
-	while ((n = PQnotifies(pg)) != NULL) {
+	while ((n = pgc__notify(w->conn, consume)) != NULL) {
+		consume = false;
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			if (strcmp(n->extra, w->o.queues[i]) == 0) {
 				d->more[i] = true;
@@ -894,11 +731,217 @@ static bool reconnect(pgc_worker *w, dstate *d)
 			}
 			wlog(w, PGC_LOG_WARN, "after reconnecting: %s", e.message);
 		}
-		struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-		poll(&pfd, 1, (int)delay);
+		pipe_wait(w->wake[0], delay);
 		delay = delay * 2 > 5000 ? 5000 : delay * 2;
 	}
 	return false;
+}
+
+/* What a step of the dispatcher's loop says to do next. */
+typedef enum step { STEP_ON, STEP_AGAIN, STEP_EXIT } step;
+
+/* Stop handling: a stop request ends the claims and releases the jobs not started; the grace
+ * period then releases the running ones. Also takes the jobs the threads finished. STEP_EXIT
+ * once nothing is left to wait for. */
+static step stop_step(pgc_worker *w, dstate *d, int64_t now)
+{
+	if (d->stopping && d->stop_deadline != INT64_MAX &&
+	    d->stop_started + atomic_load(&w->grace_ms) < d->stop_deadline)
+		d->stop_deadline = d->stop_started + atomic_load(&w->grace_ms); /* stop sooner */
+	if (!d->stopping && atomic_load(&w->stop_requested)) {
+		d->stopping = true;
+		d->stop_started = now;
+		d->stop_deadline = now + atomic_load(&w->grace_ms);
+		wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
+		     (long long)atomic_load(&w->grace_ms));
+		release_jobs(w, false, d->pending_done);
+		unregister_self(w);
+	}
+	/* Take the finished jobs. */
+	pthread_mutex_lock(&w->mu);
+	wjob *fresh = w->done_head;
+	w->done_head = NULL;
+	w->n_done = 0;
+	d->running = w->n_running;
+	d->ready = w->n_ready;
+	pthread_mutex_unlock(&w->mu);
+	atomic_store(&w->wake_pending, false);
+	while (fresh) {
+		wjob *next = fresh->next;
+		fresh->next = d->pending_done;
+		d->pending_done = fresh;
+		fresh = next;
+	}
+	if (d->stopping && d->running == 0 && d->ready == 0 && d->pending_done == NULL)
+		return STEP_EXIT;
+	if (d->stopping && now >= d->stop_deadline && d->running > 0) {
+		wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", d->running);
+		release_jobs(w, true, d->pending_done);
+		d->stop_deadline = INT64_MAX;
+	}
+	if (d->stopping && d->stop_deadline == INT64_MAX && d->pending_done == NULL)
+		return STEP_EXIT;
+	return STEP_ON;
+}
+
+/* The session: a new one when it is gone (not while stopping: what is held returns to pending
+ * after its lease), then the notifications, and the wake-ups picked for us while we are full,
+ * passed on to everyone. */
+static step session_step(pgc_worker *w, dstate *d, int64_t now)
+{
+	if (!pgc__conn_ok(w->conn)) {
+		if (d->stopping)
+			return STEP_EXIT;
+		wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
+		if (!reconnect(w, d))
+			return STEP_AGAIN;
+	}
+	read_notifications(w, d, false);
+	for (size_t i = 0; i < w->o.n_queues; i++) {
+		if (!d->forward[i])
+			continue;
+		d->forward[i] = false;
+		const char *fv[2] = { w->q->channel, w->o.queues[i] };
+		int frc;
+		pgc_error fe;
+		PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
+		register_self(w, 0);
+		d->next_register = now + 1000;
+	}
+	return STEP_ON;
+}
+
+static bool any_more(const pgc_worker *w, const dstate *d)
+{
+	bool more = false;
+	for (size_t i = 0; i < w->o.n_queues; i++)
+		more |= d->more[i];
+	return more;
+}
+
+/* Settles the failures and snoozes, then the round trip when there is something to send:
+ * completions, the heartbeat when due, the claims when slots are free. Completions alone wait
+ * up to flush_ms for company (STEP_AGAIN). *rc is the pgc code of what was sent. */
+static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error *e)
+{
+	*rc = settle_others(w, d, &d->pending_done, e);
+	if (*rc != PGC_OK)
+		return STEP_ON;
+	if (now >= d->next_claim)
+		for (size_t i = 0; i < w->o.n_queues; i++)
+			d->more[i] = true;
+	bool do_hb = now >= d->next_hb;
+	bool want_claim = false;
+	if (!d->stopping) {
+		int slots = free_slots(w);
+		int cap = w->o.concurrency + w->o.prefetch;
+		want_claim = any_more(w, d) && slots > 0 && (d->ready < w->o.concurrency || slots * 2 >= cap);
+	}
+	if (d->pending_done != NULL && d->first_done_at == 0)
+		d->first_done_at = now;
+	if (d->pending_done != NULL && !want_claim && !do_hb && !d->stopping &&
+	    now - d->first_done_at < w->o.flush_ms) {
+		/* Give other handlers a moment to finish so their completions share a trip. */
+		pipe_wait(w->wake[0], w->o.flush_ms - (now - d->first_done_at));
+		return STEP_AGAIN;
+	}
+	d->first_done_at = 0;
+	if (d->pending_done == NULL && !do_hb && !want_claim)
+		return STEP_ON;
+	bool any_more_before = any_more(w, d);
+	*rc = round_trip(w, d, &d->pending_done, do_hb, want_claim, e);
+	if (*rc == PGC_OK && do_hb)
+		d->next_hb = pgc__now_ms() + d->hb_every;
+	if (*rc == PGC_OK && want_claim && any_more_before && !any_more(w, d)) {
+		/* Empty: sleep until the next run_at, a notification or the poll. */
+		int64_t nr = next_run_ms(w);
+		int64_t wait = w->listening ? w->o.poll_ms : d->idle_poll;
+		if (!w->listening)
+			d->idle_poll = d->idle_poll * 2 > w->o.poll_ms ? w->o.poll_ms : d->idle_poll * 2;
+		if (nr >= 0 && nr < wait)
+			wait = nr < 5 ? 5 : nr;
+		d->next_claim = pgc__now_ms() + wait;
+	}
+	return STEP_ON;
+}
+
+/* A step failed: the same error over and over is said once every 10 s; after a server error
+ * (not the connection) the dispatcher pauses a little before trying again. */
+static void error_step(pgc_worker *w, dstate *d, int64_t now, const pgc_error *e)
+{
+	if (strcmp(e->message, d->last_error) != 0 || now - d->last_error_at >= 10000) {
+		wlog(w, PGC_LOG_WARN, "%s", e->message);
+		snprintf(d->last_error, sizeof d->last_error, "%s", e->message);
+		d->last_error_at = now;
+	}
+	if (pgc__conn_ok(w->conn))
+		pipe_wait(w->wake[0], 200);
+}
+
+/* Maintenance when due: the registration's refresh, and the reaper. */
+static void maintenance_step(pgc_worker *w, dstate *d)
+{
+	int64_t now = pgc__now_ms();
+	if (!d->stopping && w->listening && now >= d->next_register) {
+		register_self(w, free_slots(w));
+		d->next_register = now + 1000;
+	}
+	if (!d->stopping && w->o.reap_ms > 0 && now >= d->next_reap) {
+		pgc_reap_result rr;
+		pgc_error e;
+		int rc = pgc_queue_reap(w->q, &rr, &e);
+		if (rc == PGC_OK) {
+			long n = rr.returned + rr.dead;
+			if (n > 0) {
+				atomic_fetch_add(&w->s_reaped, n);
+				wlog(w, PGC_LOG_INFO, "reaper: %ld expired lease(s) returned to pending, %ld failed",
+				     rr.returned, rr.dead);
+			}
+		} else if (rc != PGC_EBUSY) {
+			wlog(w, PGC_LOG_WARN, "reaper: %s", e.message);
+		}
+		/* Jitter the period so that workers do not line up. */
+		d->next_reap = now + w->o.reap_ms / 2 + (int64_t)(random() % (w->o.reap_ms + 1));
+	}
+}
+
+/* Sleeps until something happens: a handler finishes or a stop is asked for (the wake-up
+ * pipe), the server sends something (a notification), or a timer is due (heartbeat, claim,
+ * reaper, the grace period). */
+static void sleep_step(pgc_worker *w, dstate *d)
+{
+	pthread_mutex_lock(&w->mu);
+	bool work = w->done_head != NULL;
+	pthread_mutex_unlock(&w->mu);
+	if (work)
+		return;
+	int64_t now = pgc__now_ms();
+	bool more = any_more(w, d);
+	int64_t until = d->next_hb;
+	if (!d->stopping) {
+		if (more && free_slots(w) > 0)
+			until = now;
+		if (d->next_claim < until)
+			until = d->next_claim;
+		if (w->o.reap_ms > 0 && d->next_reap < until)
+			until = d->next_reap;
+	} else if (d->stop_deadline < until) {
+		until = d->stop_deadline;
+	}
+	int64_t timeout = until <= now ? 0 : until - now > 60000 ? 60000 : until - now;
+	if (timeout == 0 && more && free_slots(w) > 0)
+		return;
+	int r = pgc__wait_input(w->conn, w->wake[0], timeout);
+	if (r == PGC__WAIT_FD) {
+		char buf[64];
+		while (read(w->wake[0], buf, sizeof buf) > 0)
+			;
+		read_notifications(w, d, true); /* what may have come with it, never waiting */
+	} else if (r == PGC__WAIT_INPUT) {
+		read_notifications(w, d, false);
+	} else if (r == PGC__WAIT_LOST) {
+		pgc__session_lost(w->conn, "the connection was lost while the worker waited");
+	}
 }
 
 static void *dispatcher_main(void *arg)
@@ -915,201 +958,31 @@ static void *dispatcher_main(void *arg)
 	for (size_t i = 0; i < w->o.n_queues; i++)
 		d.more[i] = true;
 	int64_t now = pgc__now_ms();
-	int64_t hb_every = w->o.lease_ms / 3 > 0 ? w->o.lease_ms / 3 : 1;
-	d.next_hb = now + hb_every;
+	d.hb_every = w->o.lease_ms / 3 > 0 ? w->o.lease_ms / 3 : 1;
+	d.next_hb = now + d.hb_every;
 	d.next_reap = now + (w->o.reap_ms > 0 ? w->o.reap_ms / 2 : 0);
 	d.next_claim = now;
 	d.idle_poll = 10;
-	wjob *pending_done = NULL; /* completions taken from the threads, not yet committed */
-	int64_t first_done_at = 0;
-	char last_error[PGC_ERROR_MESSAGE_MAX] = "";
-	int64_t last_error_at = 0;
 
 	for (;;) {
 		now = pgc__now_ms();
-		if (d.stopping && d.stop_deadline != INT64_MAX &&
-		    d.stop_started + atomic_load(&w->grace_ms) < d.stop_deadline)
-			d.stop_deadline = d.stop_started + atomic_load(&w->grace_ms); /* stop sooner */
-		if (!d.stopping && atomic_load(&w->stop_requested)) {
-			d.stopping = true;
-			d.stop_started = now;
-			d.stop_deadline = now + atomic_load(&w->grace_ms);
-			wlog(w, PGC_LOG_INFO, "stopping: no new claims; waiting up to %lld ms for running jobs",
-			     (long long)atomic_load(&w->grace_ms));
-			release_jobs(w, false, pending_done);
-			unregister_self(w);
-		}
-		/* Take the finished jobs. */
-		pthread_mutex_lock(&w->mu);
-		wjob *fresh = w->done_head;
-		w->done_head = NULL;
-		w->n_done = 0;
-		int running = w->n_running, ready = w->n_ready;
-		pthread_mutex_unlock(&w->mu);
-		atomic_store(&w->wake_pending, false);
-		while (fresh) {
-			wjob *next = fresh->next;
-			fresh->next = pending_done;
-			pending_done = fresh;
-			fresh = next;
-		}
-		if (d.stopping && running == 0 && ready == 0 && pending_done == NULL)
+		step s = stop_step(w, &d, now);
+		if (s == STEP_ON)
+			s = session_step(w, &d, now);
+		if (s == STEP_EXIT)
 			break;
-		if (d.stopping && now >= d.stop_deadline && running > 0) {
-			wlog(w, PGC_LOG_WARN, "grace period over: releasing %d unfinished job(s)", running);
-			release_jobs(w, true, pending_done);
-			d.stop_deadline = INT64_MAX;
-		}
-		if (d.stopping && d.stop_deadline == INT64_MAX && pending_done == NULL)
-			break;
-
-		if (PQstatus(pgc_conn_pg(w->conn)) != CONNECTION_OK) {
-			if (d.stopping)
-				break; /* what we hold returns to pending after its lease */
-			wlog(w, PGC_LOG_WARN, "connection lost; reconnecting");
-			if (!reconnect(w, &d))
-				continue;
-		}
-		read_notifications(w, &d, false);
-		for (size_t i = 0; i < w->o.n_queues; i++) {
-			if (!d.forward[i])
-				continue;
-			d.forward[i] = false;
-			const char *fv[2] = { w->q->channel, w->o.queues[i] };
-			int frc;
-			pgc_error fe;
-			PQclear(pgc__exec(w->conn, "SELECT pg_notify($1, $2)", 2, fv, &frc, &fe));
-			register_self(w, 0);
-			d.next_register = now + 1000;
-		}
+		if (s == STEP_AGAIN)
+			continue;
+		int rc;
 		pgc_error e;
-		int rc = settle_others(w, &d, &pending_done, &e);
-		if (rc == PGC_OK) {
-			if (now >= d.next_claim)
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					d.more[i] = true;
-			bool do_hb = now >= d.next_hb;
-			bool want_claim = false;
-			if (!d.stopping) {
-				int slots = free_slots(w);
-				int cap = w->o.concurrency + w->o.prefetch;
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					if (d.more[i])
-						want_claim = slots > 0 && (ready < w->o.concurrency || slots * 2 >= cap);
-			}
-			if (pending_done != NULL && first_done_at == 0)
-				first_done_at = now;
-			if (pending_done != NULL && !want_claim && !do_hb && !d.stopping &&
-			    now - first_done_at < w->o.flush_ms) {
-				/* Give other handlers a moment to finish so their completions share a trip. */
-				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-				poll(&pfd, 1, (int)(w->o.flush_ms - (now - first_done_at)));
-				continue;
-			}
-			first_done_at = 0;
-			if (pending_done != NULL || do_hb || want_claim) {
-				bool any_more_before = false;
-				for (size_t i = 0; i < w->o.n_queues; i++)
-					any_more_before |= d.more[i];
-				if (!want_claim) {
-					/* Complete/heartbeat only: do not claim in this trip. */
-					bool *saved = d.more;
-					bool none[64] = { false };
-					d.more = none;
-					rc = round_trip(w, &d, &pending_done, do_hb, &e);
-					d.more = saved;
-				} else {
-					rc = round_trip(w, &d, &pending_done, do_hb, &e);
-				}
-				if (rc == PGC_OK && do_hb)
-					d.next_hb = pgc__now_ms() + hb_every;
-				if (rc == PGC_OK && want_claim && any_more_before) {
-					bool any_more = false;
-					for (size_t i = 0; i < w->o.n_queues; i++)
-						any_more |= d.more[i];
-					if (!any_more) {
-						/* Empty: sleep until the next run_at, a notification or the poll. */
-						int64_t nr = next_run_ms(w);
-						int64_t wait = w->listening ? w->o.poll_ms : d.idle_poll;
-						if (!w->listening)
-							d.idle_poll = d.idle_poll * 2 > w->o.poll_ms ? w->o.poll_ms : d.idle_poll * 2;
-						if (nr >= 0 && nr < wait)
-							wait = nr < 5 ? 5 : nr;
-						d.next_claim = pgc__now_ms() + wait;
-					}
-				}
-			}
-		}
+		if (trip_step(w, &d, now, &rc, &e) == STEP_AGAIN)
+			continue;
 		if (rc != PGC_OK && rc != PGC_ESTALE) {
-			/* The same error over and over is said once every 10 s. */
-			if (strcmp(e.message, last_error) != 0 || now - last_error_at >= 10000) {
-				wlog(w, PGC_LOG_WARN, "%s", e.message);
-				snprintf(last_error, sizeof last_error, "%s", e.message);
-				last_error_at = now;
-			}
-			if (PQstatus(pgc_conn_pg(w->conn)) == CONNECTION_OK) {
-				/* A server error (not the connection): pause a little before trying again. */
-				struct pollfd pfd = { w->wake[0], POLLIN, 0 };
-				poll(&pfd, 1, 200);
-			}
+			error_step(w, &d, now, &e);
 			continue;
 		}
-		now = pgc__now_ms();
-		if (!d.stopping && w->listening && now >= d.next_register) {
-			register_self(w, free_slots(w));
-			d.next_register = now + 1000;
-		}
-		if (!d.stopping && w->o.reap_ms > 0 && now >= d.next_reap) {
-			pgc_reap_result rr;
-			int r2 = pgc_queue_reap(w->q, &rr, &e);
-			if (r2 == PGC_OK) {
-				long n = rr.returned + rr.dead;
-				if (n > 0) {
-					atomic_fetch_add(&w->s_reaped, n);
-					wlog(w, PGC_LOG_INFO, "reaper: %ld expired lease(s) returned to pending, %ld failed",
-					     rr.returned, rr.dead);
-				}
-			} else if (r2 != PGC_EBUSY) {
-				wlog(w, PGC_LOG_WARN, "reaper: %s", e.message);
-			}
-			/* Jitter the period so that workers do not line up. */
-			d.next_reap = now + w->o.reap_ms / 2 + (int64_t)(random() % (w->o.reap_ms + 1));
-		}
-
-		/* Sleep until something happens. */
-		pthread_mutex_lock(&w->mu);
-		bool work = w->done_head != NULL;
-		pthread_mutex_unlock(&w->mu);
-		if (work)
-			continue;
-		now = pgc__now_ms();
-		bool any_more = false;
-		for (size_t i = 0; i < w->o.n_queues; i++)
-			any_more |= d.more[i];
-		int64_t until = d.next_hb;
-		if (!d.stopping) {
-			if (any_more && free_slots(w) > 0)
-				until = now;
-			if (d.next_claim < until)
-				until = d.next_claim;
-			if (w->o.reap_ms > 0 && d.next_reap < until)
-				until = d.next_reap;
-		} else if (d.stop_deadline < until) {
-			until = d.stop_deadline;
-		}
-		int timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
-		if (timeout == 0 && any_more && free_slots(w) > 0)
-			continue;
-		struct pollfd pfd[2] = { { w->wake[0], POLLIN, 0 }, { PQsocket(pgc_conn_pg(w->conn)), POLLIN, 0 } };
-		int np = PQsocket(pgc_conn_pg(w->conn)) >= 0 ? 2 : 1;
-		int r = poll(pfd, (nfds_t)np, timeout);
-		if (r > 0 && (pfd[0].revents & POLLIN)) {
-			char buf[64];
-			while (read(w->wake[0], buf, sizeof buf) > 0)
-				;
-		}
-		if (r > 0 && np == 2 && pfd[1].revents != 0)
-			read_notifications(w, &d, true);
+		maintenance_step(w, &d);
+		sleep_step(w, &d);
 	}
 exit:
 	/* Whatever is still held is no longer ours to finish (released, or left to its lease when
@@ -1134,14 +1007,12 @@ static void *vacuum_main(void *arg)
 	pgc_queue *q = NULL;
 	int64_t delay = 1000;
 	while (!atomic_load(&w->stop_requested)) {
-		struct pollfd pfd = { w->vac_wake[0], POLLIN, 0 };
-		poll(&pfd, 1, (int)delay);
+		pipe_wait(w->vac_wake[0], delay);
 		if (atomic_load(&w->stop_requested))
 			break;
 		pgc_error e;
 		if (c == NULL) {
-			pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-			co.application_name = w->app;
+			pgc_conn_options co = conn_options(w);
 			pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 			qo.schema = w->schema;
 			qo.prepare = false;
@@ -1151,16 +1022,18 @@ static void *vacuum_main(void *arg)
 				delay = 5000;
 				continue;
 			}
-			PQsetNoticeProcessor(pgc_conn_pg(c), on_notice, w);
 		}
 		bool did = false;
 		int rc = pgc_queue_vacuum(q, w->o.vacuum_dead_tuples, &did, &e);
 		delay = 1000;
 		if (rc == PGC_OK && did)
 			wlog(w, PGC_LOG_DEBUG, "vacuumed the jobs table");
-		else if (rc != PGC_OK && rc != PGC_EBUSY)
+		else if (rc == PGC_EPOOLER) {
+			wlog(w, PGC_LOG_INFO, "not vacuuming the jobs table: %s", e.message);
+			break; /* the same route every time */
+		} else if (rc != PGC_OK && rc != PGC_EBUSY)
 			wlog(w, PGC_LOG_WARN, "vacuum: %s", e.message);
-		if (PQstatus(pgc_conn_pg(c)) != CONNECTION_OK) {
+		if (!pgc__conn_ok(c)) {
 			pgc_queue_close(q);
 			pgc_conn_close(c);
 			q = NULL;
@@ -1222,6 +1095,12 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	bool oom = w->queues == NULL || (opts->dsn && !w->dsn) || !w->schema || !w->worker_id || !w->app;
 	for (size_t i = 0; !oom && i < opts->n_queues; i++)
 		oom = (w->queues[i] = strdup(opts->queues[i])) == NULL;
+	if (!oom) {
+		pgc__sb lit = PGC__SB_INIT;
+		pgc__sb_text_array(&lit, opts->n_queues, (const char *const *)w->queues);
+		w->queues_lit = lit.buf;
+		oom = lit.oom;
+	}
 	if (oom) {
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -1235,11 +1114,18 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
 	}
-	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
-	co.application_name = w->app;
+	pgc_conn_options co = conn_options(w);
 	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
 	if (rc == PGC_OK) {
-		PQsetNoticeProcessor(pgc_conn_pg(w->conn), on_notice, w);
+		pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+		qo.schema = w->schema;
+		rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	}
+	if (rc == PGC_OK) {
+		/* A channel of its own, the same on every session, so that the registration a new
+		 * session makes replaces the old one. */
+		snprintf(w->own_channel, sizeof w->own_channel, "%.30s.w.%08lx%08lx", w->schema,
+		         (unsigned long)random() & 0xffffffffUL, (unsigned long)getpid() & 0xffffffffUL);
 		rc = setup_session(w, err);
 	}
 	if (rc != PGC_OK) {
@@ -1274,7 +1160,10 @@ int pgc_worker_start(pgc_worker *w, pgc_error *err)
 		}
 		w->n_threads++;
 	}
-	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
+	if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0 && w->pooled)
+		wlog(w, PGC_LOG_INFO, "not vacuuming the jobs table through this pooler (the vacuum's session lock"
+		     " could stay behind on a pooled server connection): autovacuum does it");
+	else if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
 		w->have_vacuumer = pthread_create(&w->vacuumer, &attr, vacuum_main, w) == 0;
 	if (pthread_create(&w->dispatcher, &attr, dispatcher_main, w) != 0) {
 		pthread_mutex_lock(&w->mu);
@@ -1369,6 +1258,7 @@ void pgc_worker_free(pgc_worker *w)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			free(w->queues[i]);
 	free(w->queues);
+	free(w->queues_lit);
 	free(w->dsn);
 	free(w->schema);
 	free(w->worker_id);

@@ -181,8 +181,11 @@ typedef struct pgc_pooler_info {
  * mode) and this session asks for its pid again while that transaction is open: a statement
  * that waits for it, or lands on another backend, or on the backend the other client was
  * given, means transaction mode; otherwise each client keeps its server session. wait_ms
- * (100..60000; 0 means 2000) bounds that wait. The answer is kept until a reconnect; later
- * calls return it at once. conn must be idle, outside a transaction.
+ * (100..60000; 0 means 2000) bounds that wait; when none of those signs shows, a notification
+ * sent from the second session to a LISTEN of this one decides (through a transaction-mode
+ * pooler it never arrives). The answer, an unknown one too, is kept until a reconnect; later
+ * calls return it at once. Inside a transaction only the first look is possible: a session
+ * whose pids differ is PGC_POOLER_UNKNOWN there, and that answer is not kept.
  * Errors: PGC_EUSAGE, PGC_ETIMEDOUT (the session did not answer at all), PGC_ESQL,
  * PGC_ECONNLOST. When the second session cannot be opened the mode is PGC_POOLER_UNKNOWN and
  * why says why; that is not an error. */

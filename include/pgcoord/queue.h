@@ -35,13 +35,19 @@ extern "C" {
 #define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
 
 /* A handle on the queue tables of one schema, used through one connection. Not thread-safe
- * (like its pgc_conn). The connection must outlive the handle. */
+ * (like its pgc_conn). Close it before its connection; a handle whose connection was closed
+ * first can still be closed (and pgc_queue_channel() read), and every other call on it
+ * returns PGC_EUSAGE. Several handles may share a connection. */
 typedef struct pgc_queue pgc_queue;
 
 typedef struct pgc_queue_options {
 	const char *schema; /* NULL: "pgcoord" */
-	/* Prepare the hot statements (enqueue, claim, complete, heartbeat) once per session. Turn
-	 * off behind a transaction-mode pooler that does not support prepared statements. */
+	/* Run the hot statements (enqueue, claim, complete, fail, heartbeat, ...) through the
+	 * connection's statement cache, which plans each once per session and which every handle
+	 * on the connection shares; false keeps this handle's statements out of it (each is then
+	 * planned every time, as one-shot commands do). Either way the connection stops preparing
+	 * on its own once pgc_conn_pooler() finds a transaction-mode pooler, or prepared
+	 * statements keep disappearing under it. */
 	bool prepare;
 } pgc_queue_options;
 
@@ -53,7 +59,9 @@ typedef struct pgc_queue_options {
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts,
                                             pgc_queue **out, pgc_error *err);
 
-/* Frees the handle (not the connection). NULL is accepted. */
+/* Frees the handle (not the connection), before or after its connection was closed. Sends
+ * nothing: what the handle prepared stays in the connection's cache for the other handles.
+ * NULL is accepted. */
 PGC_EXTERN void pgc_queue_close(pgc_queue *q);
 
 /* Options for enqueued jobs. */
@@ -187,9 +195,13 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, 
 /* Vacuums the jobs table when the statistics show at least min_dead dead tuples in it, so that
  * a busy queue does not wait for autovacuum's next round (autovacuum_naptime, a minute by
  * default) while its claim index fills with dead entries. One vacuum at a time, under
- * PGC_QUEUE_VACUUM_LOCK_KEY. Must be called outside a transaction. *vacuumed (may be NULL) says
- * whether it ran. Errors: PGC_EUSAGE, PGC_EBUSY (another session is vacuuming it), PGC_ESQL,
- * PGC_ECONNLOST. */
+ * PGC_QUEUE_VACUUM_LOCK_KEY, a session lock: so it runs only where the session is kept. It asks
+ * pgc_conn_pooler() first (one round trip on a direct session; the answer is kept until a
+ * reconnect) and refuses a transaction-mode or statement-mode pooler, or one whose kind cannot
+ * be told, where the unlock could run on another server session than the lock and leave it
+ * held there for good. Must be called outside a transaction. *vacuumed (may be NULL) says
+ * whether it ran. Errors: PGC_EUSAGE, PGC_EPOOLER (such a pooler is in between: nothing
+ * done), PGC_EBUSY (another session is vacuuming it), PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool *vacuumed,
                                               pgc_error *err);
 
@@ -313,7 +325,9 @@ PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
  * (the benchmark's "2 workers" rows; `pgcoord worker --connections N`). Each listening worker
  * registers a channel of its own in SCHEMA.workers so that an enqueue wakes one worker with
  * free slots, not all of them. Every worker also runs the reaper (one at a time per database)
- * and, on a second connection, vacuums the jobs table when dead tuples pile up. */
+ * and, on a second connection, vacuums the jobs table when dead tuples pile up (except through
+ * a pooler that pgc_queue_vacuum() refuses: the worker logs once that autovacuum is left to
+ * do it). Server notices and warnings on its sessions go to its log. */
 
 typedef enum pgc_job_outcome {
 	PGC_JOB_COMPLETE = 0,    /* done */
@@ -361,7 +375,8 @@ typedef struct pgc_worker_options {
 	void *log_arg;
 	long vacuum_dead_tuples;    /* a maintenance thread (own connection) vacuums the jobs table
 	                               when it has this many dead tuples, checked every second;
-	                               default 20000; 0: leave it to autovacuum */
+	                               default 20000; 0: leave it to autovacuum (as behind a
+	                               transaction-mode pooler, whatever this says) */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \

@@ -41,6 +41,18 @@ static void teardown(pgc_conn *c, pgc_queue *q)
 	pgc_conn_close(c);
 }
 
+/* Worker options for this process's schema: n queues on K handler threads. */
+static pgc_worker_options worker_options(const char *const *queues, size_t n, int concurrency)
+{
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = n;
+	o.concurrency = concurrency;
+	return o;
+}
+
 /* One reaper pass; the reaper key is shared by every schema on the server, so other tests
  * running in parallel may hold it for a moment. */
 static int reap(pgc_queue *q, pgc_reap_result *rr, pgc_error *err)
@@ -158,12 +170,7 @@ static void queue__drain_exactly_once(void)
 	pgc_worker *w[4];
 	const char *queues[] = { "drain" };
 	for (int k = 0; k < 4; k++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 8;
+		pgc_worker_options o = worker_options(queues, 1, 8);
 		o.prefetch = 64;
 		o.lease_ms = 10000;
 		if (pgc_worker_new(&o, drain_handler, NULL, &w[k], &err) != PGC_OK)
@@ -225,9 +232,7 @@ static void queue__transactional_enqueue(void)
 	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 	qo.schema = schema;
 	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &q2, &err), PGC_OK);
-	char listen[160];
-	snprintf(listen, sizeof listen, "LISTEN \"%s\"", pgc_queue_channel(q2));
-	T_ASSERT_INT_EQ(pgc_exec(c2, listen, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc__listen(c2, pgc_queue_channel(q2), &err), PGC_OK);
 
 	pgc_job *jobs;
 	size_t n;
@@ -238,8 +243,7 @@ static void queue__transactional_enqueue(void)
 	T_ASSERT_INT_EQ(pgc_queue_claim(q2, "tx", 10, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
 	T_ASSERT_INT_EQ(pgc_exec(c, "ROLLBACK", &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_claim(q2, "tx", 10, 5000, "t", &jobs, &n, &err), PGC_EEMPTY);
-	PQconsumeInput(pgc_conn_pg(c2));
-	PGnotify *nt = PQnotifies(pgc_conn_pg(c2));
+	PGnotify *nt = pgc__notify(c2, true);
 	T_ASSERT(nt == NULL); /* no wake-up for a rolled-back enqueue */
 
 	T_ASSERT_INT_EQ(pgc_exec(c, "BEGIN", &err), PGC_OK);
@@ -251,8 +255,7 @@ static void queue__transactional_enqueue(void)
 	int notes = 0;
 	int64_t deadline = pgc__now_ms() + 5000;
 	while (pgc__now_ms() < deadline && notes == 0) {
-		PQconsumeInput(pgc_conn_pg(c2));
-		while ((nt = PQnotifies(pgc_conn_pg(c2))) != NULL) {
+		while ((nt = pgc__notify(c2, true)) != NULL) {
 			T_ASSERT_STR_EQ(nt->extra, "tx");
 			notes++;
 			PQfreemem(nt);
@@ -260,8 +263,7 @@ static void queue__transactional_enqueue(void)
 		sleep_ms(10);
 	}
 	sleep_ms(100);
-	PQconsumeInput(pgc_conn_pg(c2));
-	while ((nt = PQnotifies(pgc_conn_pg(c2))) != NULL) {
+	while ((nt = pgc__notify(c2, true)) != NULL) {
 		notes++;
 		PQfreemem(nt);
 	}
@@ -384,12 +386,7 @@ static void queue__retry_backoff_dead_letter(void)
 	jo.max_attempts = 3;
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "f", "{\"kind\":\"bad\"}", &jo, &bad, &err), PGC_OK);
 	const char *queues[] = { "f" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.backoff.base_ms = 50;
 	o.backoff.max_ms = 200;
 	o.poll_ms = 100;
@@ -586,18 +583,20 @@ static void queue__aging_beats_starvation(void)
 /* The plan of a statement of q's, for parameters params (text, comma-separated SQL). */
 static char *plan_of(pgc_conn *c, const char *sql, const char *params)
 {
-	PGconn *pg = pgc_conn_pg(c);
-	PGresult *r = PQexec(pg, "DEALLOCATE ALL");
-	PQclear(r);
-	r = PQprepare(pg, "plan_probe", sql, 0, NULL);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		T_FAIL("prepare: %s", PQerrorMessage(pg));
-	PQclear(r);
+	pgc_error err;
+	size_t n = strlen(sql) + 64;
+	char *prep = malloc(n);
+	T_ASSERT(prep != NULL);
+	snprintf(prep, n, "PREPARE plan_probe AS %s", sql);
+	if (pgc_exec(c, prep, &err) != PGC_OK)
+		T_FAIL("prepare: %s", err.message);
+	free(prep);
 	char ex[256];
 	snprintf(ex, sizeof ex, "EXPLAIN (COSTS OFF) EXECUTE plan_probe(%s)", params);
-	r = PQexec(pg, ex);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		T_FAIL("%s: %s", ex, PQerrorMessage(pg));
+	int rc;
+	PGresult *r = pgc__exec(c, ex, 0, NULL, &rc, &err);
+	if (r == NULL)
+		T_FAIL("%s: %s", ex, err.message);
 	size_t cap = 1, len = 0;
 	for (int i = 0; i < PQntuples(r); i++)
 		cap += strlen(PQgetvalue(r, i, 0)) + 1;
@@ -607,8 +606,7 @@ static char *plan_of(pgc_conn *c, const char *sql, const char *params)
 		len += (size_t)sprintf(plan + len, "%s\n", PQgetvalue(r, i, 0));
 	plan[len] = '\0';
 	PQclear(r);
-	r = PQexec(pg, "DEALLOCATE plan_probe");
-	PQclear(r);
+	T_ASSERT_INT_EQ(pgc_exec(c, "DEALLOCATE plan_probe", &err), PGC_OK);
 	return plan;
 }
 
@@ -767,12 +765,7 @@ static void queue__worker_graceful_stop(void)
 	const char *pl[6] = { "{}", "{}", "{}", "{}", "{}", "{}" };
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "g", 6, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	const char *queues[] = { "g" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.prefetch = 2;
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, slow_handler, NULL, &w, &err), PGC_OK);
@@ -813,12 +806,7 @@ static void queue__wakeup_notify_and_timer(void)
 	pgc_conn *c = setup(&q);
 	pgc_error err;
 	const char *queues[] = { "wk" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 1;
+	pgc_worker_options o = worker_options(queues, 1, 1);
 	o.poll_ms = 30000; /* the fallback poll cannot explain a wake-up within the bound */
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, stamp_handler, NULL, &w, &err), PGC_OK);
@@ -863,12 +851,7 @@ static void queue__worker_reconnects(void)
 	pgc_conn *c = setup(&q);
 	pgc_error err;
 	const char *queues[] = { "rc" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 2;
+	pgc_worker_options o = worker_options(queues, 1, 2);
 	o.poll_ms = 200;
 	char app[64];
 	snprintf(app, sizeof app, "pgcoord/test-rc-%d", (int)getpid());
@@ -899,6 +882,19 @@ static void queue__worker_reconnects(void)
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema),
 	                2);
 	T_ASSERT(atomic_load(&reconnected));
+	/* The new session listens again, and its registration replaced the old one. */
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	long wakeups = st.wakeups;
+	T_ASSERT(st.listening);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.workers", schema), 1);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "rc", "{}", NULL, NULL, &err), PGC_OK);
+	deadline = pgc__now_ms() + 10000;
+	while (st.wakeups == wakeups && pgc__now_ms() < deadline) {
+		sleep_ms(5);
+		pgc_worker_get_stats(w, &st);
+	}
+	T_ASSERT(st.wakeups > wakeups);
 	pgc_worker_stop(w, 1000);
 	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
 	pgc_worker_free(w);
@@ -927,12 +923,7 @@ static void queue__worker_two_queues(void)
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qa", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "qb", 300, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
 	const char *queues[] = { "qa", "qb" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 2;
-	o.concurrency = 3;
+	pgc_worker_options o = worker_options(queues, 2, 3);
 	o.prefetch = 5;
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, count_queue, NULL, &w, &err), PGC_OK);
@@ -967,12 +958,7 @@ static void start_lone_workers(pgc_worker **w, int n, const char *qname, pgc_job
 {
 	const char *queues[] = { qname };
 	for (int i = 0; i < n; i++) {
-		pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-		o.dsn = t_dsn();
-		o.schema = schema;
-		o.queues = queues;
-		o.n_queues = 1;
-		o.concurrency = 1;
+		pgc_worker_options o = worker_options(queues, 1, 1);
 		o.prefetch = 0;
 		o.poll_ms = 30000;
 		pgc_error err;
@@ -1085,12 +1071,7 @@ static void queue__worker_bad_error_text(void)
 	int64_t id;
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "j", "{}", &jo, &id, &err), PGC_OK);
 	const char *queues[] = { "j" };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = t_dsn();
-	o.schema = schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = 1;
+	pgc_worker_options o = worker_options(queues, 1, 1);
 	pgc_worker *w;
 	T_ASSERT_INT_EQ(pgc_worker_new(&o, junk_handler, NULL, &w, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
@@ -1105,6 +1086,86 @@ static void queue__worker_bad_error_text(void)
 	T_ASSERT_STR_EQ(info->status, "failed");
 	T_ASSERT_CONTAINS(info->last_error, "error text was rejected");
 	pgc_free(info);
+	teardown(c, q);
+}
+
+/* ---- a handle whose connection was closed first ------------------------------------------- */
+
+static void queue__handle_after_conn_closed(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_conn *c2 = t_connect("pgcoord/test-queue-2");
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = schema;
+	pgc_queue *a, *b, *d;
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &a, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &b, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_open(c2, &qo, &d, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(b, "hc", "{}", NULL, NULL, &err), PGC_OK);
+	pgc_queue_close(b); /* one of several: the others stay usable */
+	int64_t id;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(a, "hc", "{}", NULL, &id, &err), PGC_OK);
+	pgc_conn_close(c2);
+	/* Every call on a handle of the closed connection is refused; close still works. */
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(a, "hc", "{}", NULL, &id, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "was closed");
+	pgc_job *jobs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_queue_claim(d, "hc", 1, 1000, NULL, &jobs, &n, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_complete(d, id, 1, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_reap(d, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_pause(d, "hc", true, &err), PGC_EUSAGE);
+	pgc_job_info *info;
+	T_ASSERT_INT_EQ(pgc_queue_show(d, id, &info, &err), PGC_EUSAGE);
+	T_ASSERT_STR_EQ(pgc_queue_channel(d), pgc_queue_channel(q));
+	pgc_queue_close(a);
+	pgc_queue_close(d);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE queue = 'hc'", schema), 2);
+	teardown(c, q);
+}
+
+/* ---- the server's warnings on the worker's session reach the worker's log ------------------ */
+
+static atomic_int warned;
+
+static void warning_log(pgc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == PGC_LOG_WARN && strstr(msg, "done (pgcoord test)") != NULL)
+		atomic_store(&warned, 1);
+}
+
+static void queue__worker_logs_server_notices(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	/* A completion deletes the job: the trigger warns on the worker's own session. */
+	char sql[512];
+	snprintf(sql, sizeof sql,
+	         "CREATE FUNCTION %s.warn_done() RETURNS trigger LANGUAGE plpgsql AS"
+	         " $$BEGIN RAISE WARNING 'job %% done (pgcoord test)', OLD.id; RETURN OLD; END$$;"
+	         " CREATE TRIGGER warn_done AFTER DELETE ON %s.jobs FOR EACH ROW EXECUTE FUNCTION %s.warn_done()",
+	         schema, schema, schema);
+	T_ASSERT_INT_EQ(pgc_exec(c, sql, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "nt", "{}", NULL, NULL, &err), PGC_OK);
+	const char *queues[] = { "nt" };
+	pgc_worker_options o = worker_options(queues, 1, 1);
+	o.log = warning_log;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, herd_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while ((sql_int(c, "SELECT count(*) FROM %s.job_history", schema) < 1 || !atomic_load(&warned)) &&
+	       pgc__now_ms() < deadline)
+		sleep_ms(20);
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'succeeded'", schema), 1);
+	T_ASSERT(atomic_load(&warned));
 	teardown(c, q);
 }
 
@@ -1127,6 +1188,8 @@ int main(int argc, char **argv)
 		{ "queue__wakeup_one_worker", queue__wakeup_one_worker },
 		{ "queue__wakeup_passed_on_when_full", queue__wakeup_passed_on_when_full },
 		{ "queue__worker_bad_error_text", queue__worker_bad_error_text },
+		{ "queue__worker_logs_server_notices", queue__worker_logs_server_notices },
+		{ "queue__handle_after_conn_closed", queue__handle_after_conn_closed },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
