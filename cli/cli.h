@@ -89,8 +89,6 @@ int cli_read_lines(const char *path, cli_lines *l);
 int cli_split_lines(char *buf, size_t len, cli_lines *l);
 void cli_lines_free(cli_lines *l);
 
-/* CLOCK_MONOTONIC in milliseconds. */
-int64_t cli_now_ms(void);
 
 /* Parses a whole decimal integer in [min, max]; false when text is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);

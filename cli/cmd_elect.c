@@ -31,6 +31,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "util.h"
 
 #define DEFAULT_TTL_MS 15000
 #define RETRY_MS 200
@@ -316,7 +317,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 	for (;;) {
 		int64_t left = -1;
 		if (e->wait_ms >= 0) {
-			left = started + e->wait_ms - cli_now_ms();
+			left = started + e->wait_ms - pgc__now_ms();
 			if (left <= 0) {
 				cli_errorf("not elected for \"%s\" within the --wait time", e->name);
 				return EXIT_CONFLICT;
@@ -341,7 +342,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 				return 128 + sig;
 			continue; /* SIGCHLD or a stray wake-up */
 		}
-		if (rc == PGC_ETIMEDOUT && e->wait_ms >= 0 && cli_now_ms() >= started + e->wait_ms) {
+		if (rc == PGC_ETIMEDOUT && e->wait_ms >= 0 && pgc__now_ms() >= started + e->wait_ms) {
 			cli_errorf("not elected for \"%s\" within the --wait time", e->name);
 			return EXIT_CONFLICT;
 		}
@@ -394,7 +395,7 @@ static int renew_once(elect *e, pgc_lease *lease, pid_t pgid, int64_t term_at, p
 {
 	if (!conn_ok(e)) {
 		drop_conn(e);
-		alarm_arm(pgid, term_at - cli_now_ms(), lease->deadline_ms - term_at);
+		alarm_arm(pgid, term_at - pgc__now_ms(), lease->deadline_ms - term_at);
 		int rc = try_connect(e);
 		alarm_disarm();
 		if (alarm_fired)
@@ -406,7 +407,7 @@ static int renew_once(elect *e, pgc_lease *lease, pid_t pgid, int64_t term_at, p
 		}
 	}
 	pgc_lease_options o = e->lopts;
-	int64_t left = term_at - cli_now_ms();
+	int64_t left = term_at - pgc__now_ms();
 	o.timeout_ms = left > 1 ? left : 1;
 	int rc = pgc_lease_renew(e->conn, lease, &o, err);
 	if (rc == PGC_ECONNLOST || rc == PGC_ETIMEDOUT)
@@ -444,7 +445,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 	bool refused = false; /* the server said no: stop at once */
 	for (;;) {
 		int64_t term_at = lease->deadline_ms - e->kill_after_ms;
-		int64_t now = cli_now_ms();
+		int64_t now = pgc__now_ms();
 		if (now >= term_at) {
 			snprintf(reason, sizeof reason, "no renewal succeeded in time (%" PRId64 " ms left)",
 			         lease->deadline_ms - now);
@@ -460,7 +461,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 			release(e, lease);
 			return LEAD_EXITED;
 		}
-		now = cli_now_ms();
+		now = pgc__now_ms();
 		if (now < next_renew || now >= term_at)
 			continue;
 		pgc_error err = PGC_ERROR_INIT;
@@ -483,11 +484,11 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 		if (!e->warned)
 			say("warning: renewing \"%s\": %s; retrying", e->name, err.message[0] ? err.message : pgc_strerror(rc));
 		e->warned = true;
-		next_renew = cli_now_ms() + RETRY_MS;
+		next_renew = pgc__now_ms() + RETRY_MS;
 	}
 
 	say("lease \"%s\" lost (token %" PRId64 "): %s; stopping the command", e->name, lease->token, why);
-	int64_t grace = refused ? e->kill_after_ms : lease->deadline_ms - cli_now_ms();
+	int64_t grace = refused ? e->kill_after_ms : lease->deadline_ms - pgc__now_ms();
 	cli_child_terminate(&child, grace > 0 ? (int)grace : 0);
 	watchdog_set(e, 0);
 	return LEAD_LOST;
@@ -633,7 +634,7 @@ int cmd_elect(int argc, char **argv)
 		watchdog_stop(&e);
 		return rc;
 	}
-	int64_t started = cli_now_ms();
+	int64_t started = pgc__now_ms();
 	for (;;) {
 		pgc_lease lease;
 		rc = campaign(&e, &lease, started);
@@ -654,7 +655,7 @@ int cmd_elect(int argc, char **argv)
 		}
 		if (conn_ok(&e))
 			release(&e, &lease);
-		started = cli_now_ms();
+		started = pgc__now_ms();
 		say("campaigning again for \"%s\"", e.name);
 	}
 	pgc_conn_close(e.conn);

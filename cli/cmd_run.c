@@ -22,6 +22,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
@@ -269,7 +270,7 @@ static int acquire(run_ctx *r)
 	o.cancel_fd = cli_signal_fd();
 	o.schema = r->schema;
 	pgc_error err;
-	int64_t t0 = cli_now_ms();
+	int64_t t0 = pgc__now_ms();
 	int rc;
 	if (!r->nonblock && !g_cli.quiet && isatty(STDERR_FILENO)) {
 		/* On a terminal, say who we are waiting for rather than hang silently. */
@@ -287,7 +288,7 @@ done:
 	case PGC_OK:
 		if (r->verbose)
 			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms%s\n", r->shared ? "shared" : "exclusive",
-			        r->desc, (long long)(cli_now_ms() - t0),
+			        r->desc, (long long)(pgc__now_ms() - t0),
 			        pgc_lock_held_in_transaction(r->lock)
 			                ? ", held in an open transaction (a transaction-mode pooler is in between)"
 			                : "");
@@ -379,16 +380,16 @@ static int lost(run_ctx *r, const pgc_error *err)
 static int supervise(run_ctx *r)
 {
 	int sigfd = cli_signal_fd();
-	int64_t next_beat = cli_now_ms() + r->check_ms;
+	int64_t next_beat = pgc__now_ms() + r->check_ms;
 	pgc_error err;
 	for (;;) {
 		if (cli_child_poll(&r->child))
 			break;
-		int64_t now = cli_now_ms();
+		int64_t now = pgc__now_ms();
 		if (now >= next_beat) {
 			if (pgc_lock_check(r->lock, (int)r->heartbeat_ms, &err) != PGC_OK)
 				return lost(r, &err);
-			next_beat = cli_now_ms() + r->check_ms;
+			next_beat = pgc__now_ms() + r->check_ms;
 			continue;
 		}
 		struct pollfd fds[2] = { { sigfd, POLLIN, 0 }, { pgc_conn_socket(r->conn), POLLIN, 0 } };

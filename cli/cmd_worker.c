@@ -28,6 +28,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
@@ -173,7 +174,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 	char *env[] = { e_id, e_queue, e_att, e_max, NULL };
 	cli_child_io io = { in, -1, errp[1] };
 	cli_child c;
-	int64_t t0 = cli_now_ms();
+	int64_t t0 = pgc__now_ms();
 	int src = cli_child_spawn(&c, ctx->argv, env, &io);
 	close(errp[1]);
 	errp[1] = -1;
@@ -192,7 +193,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 		struct pollfd p[2] = { { eof ? -1 : errp[0], POLLIN, 0 }, { pidfd, POLLIN, 0 } };
 		int timeout = pidfd >= 0 ? 100 : 10;
 		if (ctx->timeout_ms > 0) {
-			int64_t left = t0 + ctx->timeout_ms - cli_now_ms();
+			int64_t left = t0 + ctx->timeout_ms - pgc__now_ms();
 			if (left < timeout)
 				timeout = left < 0 ? 0 : (int)left;
 		}
@@ -214,7 +215,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 			kill(-c.pid, SIGKILL); /* leftovers of its group */
 			break;
 		}
-		if (ctx->timeout_ms > 0 && cli_now_ms() - t0 >= ctx->timeout_ms)
+		if (ctx->timeout_ms > 0 && pgc__now_ms() - t0 >= ctx->timeout_ms)
 			timed_out = true;
 		else if (pgc_job_lost(job))
 			lost = true;

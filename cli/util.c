@@ -199,12 +199,6 @@ bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_
 	return true;
 }
 
-int64_t cli_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- JSON-lines input ----------------------------------------------------------------------- */
 
