@@ -66,7 +66,8 @@ static bool documented(int rc)
 {
 	switch (rc) {
 	case 0: case EXIT_CONFLICT: case EXIT_USAGE: case EXIT_DATAERR: case EXIT_UNAVAILABLE:
-	case EXIT_SOFTWARE: case EXIT_LOCKLOST: case EXIT_NOEXEC: case EXIT_NOTFOUND:
+	case EXIT_SOFTWARE: case EXIT_LOCKLOST: case EXIT_NOPERM: case EXIT_CONFIG: case EXIT_NOEXEC:
+	case EXIT_NOTFOUND:
 		return true;
 	default:
 		return false;
