@@ -2,69 +2,13 @@
 # error (exit 2), session mode as information; the lab's pool-trap fails through the former
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
-bouncer=$(command -v pgbouncer || ls /usr/sbin/pgbouncer 2>/dev/null || true)
-if [ -z "$bouncer" ]; then
-	echo "skipped: pgbouncer is not installed (Debian package pgbouncer)" >&2
-	exit 77
-fi
-
-read -r pghost pgport pguser < <(psql -X -A -t -q -F ' ' "$PGCOORD_TEST_DSN" \
-	-c "SELECT coalesce(host(inet_server_addr()), '127.0.0.1'), inet_server_port(), current_user")
-[ -n "$pgport" ] || fail "cannot read the test server's address"
-
-# PgBouncer refuses to run as root: run it as an unprivileged user, in a directory it owns.
-user=$(id -un)
-runas=()
-if [ "$(id -u)" -eq 0 ]; then
-	user=nobody
-	id postgres >/dev/null 2>&1 && user=postgres
-	runas=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --)
-fi
-pids=()
-dirs=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "${dirs[@]}" "$TMP"' EXIT
-
-# start_bouncer MODE: starts PgBouncer with pool_mode MODE on a free loopback port; sets $port.
-start_bouncer() {
-	local dir
-	dir=$(mktemp -d /tmp/pgc-bouncer.XXXXXX)
-	dirs+=("$dir")
-	chmod 755 "$dir"
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	printf '"%s" ""\n' "$pguser" >"$dir/userlist.txt"
-	cat >"$dir/pgbouncer.ini" <<INI
-[databases]
-* = host=$pghost port=$pgport
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = $1
-default_pool_size = 5
-max_client_conn = 100
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-ignore_startup_parameters = extra_float_digits
-INI
-	chown -R "$user" "$dir"
-	"${runas[@]}" "$bouncer" "$dir/pgbouncer.ini" >"$dir/stdout" 2>&1 &
-	local bpid=$!
-	pids+=("$bpid")
-	for _ in $(seq 1 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-		kill -0 "$bpid" 2>/dev/null || { cat "$dir/stdout" "$dir/pgbouncer.log" 2>/dev/null; fail "pgbouncer ($1 mode) did not start"; }
-		sleep 0.1
-	done
-	fail "pgbouncer ($1 mode) does not accept connections on port $port"
-}
+. "$(dirname "$0")/pgbouncer_lib.sh"
+trap 'stop_bouncers; rm -rf "$TMP"' EXIT
 
 start_bouncer session
-session_dsn="postgresql://$pguser@127.0.0.1:$port/postgres"
+session_dsn=$bouncer_dsn
 start_bouncer transaction
-dsn="postgresql://$pguser@127.0.0.1:$port/postgres"
+dsn=$bouncer_dsn
 
 # Direct: no pooler.
 run 1 timeout 60 "$PG" -d "$PGCOORD_TEST_DSN" --json doctor --schema "pgc_doctor_none_$$"

@@ -3,50 +3,18 @@
 # vacuum there (the vacuum's session lock could stay on a pooled server connection)
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
-PGB=$(command -v pgbouncer || ls /usr/sbin/pgbouncer 2>/dev/null)
-[ -n "$PGB" ] || { echo "skipped: pgbouncer is not installed" >&2; exit 77; }
+. "$(dirname "$0")/pgbouncer_lib.sh"
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 S=pgc_pool_$$
-host=$(psql_q "SELECT coalesce(inet_server_addr()::text, '127.0.0.1')" | sed 's|/.*||')
-port=$(psql_q "SELECT current_setting('port')")
-user=$(psql_q "SELECT current_user")
-db=$(psql_q "SELECT current_database()")
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$TMP/pgb.ini" <<INI
-[databases]
-$db = host=$host port=$port dbname=$db user=$user
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $pport
-unix_socket_dir =
-auth_type = any
-pool_mode = transaction
-default_pool_size = 4
-logfile = $TMP/pgb.log
-pidfile = $TMP/pgb.pid
-INI
-# PgBouncer refuses to run as root: then it switches to nobody, who must reach its files.
-asuser=()
-if [ "$(id -u)" -eq 0 ]; then
-	id nobody >/dev/null 2>&1 || { echo "skipped: running as root without a nobody user" >&2; exit 77; }
-	chmod 777 "$TMP"
-	asuser=(-u nobody)
-fi
-"$PGB" "${asuser[@]}" "$TMP/pgb.ini" >/dev/null 2>&1 &
-pgb=$!
 cleanup() {
-	kill "$pgb" 2>/dev/null
 	[ -n "${wpid:-}" ] && kill -KILL "$wpid" 2>/dev/null
+	stop_bouncers
 	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-pooled="postgresql://$user@127.0.0.1:$pport/$db"
-end=$((SECONDS + 10))
-until psql -X -A -t -q "$pooled" -c 'SELECT 1' >/dev/null 2>&1; do
-	[ $SECONDS -lt $end ] || fail "pgbouncer did not start: $(cat "$TMP/pgb.log" 2>/dev/null)"
-	sleep 0.1
-done
+start_bouncer transaction 4
+pooled=$bouncer_dsn
 run 0 "$PG" init --schema "$S"
 seq 1 200 | sed 's/.*/{"n":&}/' >"$TMP/jobs"
 run 0 "$PG" -d "$pooled" queue enqueue p --schema "$S" --file "$TMP/jobs"
