@@ -19,6 +19,7 @@
 #include "child.h"
 #include "cli.h"
 #include "sqllex.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
@@ -216,14 +217,8 @@ static void clear_tags(script_run *r)
 
 static void add_tag(script_run *r, const char *tag)
 {
-	if (r->ntags == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		char **t = realloc(r->tags, cap * sizeof *t);
-		if (t == NULL)
-			return; /* the list is informational: keep going without it */
-		r->tags = t;
-		r->cap = cap;
-	}
+	if (!pgc__grow((void **)&r->tags, &r->cap, r->ntags + 1, sizeof *r->tags))
+		return; /* the list is informational: keep going without it */
 	char *copy = strdup(tag);
 	if (copy != NULL)
 		r->tags[r->ntags++] = copy;

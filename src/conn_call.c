@@ -189,9 +189,11 @@ typedef struct slot {
 struct pgc__batch {
 	pgc_conn *c;
 	item *items;
-	int n, cap;
+	int n;
+	size_t cap;
 	slot *slots;
-	int nslots, slotcap;
+	int nslots;
+	size_t slotcap;
 	int main;          /* pgc__query: the caller's statement */
 	unsigned flags;    /* PGC__SIMPLE, PGC__ROWS_DROP, PGC__COPY */
 	bool pipeline;     /* sent in pipeline mode */
@@ -217,7 +219,7 @@ pgc__batch *pgc__batch_new(pgc_conn *c)
 		c->spare = NULL;
 		item *items = b->items;
 		slot *slots = b->slots;
-		int cap = b->cap, slotcap = b->slotcap;
+		size_t cap = b->cap, slotcap = b->slotcap;
 		memset(b, 0, sizeof *b);
 		b->items = items;
 		b->slots = slots;
@@ -236,14 +238,8 @@ pgc__batch *pgc__batch_new(pgc_conn *c)
 static int batch_push(pgc__batch *b, const char *sql, int n, const char *const *vals, unsigned flags,
                       bool internal)
 {
-	if (b->n == b->cap) {
-		int cap = b->cap ? b->cap * 2 : 4;
-		item *it = realloc(b->items, (size_t)cap * sizeof *it);
-		if (it == NULL)
-			return PGC_ENOMEM;
-		b->items = it;
-		b->cap = cap;
-	}
+	if (!pgc__grow((void **)&b->items, &b->cap, (size_t)b->n + 1, sizeof *b->items))
+		return PGC_ENOMEM;
 	item *it = &b->items[b->n];
 	memset(it, 0, sizeof *it);
 	it->sql = sql;
@@ -313,14 +309,8 @@ PGresult *pgc__batch_result(const pgc__batch *b, int i)
 
 static int slot_push(pgc__batch *b, int item, bool parse)
 {
-	if (b->nslots == b->slotcap) {
-		int cap = b->slotcap ? b->slotcap * 2 : 8;
-		slot *s = realloc(b->slots, (size_t)cap * sizeof *s);
-		if (s == NULL)
-			return PGC_ENOMEM;
-		b->slots = s;
-		b->slotcap = cap;
-	}
+	if (!pgc__grow((void **)&b->slots, &b->slotcap, (size_t)b->nslots + 1, sizeof *b->slots))
+		return PGC_ENOMEM;
 	b->slots[b->nslots].item = item;
 	b->slots[b->nslots].parse = parse;
 	b->nslots++;

@@ -149,24 +149,9 @@ static int oom(pgc_error *err)
 	return pgc__err(err, PGC_ENOMEM, "out of memory");
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return true;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (q == NULL)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
-}
-
 static raw_session *new_session(builder *b)
 {
-	if (!grow((void **)&b->rs, &b->caprs, b->nrs + 1, sizeof *b->rs))
+	if (!pgc__grow((void **)&b->rs, &b->caprs, b->nrs + 1, sizeof *b->rs))
 		return NULL;
 	raw_session *x = &b->rs[b->nrs++];
 	memset(x, 0, sizeof *x);
@@ -329,7 +314,7 @@ static int decode_rows(builder *b, const PGresult *r, pgc_error *err)
 				return oom(err);
 			decode_session(b, x, r, row, pid);
 		} else {
-			if (!grow((void **)&b->rl, &b->caprl, b->nrl + 1, sizeof *b->rl))
+			if (!pgc__grow((void **)&b->rl, &b->caprl, b->nrl + 1, sizeof *b->rl))
 				return oom(err);
 			raw_lock *x = &b->rl[b->nrl++];
 			memset(x, 0, sizeof *x);

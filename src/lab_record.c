@@ -18,21 +18,33 @@ const char *lab_fmt(char *buf, long long v)
 	return buf;
 }
 
-
-void lab_fail(lab *L, const char *fmt, ...)
+/* Records a failure (the first one wins; anyone at the barrier is woken) or a verdict (unless
+ * the experiment failed): its observation, under L->mu. */
+static void record(lab *L, bool failure, bool pass, const char *fmt, va_list ap)
 {
 	pthread_mutex_lock(&L->mu);
 	if (!L->failed) {
 		char buf[PGC_LAB_OBSERVATION_MAX];
-		va_list ap;
-		va_start(ap, fmt);
 		vsnprintf(buf, sizeof buf, fmt, ap);
-		va_end(ap);
-		L->failed = true;
 		pgc__copy_line(L->res->observation, sizeof L->res->observation, buf);
+		if (failure) {
+			L->failed = true;
+		} else {
+			L->res->passed = pass;
+			L->verdict_set = true;
+		}
 	}
-	pthread_cond_broadcast(&L->cv); /* wake anyone at the barrier */
+	if (failure)
+		pthread_cond_broadcast(&L->cv);
 	pthread_mutex_unlock(&L->mu);
+}
+
+void lab_fail(lab *L, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	record(L, true, false, fmt, ap);
+	va_end(ap);
 }
 
 bool lab_failed(lab *L)
@@ -45,18 +57,10 @@ bool lab_failed(lab *L)
 
 void lab_verdict(lab *L, bool pass, const char *fmt, ...)
 {
-	pthread_mutex_lock(&L->mu);
-	if (!L->failed) {
-		char buf[PGC_LAB_OBSERVATION_MAX];
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(buf, sizeof buf, fmt, ap);
-		va_end(ap);
-		pgc__copy_line(L->res->observation, sizeof L->res->observation, buf);
-		L->res->passed = pass;
-		L->verdict_set = true;
-	}
-	pthread_mutex_unlock(&L->mu);
+	va_list ap;
+	va_start(ap, fmt);
+	record(L, false, pass, fmt, ap);
+	va_end(ap);
 }
 
 static void add_value(lab *L, const char *name, pgc_lab_value_kind kind, const char *text)

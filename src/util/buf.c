@@ -1,4 +1,4 @@
-/* buf.c - a growable string, and the PostgreSQL array literals built with it
+/* buf.c - growable arrays and strings, and the PostgreSQL array literals built with them
  *
  * Values that go to the server as arrays (ids, tokens, payloads, queue names) are written as
  * one array literal and sent as one text parameter: never pasted into SQL. */
@@ -7,6 +7,23 @@
 #include <string.h>
 
 #include "util.h"
+
+bool pgc__grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return true;
+	size_t c = *cap ? *cap : 8;
+	while (c < need)
+		c *= 2;
+	if (c > SIZE_MAX / elem)
+		return false;
+	void *q = realloc(*p, c * elem);
+	if (q == NULL)
+		return false;
+	*p = q;
+	*cap = c;
+	return true;
+}
 
 bool pgc__sb_grow(pgc__sb *b, size_t extra)
 {

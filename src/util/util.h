@@ -1,6 +1,7 @@
 /* util.h - small helpers that the library and the tool both use: a monotonic clock, a sleep,
- * a growable string with PostgreSQL array literals. Compiled into libpgcoord; the tool, which
- * otherwise sees only the public headers, may include this one (as curl's tool uses curlx).
+ * growable arrays, a growable string with PostgreSQL array literals. Compiled into
+ * libpgcoord; the tool, which otherwise sees only the public headers, may include this one (as
+ * curl's tool uses curlx).
  * Nothing here talks to a server. */
 #ifndef PGCOORD_UTIL_H
 #define PGCOORD_UTIL_H
@@ -20,6 +21,10 @@ int64_t pgc__now_ms(void);
 void pgc__sleep_ms(int64_t ms);
 
 /* ---- string buffer (buf.c) ---------------------------------------------------------------- */
+
+/* Makes room for need elements of elem bytes in the array *p, which has room for *cap: the
+ * capacity doubles (from 8). false after an allocation failure; the array is then kept. */
+bool pgc__grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* A growable string. Start from PGC__SB_INIT; call the put functions in a series, then look
  * at oom once at the end: after an allocation failure every later write is dropped and oom
