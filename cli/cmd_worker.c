@@ -103,6 +103,20 @@ static void tail_add(tail *t, const char *p, size_t n)
 	t->len += n;
 }
 
+/* Copies what the command wrote to stderr (nonblocking fd) to ours and to the tail; the result
+ * of the last read: 0 at end of file, -1 when nothing more is there now. */
+static ssize_t drain_stderr(int fd, tail *t)
+{
+	char buf[4096];
+	ssize_t r;
+	while ((r = read(fd, buf, sizeof buf)) > 0) {
+		tail_add(t, buf, (size_t)r);
+		ssize_t wr = write(STDERR_FILENO, buf, (size_t)r);
+		(void)wr;
+	}
+	return r;
+}
+
 /* Replaces bytes that are not valid UTF-8 with '?', in place: the error text goes to the
  * server, which refuses invalid text. */
 static void utf8_sanitize(char *s)
@@ -198,17 +212,8 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 				timeout = left < 0 ? 0 : (int)left;
 		}
 		poll(p, 2, timeout);
-		if (!eof) {
-			char buf[4096];
-			ssize_t r;
-			while ((r = read(errp[0], buf, sizeof buf)) > 0) {
-				tail_add(&t, buf, (size_t)r);
-				ssize_t wr = write(STDERR_FILENO, buf, (size_t)r);
-				(void)wr;
-			}
-			if (r == 0)
-				eof = true;
-		}
+		if (!eof && drain_stderr(errp[0], &t) == 0)
+			eof = true;
 		pid_t r = waitpid(c.pid, &status, WNOHANG);
 		if (r == c.pid) {
 			exited = true;
@@ -227,13 +232,7 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 		}
 	}
 	/* What is left in the pipe (a grandchild may hold it open: do not wait for it). */
-	char buf[4096];
-	ssize_t r;
-	while ((r = read(errp[0], buf, sizeof buf)) > 0) {
-		tail_add(&t, buf, (size_t)r);
-		ssize_t wr = write(STDERR_FILENO, buf, (size_t)r);
-		(void)wr;
-	}
+	drain_stderr(errp[0], &t);
 	if (pidfd >= 0)
 		close(pidfd);
 	char last[1600];

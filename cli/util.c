@@ -10,24 +10,27 @@
 
 cli_globals g_cli;
 
+static void verror(const char *fmt, va_list ap)
+{
+	fputs("pgcoord: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void cli_errorf(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("pgcoord: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
-	fputs("pgcoord: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	if (cmd != NULL)
 		fprintf(stderr, "Try \"pgcoord %s --help\" for more information.\n", cmd);
 	else

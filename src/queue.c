@@ -333,17 +333,30 @@ static int check_job_options(const char *fn, const pgc_job_options *o, pgc_error
 }
 
 /* The enqueue statement with its arrays; *out is the result. */
-static int enqueue_arrays(pgc_queue *q, const char *queue, const char *payload_array,
-                          const char *key_array, const pgc_job_options *o, PGresult **out,
+/* Enqueues n payloads (with their unique keys, or none when keys is NULL) in one statement:
+ * both go to the server as one text[] literal each. */
+static int enqueue_arrays(pgc_queue *q, const char *queue, size_t n, const char *const *payloads,
+                          const char *const *keys, const pgc_job_options *o, PGresult **out,
                           long *bad_index, pgc_error *err)
 {
+	pgc__sb pa = PGC__SB_INIT, ka = PGC__SB_INIT;
+	pgc__sb_text_array(&pa, n, payloads);
+	if (keys != NULL)
+		pgc__sb_text_array(&ka, n, keys);
+	if (pa.oom || ka.oom) {
+		pgc__sb_free(&pa);
+		pgc__sb_free(&ka);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
 	char prio[16], delay[24], maxa[16];
 	snprintf(prio, sizeof prio, "%d", o->priority);
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
-	const char *v[7] = { queue, payload_array, key_array, prio, o->run_at, delay, maxa };
+	const char *v[7] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa };
 	int rc;
 	PGresult *res = run_stmt(q, QS_ENQUEUE, 7, v, PGC__KEEP_ERROR, &rc, err);
+	pgc__sb_free(&pa);
+	pgc__sb_free(&ka);
 	if (rc == PGC_OK) {
 		*out = res;
 		return PGC_OK;
@@ -374,19 +387,9 @@ int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
 		opts = &defaults;
 	if ((rc = check_job_options("pgc_queue_enqueue", opts, err)) != PGC_OK)
 		return rc;
-	pgc__sb pa = { 0 }, ka = { 0 };
-	pgc__sb_text_array(&pa, 1, &payload);
-	if (opts->unique_key != NULL)
-		pgc__sb_text_array(&ka, 1, &opts->unique_key);
-	if (pa.oom || ka.oom) {
-		pgc__sb_free(&pa);
-		pgc__sb_free(&ka);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
 	PGresult *res = NULL;
-	rc = enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, NULL, err);
-	pgc__sb_free(&pa);
-	pgc__sb_free(&ka);
+	rc = enqueue_arrays(q, queue, 1, &payload, opts->unique_key != NULL ? &opts->unique_key : NULL,
+	                    opts, &res, NULL, err);
 	if (rc != PGC_OK)
 		return rc;
 	if (PQntuples(res) != 1) {
@@ -438,19 +441,8 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 	}
 	if (n == 0)
 		return PGC_OK;
-	pgc__sb pa = { 0 }, ka = { 0 };
-	pgc__sb_text_array(&pa, n, payloads);
-	if (unique_keys != NULL)
-		pgc__sb_text_array(&ka, n, unique_keys);
-	if (pa.oom || ka.oom) {
-		pgc__sb_free(&pa);
-		pgc__sb_free(&ka);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
 	PGresult *res = NULL;
-	rc = enqueue_arrays(q, queue, pa.buf, ka.buf, opts, &res, bad_index, err);
-	pgc__sb_free(&pa);
-	pgc__sb_free(&ka);
+	rc = enqueue_arrays(q, queue, n, payloads, unique_keys, opts, &res, bad_index, err);
 	if (rc != PGC_OK)
 		return rc;
 	size_t count = 0;
