@@ -160,16 +160,22 @@ H
 		# restarting), or lost its session before COMMIT ("nothing was enqueued": the
 		# transaction rolled back; or lost it before the transaction began, as the queue was
 		# opened or at BEGIN), left nothing behind and is tried again, for up to 30 s. A
-		# session lost during COMMIT ("may or may not have been enqueued") fails the wave.
+		# session lost during COMMIT ("may or may not have been enqueued") is resolved the way
+		# a producer would: by counting the wave's jobs, waiting or finished. All or nothing
+		# holds or the wave fails: none of them means try again, all of them means done.
 		wave() {
-			local try out rc
+			local try out rc n
 			for try in $(seq 60); do
 				out=$(seq "$2" "$3" | sed 's/.*/{"n":&}/' |
 					"$PG" -q queue enqueue "$1" --max-attempts 100 - 2>&1)
 				rc=$?
 				[ $rc -eq 0 ] && return 0
 				case $rc:$out in
-				*"may or may not have been enqueued"*) break ;;
+				*"may or may not have been enqueued"*)
+					n=$(wave_count "$@") || break
+					[ "$n" -eq $(($3 - $2 + 1)) ] && return 0
+					[ "$n" -eq 0 ] || { out="$out (then $n of the wave's $(($3 - $2 + 1)) jobs found)"; break; }
+					sleep 0.5 ;;
 				69:*"cannot connect"* | 69:*"nothing was enqueued"* | \
 					69:*"server closed the connection unexpectedly"*) sleep 0.5 ;;
 				*) break ;;
@@ -177,6 +183,18 @@ H
 			done
 			echo "$out" >&2
 			echo "wave $w of $1 failed" >&2
+		}
+		# wave_count QUEUE FROM TO: how many of the wave's jobs exist, once the server answers.
+		wave_count() {
+			local t q="SELECT (SELECT count(*) FROM pgcoord.jobs WHERE queue = '$1'
+			          AND (payload->>'n')::int BETWEEN $2 AND $3)
+			        + (SELECT count(*) FROM pgcoord.job_history WHERE queue = '$1'
+			          AND (payload->>'n')::int BETWEEN $2 AND $3)"
+			for t in $(seq 60); do
+				psql_q "$q" 2>/dev/null && return 0
+				sleep 0.5
+			done
+			return 1
 		}
 		waves=10 w=0
 		while [ $w -lt $waves ]; do

@@ -6,14 +6,7 @@
 skip_without_pg
 DB=pgc_diag_$$
 APP=diagtest-$$
-case "$PGCOORD_TEST_DSN" in
-postgres://* | postgresql://*)
-	case "$PGCOORD_TEST_DSN" in
-	*\?*) DB_DSN="$PGCOORD_TEST_DSN&dbname=$DB" ;;
-	*) DB_DSN="$PGCOORD_TEST_DSN?dbname=$DB" ;;
-	esac ;;
-*) DB_DSN="$PGCOORD_TEST_DSN dbname=$DB" ;;
-esac
+DB_DSN=$(dsn_with_db "$PGCOORD_TEST_DSN" "$DB")
 declare -A FD
 
 diag_cleanup() {

@@ -41,3 +41,14 @@ out_has() { grep -q -- "$1" "$TMP/out" || { cat "$TMP/out"; fail "stdout lacks \
 err_has() { grep -q -- "$1" "$TMP/err" || { cat "$TMP/err"; fail "stderr lacks \"$1\""; }; }
 err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/err"; fail "stderr has $n lines, expected $1"; }; }
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }
+# dsn_with_db DSN DB: DSN (URI or keyword form) naming database DB instead.
+dsn_with_db() {
+	case "$1" in
+	postgres://* | postgresql://*)
+		case "$1" in
+		*\?*) echo "$1&dbname=$2" ;;
+		*) echo "$1?dbname=$2" ;;
+		esac ;;
+	*) echo "$1 dbname=$2" ;;
+	esac
+}
