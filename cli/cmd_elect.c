@@ -587,6 +587,9 @@ int cmd_elect(int argc, char **argv)
 		return cli_usage_error("elect", "lease NAME must not be empty");
 	if (strlen(e.name) > PGC_LEASE_NAME_MAX)
 		return cli_usage_error("elect", "lease NAME is longer than %d bytes", PGC_LEASE_NAME_MAX);
+	pgc_error nerr;
+	if (pgc_name_check("lease NAME", e.name, PGC_LEASE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("elect", "%s", nerr.message);
 	if (*e.schema == '\0')
 		return cli_usage_error("elect", "--schema must not be empty");
 	if (e.ttl_ms <= 0)
@@ -620,6 +623,8 @@ int cmd_elect(int argc, char **argv)
 		return cli_usage_error("elect", "--holder must not be empty");
 	if (strlen(e.holder) > PGC_LEASE_HOLDER_MAX)
 		return cli_usage_error("elect", "--holder is longer than %d bytes", PGC_LEASE_HOLDER_MAX);
+	if (pgc_name_check("--holder", e.holder, PGC_LEASE_HOLDER_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("elect", "%s", nerr.message);
 	e.lopts.schema = e.schema;
 
 	/* Before any connection, so that the watchdog holds no database socket. */

@@ -359,6 +359,7 @@ int cmd_worker(int argc, char **argv)
 	int64_t grace = 30000;
 	int nconn = 1;
 	wctx ctx = { NULL, 0, 10000, 0 };
+	pgc_error nerr;
 	long long v;
 	int ch;
 	opterr = 0;
@@ -372,6 +373,8 @@ int cmd_worker(int argc, char **argv)
 				return cli_usage_error("worker", "--queue must not be empty");
 			if (strlen(optarg) > PGC_QUEUE_NAME_MAX)
 				return cli_usage_error("worker", "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+			if (pgc_name_check("queue name", optarg, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+				return cli_usage_error("worker", "--queue: %s", nerr.message);
 			if (nq == 64)
 				return cli_usage_error("worker", "at most 64 queues");
 			queues[nq++] = optarg;
