@@ -626,6 +626,9 @@ int cmd_elect(int argc, char **argv)
 	if (pgc_name_check("--holder", e.holder, PGC_LEASE_HOLDER_MAX, &nerr) != PGC_OK)
 		return cli_usage_error("elect", "%s", nerr.message);
 	e.lopts.schema = e.schema;
+	/* A command that cannot start must not win the lease (and a token) first. */
+	if ((rc = cli_command_check(e.argv[0])) != 0)
+		return rc;
 
 	/* Before any connection, so that the watchdog holds no database socket. */
 	if ((rc = watchdog_start(&e)) != 0)

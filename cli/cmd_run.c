@@ -439,6 +439,9 @@ int cmd_run(int argc, char **argv)
 		return rc;
 	if (r.wait_ms == 0)
 		r.nonblock = true; /* as flock(1): -w 0 is -n */
+	/* A command that cannot start must not take the lock (and a token) first. */
+	if ((rc = cli_command_check(r.argv[0])) != 0)
+		return rc;
 	/* Signals are caught from here on: one that arrives while we wait for the lock abandons
 	 * the wait cleanly instead of leaving a request queued on the server. */
 	if (cli_signal_fd() < 0) {

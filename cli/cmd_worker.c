@@ -293,44 +293,6 @@ static void *second_signal(void *arg)
 	return NULL;
 }
 
-/* 127 when COMMAND cannot be found in PATH, 126 when it is not executable, else 0. */
-static int check_command(const char *cmd)
-{
-	if (strchr(cmd, '/') != NULL) {
-		struct stat st;
-		if (stat(cmd, &st) != 0) {
-			cli_errorf("%s: %s", cmd, strerror(errno));
-			return errno == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
-		}
-		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
-			cli_errorf("%s: not executable", cmd);
-			return EXIT_NOEXEC;
-		}
-		return 0;
-	}
-	const char *path = getenv("PATH");
-	if (path == NULL)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	bool seen = false;
-	while (*path) {
-		const char *colon = strchr(path, ':');
-		size_t n = colon ? (size_t)(colon - path) : strlen(path);
-		char full[4096];
-		snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", cmd);
-		struct stat st;
-		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(full, X_OK) == 0)
-				return 0;
-			seen = true;
-		}
-		if (colon == NULL)
-			break;
-		path = colon + 1;
-	}
-	cli_errorf("%s: %s", cmd, seen ? "not executable" : "command not found");
-	return seen ? EXIT_NOEXEC : EXIT_NOTFOUND;
-}
-
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
@@ -435,7 +397,7 @@ int cmd_worker(int argc, char **argv)
 	if (o.poll_ms < 1)
 		return cli_usage_error("worker", "--poll must be at least 1ms");
 	ctx.argv = argv + optind;
-	int rc = check_command(ctx.argv[0]);
+	int rc = cli_command_check(ctx.argv[0]);
 	if (rc != 0)
 		return rc;
 
