@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -257,4 +258,41 @@ int cli_child_exit_code(const cli_child *c)
 	if (WIFSIGNALED(c->status))
 		return 128 + WTERMSIG(c->status);
 	return EXIT_SOFTWARE;
+}
+
+int cli_command_check(const char *cmd)
+{
+	if (strchr(cmd, '/') != NULL) {
+		struct stat st;
+		if (stat(cmd, &st) != 0) {
+			cli_errorf("%s: %s", cmd, strerror(errno));
+			return errno == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
+		}
+		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
+			cli_errorf("%s: not executable", cmd);
+			return EXIT_NOEXEC;
+		}
+		return 0;
+	}
+	const char *path = getenv("PATH");
+	if (path == NULL)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	bool seen = false;
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t n = colon ? (size_t)(colon - path) : strlen(path);
+		char full[4096];
+		snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", cmd);
+		struct stat st;
+		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (access(full, X_OK) == 0)
+				return 0;
+			seen = true;
+		}
+		if (colon == NULL)
+			break;
+		path = colon + 1;
+	}
+	cli_errorf("%s: %s", cmd, seen ? "not executable" : "command not found");
+	return seen ? EXIT_NOEXEC : EXIT_NOTFOUND;
 }

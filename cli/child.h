@@ -38,6 +38,12 @@ int cli_signal_take(void);
  * stderr; 0 when the child runs. */
 int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const cli_child_io *io);
 
+/* Whether cmd (argv[0] of a command, searched in PATH as the spawner does) can be started:
+ * 0, or EXIT_NOTFOUND (127) / EXIT_NOEXEC (126) with one line on stderr ("CMD: command not
+ * found", "CMD: not executable"). For commands that must not take a lock, a lease or a job
+ * only to find that their command cannot run. */
+int cli_command_check(const char *cmd);
+
 /* Reaps the child if it exited and forwards a pending signal to its group. Returns true once
  * the child has exited. Never blocks. */
 bool cli_child_poll(cli_child *c);

@@ -31,6 +31,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "dbwait.h"
 #include "util.h"
 
 #define DEFAULT_TTL_MS 15000
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 	      "                       COMMAND when elected again, instead of exiting 75\n"
 	      "      --holder=ID      this candidate's name in the lease (default: HOST:PID)\n"
 	      "      --wait=D         give up campaigning after D and exit 1 (default: never)\n"
+	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
+	      "                       it is (or for at most D, then exit 69); default: 69\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
@@ -79,6 +82,7 @@ typedef struct elect {
 	const char *holder;
 	const char *schema;
 	int64_t ttl_ms, renew_ms, kill_after_ms, wait_ms;
+	int64_t dbwait_ms; /* --wait-for-db: CLI_DBWAIT_OFF without */
 	bool follow;
 	char **argv;
 	pgc_conn *conn;
@@ -501,7 +505,7 @@ static bool parse_duration(const char *opt, const char *text, int64_t *out, int 
 
 int cmd_elect(int argc, char **argv)
 {
-	enum { O_TTL = 256, O_RENEW, O_KILL, O_FOLLOW, O_HOLDER, O_WAIT, O_SCHEMA };
+	enum { O_TTL = 256, O_RENEW, O_KILL, O_FOLLOW, O_HOLDER, O_WAIT, O_SCHEMA, O_DBWAIT };
 	static const struct option longopts[] = {
 		{ "ttl", required_argument, NULL, O_TTL },
 		{ "renew-every", required_argument, NULL, O_RENEW },
@@ -509,6 +513,7 @@ int cmd_elect(int argc, char **argv)
 		{ "follow", no_argument, NULL, O_FOLLOW },
 		{ "holder", required_argument, NULL, O_HOLDER },
 		{ "wait", required_argument, NULL, O_WAIT },
+		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -552,6 +557,10 @@ int cmd_elect(int argc, char **argv)
 			if (!parse_duration("--wait", optarg, &e.wait_ms, &rc))
 				return rc;
 			break;
+		case O_DBWAIT:
+			if (!cli_dbwait_opt("elect", optarg, &e.dbwait_ms, &rc))
+				return rc;
+			break;
 		case O_FOLLOW:
 			e.follow = true;
 			break;
@@ -587,6 +596,9 @@ int cmd_elect(int argc, char **argv)
 		return cli_usage_error("elect", "lease NAME must not be empty");
 	if (strlen(e.name) > PGC_LEASE_NAME_MAX)
 		return cli_usage_error("elect", "lease NAME is longer than %d bytes", PGC_LEASE_NAME_MAX);
+	pgc_error nerr;
+	if (pgc_name_check("lease NAME", e.name, PGC_LEASE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("elect", "%s", nerr.message);
 	if (*e.schema == '\0')
 		return cli_usage_error("elect", "--schema must not be empty");
 	if (e.ttl_ms <= 0)
@@ -620,7 +632,12 @@ int cmd_elect(int argc, char **argv)
 		return cli_usage_error("elect", "--holder must not be empty");
 	if (strlen(e.holder) > PGC_LEASE_HOLDER_MAX)
 		return cli_usage_error("elect", "--holder is longer than %d bytes", PGC_LEASE_HOLDER_MAX);
+	if (pgc_name_check("--holder", e.holder, PGC_LEASE_HOLDER_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("elect", "%s", nerr.message);
 	e.lopts.schema = e.schema;
+	/* A command that cannot start must not win the lease (and a token) first. */
+	if ((rc = cli_command_check(e.argv[0])) != 0)
+		return rc;
 
 	/* Before any connection, so that the watchdog holds no database socket. */
 	if ((rc = watchdog_start(&e)) != 0)
@@ -630,7 +647,7 @@ int cmd_elect(int argc, char **argv)
 		watchdog_stop(&e);
 		return EXIT_SOFTWARE;
 	}
-	if ((rc = cli_connect("elect", &e.conn)) != 0) {
+	if ((rc = cli_connect_wait("elect", e.dbwait_ms, &e.conn)) != 0) {
 		watchdog_stop(&e);
 		return rc;
 	}

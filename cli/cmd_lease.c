@@ -229,6 +229,9 @@ int cmd_lease(int argc, char **argv)
 	}
 	if (strlen(name ? name : "") > PGC_LEASE_NAME_MAX)
 		return cli_usage_error("lease", "lease name is longer than %d bytes", PGC_LEASE_NAME_MAX);
+	pgc_error nerr;
+	if (name != NULL && pgc_name_check("lease name", name, PGC_LEASE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("lease", "%s", nerr.message);
 
 	pgc_conn *conn;
 	int rc = cli_connect("lease", &conn);

@@ -373,6 +373,9 @@ static int do_enqueue(int argc, char **argv)
 		return cli_usage_error("queue enqueue", "the queue name must not be empty");
 	if (strlen(queue) > PGC_QUEUE_NAME_MAX)
 		return cli_usage_error("queue enqueue", "the queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+	pgc_error nerr;
+	if (pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue enqueue", "%s", nerr.message);
 	if (a.npos == 2) {
 		if (strcmp(a.pos[1], "-") != 0)
 			return cli_usage_error("queue enqueue", "unexpected argument \"%s\"", a.pos[1]);
@@ -572,6 +575,9 @@ static int do_stats(int argc, char **argv)
 	const char *queue = a.npos ? a.pos[0] : NULL;
 	if (queue != NULL && *queue == '\0')
 		return cli_usage_error("queue stats", "the queue name must not be empty");
+	pgc_error nerr;
+	if (queue != NULL && pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue stats", "%s", nerr.message);
 	pgc_conn *conn;
 	pgc_queue *q;
 	if ((rc = open_queue("stats", a.schema, &conn, &q)) != 0)
@@ -631,6 +637,9 @@ static int do_list(int argc, char **argv)
 	const char *queue = a.npos ? a.pos[0] : NULL;
 	if (queue != NULL && *queue == '\0')
 		return cli_usage_error("queue list", "the queue name must not be empty");
+	pgc_error nerr;
+	if (queue != NULL && pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue list", "%s", nerr.message);
 	pgc_conn *conn;
 	pgc_queue *q;
 	if ((rc = open_queue("list", a.schema, &conn, &q)) != 0)
@@ -755,6 +764,9 @@ static int do_purge(int argc, char **argv)
 	const char *queue = a.npos ? a.pos[0] : NULL;
 	if (queue != NULL && *queue == '\0')
 		return cli_usage_error("queue purge", "the queue name must not be empty");
+	pgc_error nerr;
+	if (queue != NULL && pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue purge", "%s", nerr.message);
 	if (a.status != NULL && strcmp(a.status, "succeeded") && strcmp(a.status, "failed") &&
 	    strcmp(a.status, "cancelled"))
 		return cli_usage_error("queue purge", "--status must be succeeded, failed or cancelled, not \"%s\"", a.status);
@@ -789,6 +801,9 @@ static int do_pause(const char *sub, int argc, char **argv)
 		return cli_usage_error(cmd, "the queue name must not be empty");
 	if (strlen(a.pos[0]) > PGC_QUEUE_NAME_MAX)
 		return cli_usage_error(cmd, "the queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+	pgc_error nerr;
+	if (pgc_name_check("queue name", a.pos[0], PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error(cmd, "%s", nerr.message);
 	pgc_conn *conn;
 	pgc_queue *q;
 	if ((rc = open_queue(sub, a.schema, &conn, &q)) != 0)

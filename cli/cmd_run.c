@@ -22,6 +22,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "dbwait.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -53,6 +54,9 @@ static void usage(FILE *f)
 	      "                               lost (default 5s)\n"
 	      "      --schema=NAME            schema of the name registry (default pgcoord)\n"
 	      "      --no-register            do not record NAME in the name registry\n"
+	      "      --wait-for-db[=DURATION]  if the database is not reachable yet, retry\n"
+	      "                               until it is (or for at most DURATION, then\n"
+	      "                               exit 69); default: exit 69 at once\n"
 	      "      --fence                  once the lock is held, take a fencing token for\n"
 	      "                               NAME (from the same counter as leases) and pass\n"
 	      "                               it in PGCOORD_FENCE_TOKEN; needs pgcoord init\n"
@@ -84,6 +88,7 @@ typedef struct run_ctx {
 	int64_t wait_ms;          /* PGC_WAIT_FOREVER when -w is not given */
 	int conflict_code;
 	int64_t check_ms, heartbeat_ms, kill_after_ms;
+	int64_t dbwait_ms;        /* --wait-for-db: CLI_DBWAIT_OFF without */
 	const char *schema;
 	char **argv;              /* the command */
 	/* state */
@@ -126,7 +131,7 @@ static bool parse_duration_opt(const char *opt, const char *text, int64_t min_ms
 /* Returns 0 to go on, or the exit code (also 0 for --help, with *done set). */
 static int parse(run_ctx *r, int argc, char **argv, bool *done)
 {
-	enum { OPT_CHECK = 256, OPT_HEARTBEAT, OPT_KILL, OPT_SCHEMA, OPT_NOREG, OPT_FENCE };
+	enum { OPT_CHECK = 256, OPT_HEARTBEAT, OPT_KILL, OPT_SCHEMA, OPT_NOREG, OPT_FENCE, OPT_DBWAIT };
 	static const struct option longopts[] = {
 		{ "nonblock", no_argument, NULL, 'n' },
 		{ "nb", no_argument, NULL, 'n' },
@@ -141,6 +146,7 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 		{ "schema", required_argument, NULL, OPT_SCHEMA },
 		{ "no-register", no_argument, NULL, OPT_NOREG },
 		{ "fence", no_argument, NULL, OPT_FENCE },
+		{ "wait-for-db", optional_argument, NULL, OPT_DBWAIT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -197,6 +203,12 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 		case OPT_FENCE:
 			r->fence = true;
 			break;
+		case OPT_DBWAIT: {
+			int rc;
+			if (!cli_dbwait_opt("run", optarg, &r->dbwait_ms, &rc))
+				return rc;
+			break;
+		}
 		case 'v':
 			r->verbose = true;
 			break;
@@ -439,13 +451,16 @@ int cmd_run(int argc, char **argv)
 		return rc;
 	if (r.wait_ms == 0)
 		r.nonblock = true; /* as flock(1): -w 0 is -n */
+	/* A command that cannot start must not take the lock (and a token) first. */
+	if ((rc = cli_command_check(r.argv[0])) != 0)
+		return rc;
 	/* Signals are caught from here on: one that arrives while we wait for the lock abandons
 	 * the wait cleanly instead of leaving a request queued on the server. */
 	if (cli_signal_fd() < 0) {
 		cli_errorf("cannot set up signal handling");
 		return EXIT_SOFTWARE;
 	}
-	if ((rc = cli_connect("run", &r.conn)) != 0)
+	if ((rc = cli_connect_wait("run", r.dbwait_ms, &r.conn)) != 0)
 		return rc;
 	if ((rc = acquire(&r)) != 0)
 		goto out;

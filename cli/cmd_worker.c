@@ -28,6 +28,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "dbwait.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
 	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
 	      "                         (default 20000; 0: leave it to autovacuum)\n"
+	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
+	      "                         it is (or for at most D, then exit 69); default: 69\n"
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
@@ -293,48 +296,10 @@ static void *second_signal(void *arg)
 	return NULL;
 }
 
-/* 127 when COMMAND cannot be found in PATH, 126 when it is not executable, else 0. */
-static int check_command(const char *cmd)
-{
-	if (strchr(cmd, '/') != NULL) {
-		struct stat st;
-		if (stat(cmd, &st) != 0) {
-			cli_errorf("%s: %s", cmd, strerror(errno));
-			return errno == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
-		}
-		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
-			cli_errorf("%s: not executable", cmd);
-			return EXIT_NOEXEC;
-		}
-		return 0;
-	}
-	const char *path = getenv("PATH");
-	if (path == NULL)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	bool seen = false;
-	while (*path) {
-		const char *colon = strchr(path, ':');
-		size_t n = colon ? (size_t)(colon - path) : strlen(path);
-		char full[4096];
-		snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", cmd);
-		struct stat st;
-		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(full, X_OK) == 0)
-				return 0;
-			seen = true;
-		}
-		if (colon == NULL)
-			break;
-		path = colon + 1;
-	}
-	cli_errorf("%s: %s", cmd, seen ? "not executable" : "command not found");
-	return seen ? EXIT_NOEXEC : EXIT_NOTFOUND;
-}
-
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -349,6 +314,7 @@ int cmd_worker(int argc, char **argv)
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
 		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
 		{ "connections", required_argument, NULL, O_CONNECTIONS },
+		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -356,9 +322,11 @@ int cmd_worker(int argc, char **argv)
 	const char *queues[64];
 	size_t nq = 0;
 	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	int64_t grace = 30000;
+	int64_t grace = 30000, dbwait_ms = CLI_DBWAIT_OFF;
+	int urc;
 	int nconn = 1;
 	wctx ctx = { NULL, 0, 10000, 0 };
+	pgc_error nerr;
 	long long v;
 	int ch;
 	opterr = 0;
@@ -372,6 +340,8 @@ int cmd_worker(int argc, char **argv)
 				return cli_usage_error("worker", "--queue must not be empty");
 			if (strlen(optarg) > PGC_QUEUE_NAME_MAX)
 				return cli_usage_error("worker", "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+			if (pgc_name_check("queue name", optarg, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+				return cli_usage_error("worker", "--queue: %s", nerr.message);
 			if (nq == 64)
 				return cli_usage_error("worker", "at most 64 queues");
 			queues[nq++] = optarg;
@@ -396,6 +366,10 @@ int cmd_worker(int argc, char **argv)
 			if (!cli_parse_int(optarg, 0, 1000000000, &v))
 				return cli_usage_error("worker", "--vacuum-threshold must be a number of dead tuples, not \"%s\"", optarg);
 			o.vacuum_dead_tuples = (long)v;
+			break;
+		case O_DBWAIT:
+			if (!cli_dbwait_opt("worker", optarg, &dbwait_ms, &urc))
+				return urc;
 			break;
 		case O_SCHEMA:
 			if (*optarg == '\0')
@@ -432,7 +406,7 @@ int cmd_worker(int argc, char **argv)
 	if (o.poll_ms < 1)
 		return cli_usage_error("worker", "--poll must be at least 1ms");
 	ctx.argv = argv + optind;
-	int rc = check_command(ctx.argv[0]);
+	int rc = cli_command_check(ctx.argv[0]);
 	if (rc != 0)
 		return rc;
 
@@ -462,20 +436,33 @@ int cmd_worker(int argc, char **argv)
 	pgc_worker *ws[16] = { NULL };
 	pgc_error err;
 	int total_k = o.concurrency, total_prefetch = o.prefetch;
+	cli_dbwait dw = cli_dbwait_init("worker", dbwait_ms);
 	for (int i = 0; i < nconn; i++) {
 		pgc_worker_options oi = o;
 		oi.concurrency = total_k / nconn + (i < total_k % nconn);
 		oi.prefetch = total_prefetch / nconn + (i < total_prefetch % nconn);
 		if (pgc_worker_new(&oi, run_job, &ctx, &ws[i], &err) != PGC_OK ||
 		    pgc_worker_start(ws[i], &err) != PGC_OK) {
-			rc = cli_report(&err);
-			if (err.code == PGC_ENOSCHEMA)
-				rc = EXIT_UNAVAILABLE;
-			for (int k = 0; k <= i; k++)
+			for (int k = 0; k <= i; k++) {
 				pgc_worker_free(ws[k]); /* stops and joins the started ones; NULL is fine */
-			return rc;
+				ws[k] = NULL;
+			}
+			/* --wait-for-db: the database is not there yet; start them all again. */
+			rc = cli_dbwait_failed(&dw, &err);
+			if (rc == 0) {
+				i = -1;
+				continue;
+			}
+			if (rc < 0) {
+				if (!g_cli.quiet)
+					fprintf(stderr, "pgcoord worker: %s: stopped while waiting for the database\n",
+					        strsignal(-rc));
+				return 0;
+			}
+			return err.code == PGC_ENOSCHEMA ? EXIT_UNAVAILABLE : rc;
 		}
 	}
+	cli_dbwait_done(&dw);
 	if (!g_cli.quiet) {
 		pgc_worker_stats st;
 		pgc_worker_get_stats(ws[0], &st);

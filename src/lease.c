@@ -36,9 +36,7 @@ static int check_name(const char *what, const char *name, pgc_error *err)
 {
 	if (name == NULL || *name == '\0')
 		return pgc__err(err, PGC_EUSAGE, "%s must not be empty", what);
-	if (strlen(name) > PGC_LEASE_NAME_MAX)
-		return pgc__err(err, PGC_EUSAGE, "%s is longer than %d bytes", what, PGC_LEASE_NAME_MAX);
-	return PGC_OK;
+	return pgc_name_check(what, name, PGC_LEASE_NAME_MAX, err);
 }
 
 static int check_holder(const char *holder, pgc_error *err)
@@ -47,7 +45,7 @@ static int check_holder(const char *holder, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "lease holder must not be NULL");
 	if (strlen(holder) > PGC_LEASE_HOLDER_MAX)
 		return pgc__err(err, PGC_EUSAGE, "lease holder is longer than %d bytes", PGC_LEASE_HOLDER_MAX);
-	return PGC_OK;
+	return *holder == '\0' ? PGC_OK : pgc_name_check("lease holder", holder, 0, err);
 }
 
 /* Checks conn and opts, quotes the schema. */

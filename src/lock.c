@@ -311,6 +311,9 @@ static int check_key(const pgc_key *key, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "a named key must be a bigint key (pgc_key_from_name)");
 	if (memchr(key->name, '\0', sizeof key->name) == NULL)
 		return pgc__err(err, PGC_EUSAGE, "key name is not NUL-terminated");
+	/* A name set by hand rather than by pgc_key_from_name goes to the registry too. */
+	if (key->name[0] != '\0')
+		return pgc_name_check("lock name", key->name, PGC_KEY_NAME_MAX, err);
 	return PGC_OK;
 }
 

@@ -161,9 +161,9 @@ int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err)
 {
 	if (queue == NULL || *queue == '\0')
 		return pgc__err(err, PGC_EUSAGE, "%s: queue name is empty", fn);
-	if (strlen(queue) > PGC_QUEUE_NAME_MAX)
-		return pgc__err(err, PGC_EUSAGE, "%s: queue name is longer than %d bytes", fn,
-		                PGC_QUEUE_NAME_MAX);
+	pgc_error e;
+	if (pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &e) != PGC_OK)
+		return pgc__err(err, PGC_EUSAGE, "%s: %s", fn, e.message);
 	return PGC_OK;
 }
 

@@ -632,6 +632,8 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_list: q, out and n must not be NULL, limit >= 1");
 	if (pgc__queue_usable(q, "pgc_queue_list", err) != PGC_OK)
 		return PGC_EUSAGE;
+	if (queue != NULL && pgc__queue_check_name("pgc_queue_list", queue, err) != PGC_OK)
+		return PGC_EUSAGE;
 	if (status != NULL && !valid_status(status))
 		return pgc__err(err, PGC_EUSAGE,
 		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);

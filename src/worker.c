@@ -1061,10 +1061,14 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	*out = NULL;
 	if (opts->queues == NULL || opts->n_queues == 0 || opts->n_queues > 64)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: give 1 to 64 queues");
-	for (size_t i = 0; i < opts->n_queues; i++)
+	for (size_t i = 0; i < opts->n_queues; i++) {
+		pgc_error e;
 		if (opts->queues[i] == NULL || *opts->queues[i] == '\0' ||
 		    strlen(opts->queues[i]) > PGC_QUEUE_NAME_MAX)
 			return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: queue name %zu is empty or too long", i + 1);
+		if (pgc_name_check("queue name", opts->queues[i], PGC_QUEUE_NAME_MAX, &e) != PGC_OK)
+			return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: %s (queue %zu)", e.message, i + 1);
+	}
 	if (opts->concurrency < 1 || opts->concurrency > 1024 || opts->prefetch < 0 || opts->prefetch > 100000)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: concurrency must be 1..1024, prefetch 0..100000");
 	if (opts->lease_ms < 100 || opts->poll_ms < 1 || opts->flush_ms < 0 || opts->reap_ms < 0)

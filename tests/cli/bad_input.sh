@@ -63,6 +63,12 @@ for cmd in $commands; do
 	check "$cmd --no-such-option" "$cmd" --no-such-option
 	check "$cmd -Z" "$cmd" -Z
 done
+# --wait-for-db takes an optional value, which the --help scan above does not see.
+for v in "${optvalues[@]}"; do
+	check "run --wait-for-db=<value>" run "--wait-for-db=$v" name -- true
+	check "elect --wait-for-db=<value>" elect "--wait-for-db=$v" name -- true
+	check "worker --wait-for-db=<value>" worker --queue q "--wait-for-db=$v" -- true
+done
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

@@ -14,7 +14,7 @@ help_opts() {
 	awk 'match($0, /^ +-/) && RLENGTH <= 7 {
 		sub(/^ +/, ""); i = index($0, "  "); col = i ? substr($0, 1, i - 1) : $0
 		n = split(col, t, /, /)
-		for (k = 1; k <= n; k++) { sub(/[= ].*/, "", t[k]); print t[k] }
+		for (k = 1; k <= n; k++) { sub(/[=[ ].*/, "", t[k]); print t[k] }
 	}' | sort -u
 }
 

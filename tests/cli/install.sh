@@ -12,6 +12,14 @@ so=$(find "$dest" -name 'libpgcoord.so.0*' -type f | head -n 1)
 [ -n "$so" ] || fail "shared library with soversion 0 not installed"
 [ -n "$(find "$dest" -name 'pgcoord' -type f -perm -u+x)" ] || fail "pgcoord binary not installed"
 [ -n "$(find "$dest" -name 'pgcoord.1*')" ] || fail "man page not installed"
+# The systemd units, and the shell completion where bash-completion and zsh look for it.
+for f in lib/systemd/system/pgcoord-worker@.service lib/systemd/system/pgcoord-elect@.service \
+	share/bash-completion/completions/pgcoord share/zsh/site-functions/_pgcoord; do
+	[ -n "$(find "$dest" -path "*/$f" -type f)" ] || fail "$f not installed"
+done
+unit=$(find "$dest" -name 'pgcoord-worker@.service' | head -n 1)
+bindir=$(dirname "$(find "$dest" -name pgcoord -type f -perm -u+x -path '*/bin/*' | head -n 1)")
+grep -q "^ExecStart=${bindir#"$dest"}/pgcoord " "$unit" || fail "the worker unit does not run the installed pgcoord"
 # Only pgc_ symbols are exported.
 bad=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDBR]$/ {print $3}' | grep -v '^pgc_' || true)
 [ -z "$bad" ] || fail "exported symbols without the pgc_ prefix: $bad"

@@ -13,7 +13,7 @@ run 127 timeout 30 "$PG" -d "$DSN" run "$name" -- /nonexistent/cmd
 err_has "/nonexistent/cmd: No such file or directory"
 touch "$TMP/noexec"; chmod 644 "$TMP/noexec"
 run 126 timeout 30 "$PG" -d "$DSN" run "$name" -- "$TMP/noexec"
-err_has "Permission denied"
+err_has "noexec: not executable"
 [ "$(sessions "$name" all)" -eq 0 ] || fail "lock left held after exec failures"
 
 # SIGTERM to pgcoord reaches the whole group: the shell and its background child.

@@ -102,14 +102,16 @@ for h in "${hostile[@]}"; do
 done
 [ "$stored" -ge 4 ] || fail "only $stored hostile schema names were accepted"
 
-# Invalid UTF-8: refused by the server's encoding check, one line, exit 65, nothing stored.
+# Invalid UTF-8: a name is bad input, refused before the server (64); data in a payload is
+# refused by the server's encoding check (65); one line, nothing stored.
 jobs_before=$(psql_q "SELECT count(*) FROM $S.jobs")
-run 65 "$PG" queue enqueue "$badutf" --schema "$S" --payload '{}'
+run 64 "$PG" queue enqueue "$badutf" --schema "$S" --payload '{}'
+err_has "not valid UTF-8: byte 0xff at offset 4"
+run 65 "$PG" queue enqueue q --schema "$S" --payload "{\"v\":\"$badutf\"}"
 err_has "22021"
 err_lines 1
-run 65 "$PG" queue enqueue q --schema "$S" --payload "{\"v\":\"$badutf\"}"
-run 65 "$PG" run --schema "$S" -w 1s "$badutf" -- true
-run 65 "$PG" elect --schema "$S" --ttl 10s "$badutf" -- true
+run 64 "$PG" run --schema "$S" -w 1s "$badutf" -- true
+run 64 "$PG" elect --schema "$S" --ttl 10s "$badutf" -- true
 [ "$(psql_q "SELECT count(*) FROM $S.jobs")" = "$jobs_before" ] || fail "a bad name enqueued something"
 
 # Intact: the canary and every pgcoord table.

@@ -198,11 +198,52 @@ static void key__hash_is_well_mixed(void)
 	free(h);
 }
 
+/* Names must be well-formed UTF-8, checked before anything reaches the server (which would
+ * refuse them with SQLSTATE 22021, an error that looked like the input's data). */
+static void key__name_utf8(void)
+{
+	pgc_error err;
+	static const char *good[] = { "a", "h\xc3\xa9llo", "\xe5\x90\x8d\xe5\x89\x8d", "\xf0\x9f\x94\x92",
+	                              "\xed\x9f\xbf", "\xf4\x8f\xbf\xbf" };
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+		T_ASSERT_INT_EQ(pgc_name_check("lock name", good[i], 255, &err), PGC_OK);
+	static const struct {
+		const char *in;
+		const char *msg;
+	} bad[] = {
+		{ "ab\xff" "c", "lock name is not valid UTF-8: byte 0xff at offset 2" },
+		{ "\xc3\x28", "byte 0xc3 at offset 0" },         /* a lead byte without its continuation */
+		{ "x\xc0\xaf", "byte 0xc0 at offset 1" },        /* overlong '/' */
+		{ "xy\xe0\x80\xaf", "byte 0xe0 at offset 2" },  /* overlong, three bytes */
+		{ "\xed\xa0\x80", "byte 0xed at offset 0" },    /* a UTF-16 surrogate */
+		{ "ok\xf4\x90\x80\x80", "byte 0xf4 at offset 2" }, /* above U+10FFFF */
+		{ "\xe2\x82", "byte 0xe2 at offset 0" },         /* cut short by the end */
+		{ "\x80", "byte 0x80 at offset 0" },              /* a continuation byte alone */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		T_ASSERT_INT_EQ(pgc_name_check("lock name", bad[i].in, 255, &err), PGC_EUSAGE);
+		T_ASSERT_CONTAINS(err.message, bad[i].msg);
+		T_ASSERT_INT_EQ(err.klass, PGC_CLASS_USAGE);
+		T_ASSERT_STR_EQ(err.sqlstate, "");
+	}
+	T_ASSERT_INT_EQ(pgc_name_check("queue name", "", 128, &err), PGC_EUSAGE);
+	T_ASSERT_STR_EQ(err.message, "queue name is empty");
+	T_ASSERT_INT_EQ(pgc_name_check("queue name", "abcd", 3, &err), PGC_EUSAGE);
+	T_ASSERT_STR_EQ(err.message, "queue name is longer than 3 bytes");
+	T_ASSERT_INT_EQ(pgc_name_check(NULL, NULL, 0, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_name_check(NULL, "x", 0, NULL), PGC_OK);
+	/* Every entry point of names: keys, and a named key built by hand. */
+	pgc_key k;
+	T_ASSERT_INT_EQ(pgc_key_from_name("ab\xff" "c", &k, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "offset 2");
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
 		{ "key__hash_vectors", key__hash_vectors },
 		{ "key__from_name", key__from_name },
+		{ "key__name_utf8", key__name_utf8 },
 		{ "key__parse_and_format", key__parse_and_format },
 		{ "key__pg_locks_forms", key__pg_locks_forms },
 		{ "key__hash_is_well_mixed", key__hash_is_well_mixed },
