@@ -52,7 +52,7 @@ struct pgc_worker {
 
 	pgc_conn *conn;
 	pgc_queue *q;
-	bool listening;
+	atomic_bool listening; /* read by pgc_worker_get_stats from other threads */
 	bool pooled, pooler_logged; /* the session is not kept (a pooler): no LISTEN, no vacuum */
 	char own_channel[64];   /* LISTENed; registered in the workers table for targeted wake-ups */
 	bool registered, register_warned;
