@@ -49,7 +49,7 @@ int cmd_activity(int argc, char **argv)
 			break;
 		}
 		case 'a': o.all_databases = true; break;
-		case OPT_JSON: json = true; break;
+		case OPT_JSON: json = g_cli.json = true; break;
 		case 'h':
 			usage(stdout);
 			return 0;

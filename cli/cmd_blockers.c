@@ -453,7 +453,7 @@ int cmd_blockers(int argc, char **argv)
 				return cli_usage_error("blockers", "--count must be a positive number, not \"%s\"", optarg);
 			break;
 		case OPT_JSON:
-			json = true;
+			json = g_cli.json = true;
 			break;
 		case OPT_DOT:
 			dot = true;

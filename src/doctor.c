@@ -407,12 +407,14 @@ static void check_schema(doctor *d, const check *ck)
 		return;
 	}
 	snprintf(sv_s, sizeof sv_s, "%d", sv);
+	char init[160];
+	pgc__init_cmd(d->schema, init, sizeof init);
 	if (sv == 0)
-		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, sv_s, "pgcoord init",
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, sv_s, init,
 		        "schema %s is not installed (the queue, leases and elections need it; locks do"
 		        " not)", d->schema);
 	else if (sv < latest)
-		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, sv_s, "pgcoord init",
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, sv_s, init,
 		        "schema %s is at version %d, this pgcoord knows %d", d->schema, sv, latest);
 	else if (sv > latest)
 		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, sv_s, "upgrade pgcoord to a release that knows it",
