@@ -3,6 +3,7 @@
 #include <locale.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "diag_out.h"
@@ -83,6 +84,29 @@ void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size)
 		if (s->locks[i].key != NULL && pgc_key_describe(s->locks[i].key, buf, size) >= 0)
 			return;
 	snprintf(buf, size, "?");
+}
+
+void diag_watch_header(FILE *f, const char *what, int64_t every_ms, const char *at)
+{
+	bool tty = diag_stdout_tty();
+	char every[32], when[CLI_TIME_MAX];
+	if (tty)
+		fputs("\033[H\033[2J", f);
+	diag_fmt_dur((double)every_ms / 1000.0, every, sizeof every);
+	if (at != NULL) {
+		cli_fmt_time(at, when, sizeof when);
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		cli_fmt_time_us((int64_t)ts.tv_sec * 1000000, when, sizeof when);
+	}
+	fprintf(f, "pgcoord %s, every %s, at %s%s\n", what, every, when, tty ? " (Ctrl-C to stop)" : "");
+}
+
+void diag_watch_footer(FILE *f)
+{
+	if (!diag_stdout_tty())
+		fputc('\n', f);
 }
 
 const char *diag_or_dash(const char *s)

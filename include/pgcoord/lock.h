@@ -343,6 +343,8 @@ typedef struct pgc_lock_holder {
 	char state_change[40];    /* since when the session is in that state */
 	char backend_start[40];   /* when the session started */
 	bool is_self;             /* the session of the conn that asked */
+	char acquired_at[40];     /* holders: when they took the lock, when a pgcoord session
+	                             recorded it (pgcoord schema version 5), else "" */
 } pgc_lock_holder;
 
 /* Who holds or waits for key in conn's database right now: holders first, then waiters in the
