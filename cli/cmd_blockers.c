@@ -56,7 +56,7 @@ static void holder_label(char *buf, size_t size, const pgc_diag_session *s)
 {
 	char lock[PGC_KEY_NAME_MAX + 64];
 	diag_holder_lock(s, lock, sizeof lock);
-	snprintf(buf, size, "pgcoord run holding lock %s, by design", lock);
+	snprintf(buf, size, "pgcoord run holding lock %s, by design", cli_esc(lock));
 }
 
 /* "pid 420 idle in transaction for 18m02s blocks 7 sessions" */
@@ -78,7 +78,7 @@ static void describe_root(char *buf, size_t size, const pgc_diag_session *s)
 	}
 	snprintf(buf, size, "pid %d (%s%s%s) %s for %s blocks %zu session%s", s->pid,
 	         diag_or_dash(s->user), s->application && *s->application ? ", " : "",
-	         s->application && *s->application ? s->application : "", what, d,
+	         s->application && *s->application ? cli_esc(s->application) : "", what, d,
 	         s->blocks_total, plural(s->blocks_total));
 }
 
@@ -189,7 +189,7 @@ static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_sess
 	if (s->known) {
 		char q[8192];
 		int room = r->width - columns(cont) - 10;
-		diag_fmt_query(s->query, r->tty ? (size_t)(room > 20 ? room : 20) : 0, q, sizeof q);
+		diag_session_query(s, r->tty ? (size_t)(room > 20 ? room : 20) : 0, q, sizeof q);
 		fprintf(f, "%s%squery: %s\n", cont, kid, *q ? q : "-");
 	}
 	/* Children: the sessions waiting for this one, the ones holding up most first. */

@@ -44,7 +44,12 @@ void diag_watch_header(FILE *f, const char *what, int64_t every_ms, const char *
 /* Between two screens of a --watch: a blank line when standard output is not a terminal. */
 void diag_watch_footer(FILE *f);
 
-/* "alice", "-" for NULL or empty. */
+/* What a session runs, for human output: the query as diag_fmt_query() shows it, except for
+ * pgcoord's own sessions (application_name pgcoord/...), whose internal statements say
+ * nothing: "pgcoord run: waiting for lock nightly (key 42)", "pgcoord run: holding lock ...". */
+void diag_session_query(const pgc_diag_session *s, size_t width, char *buf, size_t size);
+
+/* "alice" (escaped as cli_esc() does), "-" for NULL or empty. */
 const char *diag_or_dash(const char *s);
 
 /* Takes a snapshot, printing any error; returns 0 or the exit code. */

@@ -374,9 +374,9 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 	                                       " pg_read_all_stats to see all)";
 	if (idle > 0) {
 		snprintf(fix, sizeof fix,
-		         "find what it holds and blocks (pg_locks, pg_blocking_pids), end it with SELECT"
-		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
-		         oldest_pid);
+		         "see what it holds and whom it blocks with pgcoord locks --pid %s and pgcoord"
+		         " blockers, end it with pgcoord terminate %s if it is stuck, and set"
+		         " idle_in_transaction_session_timeout", oldest_pid, oldest_pid);
 		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, idle_s, fix,
 		        "%lld session(s) idle in transaction now%s; the oldest, pid %s (user %s), for %lld s:"
 		        " it keeps every lock it took%s%s%s", idle, named, oldest_pid, oldest_user, oldest,
