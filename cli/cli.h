@@ -61,6 +61,9 @@ int cli_exit_code(const pgc_error *err);
  * {"error":{"message":...,"detail":...,"hint":...,"sqlstate":...,"class":...,"reason":...,
  * "exit":rc}}, the fields that are not known null. Called once, by cli_main. */
 void cli_json_error(int rc);
+/* Says that the command's JSON result reports its failure itself (pgcoord tx's "status":
+ * "failed" with its "error"): cli_json_error then prints nothing. */
+void cli_json_error_shown(void);
 
 /* Connects with the global DSN and application_name "pgcoord/<cmd>". On failure prints one
  * line and returns EXIT_UNAVAILABLE (or another exit code); 0 on success. */

@@ -13,6 +13,7 @@ cli_globals g_cli;
 /* The first error reported by this process, for the JSON error object (cli_json_error). */
 static struct {
 	bool set;
+	bool shown; /* the command's own JSON result carries the error (cli_json_error_shown) */
 	pgc_error err; /* klass PGC_CLASS_NONE: no class known (a message of the tool's own) */
 } first_error;
 
@@ -116,9 +117,14 @@ static void json_field(FILE *f, const char *key, const char *s)
 	json_str(f, s && *s ? s : NULL);
 }
 
+void cli_json_error_shown(void)
+{
+	first_error.shown = true;
+}
+
 void cli_json_error(int rc)
 {
-	if (!g_cli.json || rc == 0 || !first_error.set)
+	if (!g_cli.json || rc == 0 || !first_error.set || first_error.shown)
 		return;
 	const pgc_error *e = &first_error.err;
 	fputs("{\"error\":{\"message\":", stdout);
