@@ -78,7 +78,7 @@ static int run_command(const cli_command *c, int argc, char **argv)
 	return rc;
 }
 
-int cli_main(int argc, char **argv)
+static int main_inner(int argc, char **argv)
 {
 	enum { OPT_JSON = 256 };
 	static const struct option longopts[] = {
@@ -134,4 +134,12 @@ int cli_main(int argc, char **argv)
 	if (c == NULL)
 		return cli_usage_error(NULL, "unknown command \"%s\"", name);
 	return run_command(c, argc - optind, argv + optind);
+}
+
+int cli_main(int argc, char **argv)
+{
+	int rc = main_inner(argc, argv);
+	/* Under --json a failure is also one JSON object on stdout, whichever command failed. */
+	cli_json_error(rc);
+	return rc;
 }

@@ -56,6 +56,15 @@ void cli_errorf(const char *fmt, ...) PGC_PRINTF(1, 2);
 int cli_report(const pgc_error *err);
 int cli_exit_code(const pgc_error *err);
 
+/* Under --json, when rc is not 0 and an error was reported (cli_report, cli_usage_error,
+ * cli_errorf; warnings aside), prints the first one as one line on stdout:
+ * {"error":{"message":...,"detail":...,"hint":...,"sqlstate":...,"class":...,"reason":...,
+ * "exit":rc}}, the fields that are not known null. Called once, by cli_main. */
+void cli_json_error(int rc);
+/* Says that the command's JSON result reports its failure itself (pgcoord tx's "status":
+ * "failed" with its "error"): cli_json_error then prints nothing. */
+void cli_json_error_shown(void);
+
 /* Connects with the global DSN and application_name "pgcoord/<cmd>". On failure prints one
  * line and returns EXIT_UNAVAILABLE (or another exit code); 0 on success. */
 int cli_connect(const char *cmd, pgc_conn **out);
@@ -89,6 +98,24 @@ int cli_read_lines(const char *path, cli_lines *l);
 int cli_split_lines(char *buf, size_t len, cli_lines *l);
 void cli_lines_free(cli_lines *l);
 
+
+/* Human output of text from the server or the user (names, application names, queries):
+ * control characters become \n, \t, \r or \xHH, C1 controls \u0080-\u009f and bytes that are
+ * not UTF-8 \xHH, so that a name cannot split a line or drive the terminal. Writes at most
+ * size - 1 bytes (cut on a character boundary) and returns buf; NULL becomes "". */
+const char *cli_escape(const char *s, char *buf, size_t size);
+/* The same into one of 16 buffers of this thread, reused in turn: for printf arguments. Text
+ * longer than 1023 bytes escaped is cut. */
+const char *cli_esc(const char *s);
+
+/* A timestamp as every human output shows it: ISO 8601 in UTC to the second,
+ * "2026-12-01T11:47:53Z". pg is PostgreSQL's text of a timestamptz in any of its ISO forms
+ * ("2026-12-01 12:47:53.1+01", "2026-12-01T11:47:53.123Z", ...); text it cannot read is
+ * copied unchanged ("infinity"), NULL or "" gives "-". us is microseconds since the epoch
+ * (0: "-"). Both return buf. */
+#define CLI_TIME_MAX 32
+const char *cli_fmt_time(const char *pg, char *buf, size_t size);
+const char *cli_fmt_time_us(int64_t us, char *buf, size_t size);
 
 /* Parses a whole decimal integer in [min, max]; false when text is not one. */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);

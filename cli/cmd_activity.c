@@ -49,7 +49,7 @@ int cmd_activity(int argc, char **argv)
 			break;
 		}
 		case 'a': o.all_databases = true; break;
-		case OPT_JSON: json = true; break;
+		case OPT_JSON: json = g_cli.json = true; break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -115,9 +115,10 @@ int cmd_activity(int argc, char **argv)
 			if (s->pgcoord_holder) {
 				char lock[PGC_KEY_NAME_MAX + 64];
 				diag_holder_lock(s, lock, sizeof lock);
-				snprintf(q, sizeof q, "pgcoord lock holder: pgcoord run holding lock %s, by design", lock);
+				snprintf(q, sizeof q, "pgcoord lock holder: pgcoord run holding lock %s, by design",
+				         cli_esc(lock));
 			} else {
-				diag_fmt_query(s->query, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
+				diag_session_query(s, tty ? (size_t)(width > 136 ? width - 116 : 20) : 0, q, sizeof q);
 			}
 			printf("%-8d %-10.10s %-18.18s %-21.21s %-8s %-8s %-8s %-22.22s %-6zu ", s->pid,
 			       diag_or_dash(s->user), diag_or_dash(s->application), diag_or_dash(s->client),

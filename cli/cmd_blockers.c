@@ -56,7 +56,7 @@ static void holder_label(char *buf, size_t size, const pgc_diag_session *s)
 {
 	char lock[PGC_KEY_NAME_MAX + 64];
 	diag_holder_lock(s, lock, sizeof lock);
-	snprintf(buf, size, "pgcoord run holding lock %s, by design", lock);
+	snprintf(buf, size, "pgcoord run holding lock %s, by design", cli_esc(lock));
 }
 
 /* "pid 420 idle in transaction for 18m02s blocks 7 sessions" */
@@ -78,7 +78,7 @@ static void describe_root(char *buf, size_t size, const pgc_diag_session *s)
 	}
 	snprintf(buf, size, "pid %d (%s%s%s) %s for %s blocks %zu session%s", s->pid,
 	         diag_or_dash(s->user), s->application && *s->application ? ", " : "",
-	         s->application && *s->application ? s->application : "", what, d,
+	         s->application && *s->application ? cli_esc(s->application) : "", what, d,
 	         s->blocks_total, plural(s->blocks_total));
 }
 
@@ -95,8 +95,13 @@ static void summary(FILE *f, const pgc_diag_snapshot *snap, char *line, size_t s
 {
 	(void)f;
 	if (snap->nwaiting == 0) {
-		snprintf(line, size, "no session waits for a lock (%zu session%s in %s)", snap->nsessions,
-		         plural(snap->nsessions), snap->all_databases ? "all databases" : snap->database);
+		size_t off = (size_t)snprintf(line, size, "no session waits for a lock (%zu session%s in %s)",
+		                              snap->nsessions, plural(snap->nsessions),
+		                              snap->all_databases ? "all databases" : cli_esc(snap->database));
+		if (snap->nwaiting_elsewhere > 0 && off < size)
+			snprintf(line + off, size - off, "; %zu session%s wait%s in other databases (see -a)",
+			         snap->nwaiting_elsewhere, plural(snap->nwaiting_elsewhere),
+			         snap->nwaiting_elsewhere == 1 ? "s" : "");
 		return;
 	}
 	size_t off = (size_t)snprintf(line, size, "%zu session%s wait%s for locks; %zu root blocker%s",
@@ -184,7 +189,7 @@ static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_sess
 	if (s->known) {
 		char q[8192];
 		int room = r->width - columns(cont) - 10;
-		diag_fmt_query(s->query, r->tty ? (size_t)(room > 20 ? room : 20) : 0, q, sizeof q);
+		diag_session_query(s, r->tty ? (size_t)(room > 20 ? room : 20) : 0, q, sizeof q);
 		fprintf(f, "%s%squery: %s\n", cont, kid, *q ? q : "-");
 	}
 	/* Children: the sessions waiting for this one, the ones holding up most first. */
@@ -280,8 +285,8 @@ static void print_json(FILE *f, const pgc_diag_snapshot *snap)
 	json_str(f, snap->taken_at);
 	fputs(",\"database\":", f);
 	json_str(f, snap->database);
-	fprintf(f, ",\"all_databases\":%s,\"waiting\":%zu,\"roots\":[", snap->all_databases ? "true" : "false",
-	        snap->nwaiting);
+	fprintf(f, ",\"all_databases\":%s,\"waiting\":%zu,\"waiting_elsewhere\":%zu,\"roots\":[",
+	        snap->all_databases ? "true" : "false", snap->nwaiting, snap->nwaiting_elsewhere);
 	for (size_t i = 0; i < snap->nroots; i++)
 		fprintf(f, "%s%d", i ? "," : "", snap->roots[i]);
 	fputs("],\"worst_root\":", f);
@@ -453,7 +458,7 @@ int cmd_blockers(int argc, char **argv)
 				return cli_usage_error("blockers", "--count must be a positive number, not \"%s\"", optarg);
 			break;
 		case OPT_JSON:
-			json = true;
+			json = g_cli.json = true;
 			break;
 		case OPT_DOT:
 			dot = true;
@@ -485,7 +490,6 @@ int cmd_blockers(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
-	bool tty = diag_stdout_tty();
 	long long shown = 0;
 	for (;;) {
 		pgc_diag_snapshot *snap = NULL;
@@ -506,22 +510,16 @@ int cmd_blockers(int argc, char **argv)
 		}
 		rc = snap->nwaiting > 0 ? EXIT_CONFLICT : 0;
 		if (!g_cli.quiet) {
-			if (watch_ms > 0 && tty && !json)
-				fputs("\033[H\033[2J", stdout);
 			if (json)
 				print_json(stdout, snap);
 			else if (dot)
 				print_dot(stdout, snap);
 			else {
-				if (watch_ms > 0) {
-					char every[32];
-					diag_fmt_dur(watch_ms / 1000.0, every, sizeof every);
-					printf("pgcoord blockers, every %s, at %s%s\n", every, snap->taken_at,
-					       tty ? " (Ctrl-C to stop)" : "");
-				}
+				if (watch_ms > 0)
+					diag_watch_header(stdout, "blockers", watch_ms, snap->taken_at);
 				print_text(stdout, snap);
-				if (watch_ms > 0 && !tty)
-					fputc('\n', stdout);
+				if (watch_ms > 0)
+					diag_watch_footer(stdout);
 			}
 		}
 		pgc_diag_snapshot_free(snap);

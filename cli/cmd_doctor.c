@@ -42,7 +42,7 @@ int cmd_doctor(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_JSON:
-			json = true;
+			json = g_cli.json = true;
 			break;
 		case OPT_SCHEMA:
 			opts.schema = optarg;

@@ -77,13 +77,16 @@ int cmd_info(int argc, char **argv)
 	} else {
 		printf("server:   PostgreSQL %s\n", server ? server : "?");
 		printf("session:  backend pid %d, user %s, database %s\n", pgc_conn_backend_pid(conn),
-		       user ? user : "?", db ? db : "?");
+		       user ? cli_esc(user) : "?", db ? cli_esc(db) : "?");
 		const char *dsn = pgc_conn_dsn_masked(conn);
 		printf("dsn:      %s\n", dsn && *dsn ? dsn : "(libpq defaults and PG* variables)");
-		if (version == 0)
+		if (version == 0 && strcmp(schema, PGC_SCHEMA_DEFAULT) == 0)
 			printf("schema:   %s not installed (run: pgcoord init)\n", schema);
+		else if (version == 0)
+			printf("schema:   %s not installed (run: pgcoord init --schema %s)\n", cli_esc(schema),
+			       cli_esc(schema));
 		else
-			printf("schema:   %s at version %d (this pgcoord knows %d)\n", schema, version,
+			printf("schema:   %s at version %d (this pgcoord knows %d)\n", cli_esc(schema), version,
 			       pgc_schema_latest());
 		printf("pgcoord:  %s\n", pgc_version());
 	}

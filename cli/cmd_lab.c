@@ -191,11 +191,12 @@ int cmd_lab(int argc, char **argv)
 		printf("{\"type\":\"summary\",\"experiments\":%d,\"passed\":%d,\"failed\":%d,"
 		       "\"elapsed_ms\":%lld}\n", passed + failed, passed, failed, elapsed);
 	else if (!g_cli.quiet || failed > 0)
-		printf("lab: %d experiments, %d passed, %d failed (%.1f s)\n", passed + failed, passed,
-		       failed, (double)elapsed / 1000.0);
+		printf("lab: %d experiment%s, %d passed, %d failed (%.1f s)\n", passed + failed,
+		       passed + failed == 1 ? "" : "s", passed, failed, (double)elapsed / 1000.0);
 	if (interrupted) {
 		fflush(stdout);
-		cli_errorf("interrupted after %d experiments", passed + failed);
+		cli_errorf("interrupted after %d experiment%s", passed + failed,
+		           passed + failed == 1 ? "" : "s");
 		return 130;
 	}
 	return failed > 63 ? 63 : failed;

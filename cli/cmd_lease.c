@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "diag_out.h"
 
 static void usage(FILE *f)
 {
@@ -83,31 +83,34 @@ static void state_of(const pgc_lease_info *l, char *buf, size_t n)
 {
 	if (strcmp(l->kind, "lock") == 0)
 		snprintf(buf, n, "lock token");
-	else if (l->held)
-		snprintf(buf, n, "held, %.1f s left", (double)(l->expires_at_us - l->db_now_us) / 1e6);
 	else if (l->expires_at_us == 0)
 		snprintf(buf, n, "released");
-	else
-		snprintf(buf, n, "expired %.1f s ago", (double)(l->db_now_us - l->expires_at_us) / 1e6);
+	else {
+		char d[32];
+		bool left = l->held;
+		diag_fmt_dur((double)(left ? l->expires_at_us - l->db_now_us : l->db_now_us - l->expires_at_us) / 1e6,
+		             d, sizeof d);
+		snprintf(buf, n, left ? "held, %s left" : "expired %s ago", d);
+	}
 }
 
 static void print_table(const pgc_lease_info *ls, size_t n)
 {
 	int w = 4;
 	for (size_t i = 0; i < n; i++) {
-		int len = (int)strlen(ls[i].name);
+		int len = (int)strlen(cli_esc(ls[i].name));
 		if (len > w)
 			w = len;
 	}
 	if (w > 40)
 		w = 40;
-	printf("%-*s  %8s  %-20s  %-27s  %s\n", w, "NAME", "TOKEN", "STATE", "GRANTED", "HOLDER");
+	printf("%-*s  %8s  %-20s  %-20s  %s\n", w, "NAME", "TOKEN", "STATE", "GRANTED", "HOLDER");
 	for (size_t i = 0; i < n; i++) {
-		char st[64], g[64];
+		char st[64], g[CLI_TIME_MAX];
 		state_of(&ls[i], st, sizeof st);
-		iso(g, sizeof g, ls[i].granted_at_us);
-		printf("%-*s  %8" PRId64 "  %-20s  %-27s  %s\n", w, ls[i].name, ls[i].token, st, g,
-		       ls[i].holder);
+		cli_fmt_time_us(ls[i].granted_at_us, g, sizeof g);
+		printf("%-*s  %8" PRId64 "  %-20s  %-20s  %s\n", w, cli_esc(ls[i].name), ls[i].token, st,
+		       g, cli_esc(ls[i].holder));
 	}
 }
 
@@ -161,7 +164,7 @@ static int do_release(pgc_conn *conn, const pgc_lease_options *o, const char *na
 		json_str(stdout, name);
 		printf(",\"token\":%" PRId64 ",\"released\":true}\n", token);
 	} else if (!g_cli.quiet) {
-		printf("released \"%s\" (token %" PRId64 ")\n", name, token);
+		printf("released \"%s\" (token %" PRId64 ")\n", cli_esc(name), token);
 	}
 	return 0;
 }

@@ -10,7 +10,8 @@ static void usage(FILE *f)
 	      "       pgcoord [--json] lock key NAME | --key N|A,B\n"
 	      "\n"
 	      "status  shows the sessions that hold or wait for the lock: pid, mode,\n"
-	      "        holding or waiting and since when, application_name and client\n"
+	      "        holding or waiting and since when (taken, where the server shows it,\n"
+	      "        or asked for), the session's state, application_name and client\n"
 	      "        address. Exits 0 when nobody holds or waits for it, 1 when somebody\n"
 	      "        does.\n"
 	      "key     prints the lock's key as every pgcoord command shows it (a bigint, or\n"
@@ -101,6 +102,8 @@ static int cmd_status(pgc_key *k, const char *schema)
 			json_str(stdout, nz(h[i].state));
 			fputs(",\"state_change\":", stdout);
 			json_str(stdout, nz(h[i].state_change));
+			fputs(",\"acquired_at\":", stdout);
+			json_str(stdout, nz(h[i].acquired_at));
 			fputs(",\"wait_start\":", stdout);
 			json_str(stdout, nz(h[i].wait_start));
 			fputs(",\"backend_start\":", stdout);
@@ -111,20 +114,23 @@ static int cmd_status(pgc_key *k, const char *schema)
 	} else {
 		char d[PGC_KEY_NAME_MAX + 64];
 		pgc_key_describe(k, d, sizeof d);
-		printf("lock %s: %s\n", d, state);
+		printf("lock %s: %s\n", cli_esc(d), state);
 		if (n > 0)
-			printf("  %-8s %-9s %-7s %-44s %-20s %s\n", "PID", "MODE", "", "SINCE", "APPLICATION", "CLIENT");
+			printf("  %-8s %-9s %-5s %-20s %-36s %-20s %s\n", "PID", "MODE", "", "SINCE",
+			       "SESSION STATE", "APPLICATION", "CLIENT");
 		for (size_t i = 0; i < n; i++) {
-			char since[80];
-			if (!h[i].granted)
-				snprintf(since, sizeof since, "waiting since %s", h[i].wait_start[0] ? h[i].wait_start : "?");
-			else if (h[i].state[0])
-				snprintf(since, sizeof since, "%s since %s", h[i].state, h[i].state_change);
+			/* SINCE: when the lock was taken (holders) or asked for (waiters); the session's
+			 * state changes with every heartbeat, so it has a column of its own. */
+			char since[CLI_TIME_MAX], t[CLI_TIME_MAX], st[80];
+			cli_fmt_time(h[i].granted ? h[i].acquired_at : h[i].wait_start, since, sizeof since);
+			if (h[i].state[0])
+				snprintf(st, sizeof st, "%s since %s", h[i].state,
+				         cli_fmt_time(h[i].state_change, t, sizeof t));
 			else
-				snprintf(since, sizeof since, "?");
-			printf("  %-8d %-9s %-7s %-44s %-20s %s\n", h[i].pid, h[i].shared ? "shared" : "exclusive",
-			       h[i].granted ? "holds" : "waits", since,
-			       h[i].application_name[0] ? h[i].application_name : "-",
+				snprintf(st, sizeof st, "-");
+			printf("  %-8d %-9s %-5s %-20s %-36s %-20s %s\n", h[i].pid,
+			       h[i].shared ? "shared" : "exclusive", h[i].granted ? "holds" : "waits", since, st,
+			       h[i].application_name[0] ? cli_esc(h[i].application_name) : "-",
 			       h[i].client_addr[0] ? h[i].client_addr : "local");
 		}
 	}

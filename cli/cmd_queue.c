@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "diag_out.h"
 
 static void usage(FILE *f)
 {
@@ -423,7 +423,7 @@ static int do_enqueue(int argc, char **argv)
 			json_str(stdout, queue);
 			printf(",\"id\":%lld}\n", (long long)id);
 		} else if (!g_cli.quiet) {
-			printf("enqueued job %lld in queue %s\n", (long long)id, queue);
+			printf("enqueued job %lld in queue %s\n", (long long)id, cli_esc(queue));
 		}
 	}
 	pgc_queue_close(q);
@@ -543,25 +543,29 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 	       "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "OLDEST_S", "DONE/1M",
 	       "FAILED/1M");
 	for (size_t i = 0; i < n; i++)
-		printf("%-20s %6s %8ld %9ld %7ld %9ld %7ld %9ld %9.1f %7ld %9ld\n", st[i].queue,
+		printf("%-20s %6s %8ld %9ld %7ld %9ld %7ld %9ld %9.1f %7ld %9ld\n", cli_esc(st[i].queue),
 		       st[i].paused ? "yes" : "no", st[i].pending, st[i].scheduled, st[i].running,
 		       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
 		       st[i].completed_1m, st[i].failed_1m);
 	if (n == 0)
 		puts("(no queues yet)");
+	char t[CLI_TIME_MAX];
 	printf("\ntable jobs: %ld live, %ld dead tuples, last vacuum %s\n", h->jobs_live_tuples,
-	       h->jobs_dead_tuples, h->jobs_last_autovacuum[0] ? h->jobs_last_autovacuum : "never");
+	       h->jobs_dead_tuples,
+	       h->jobs_last_autovacuum[0] ? cli_fmt_time(h->jobs_last_autovacuum, t, sizeof t) : "never");
 	printf("table job_history: %ld live, %ld dead tuples, last vacuum %s\n", h->history_live_tuples,
-	       h->history_dead_tuples, h->history_last_autovacuum[0] ? h->history_last_autovacuum : "never");
+	       h->history_dead_tuples,
+	       h->history_last_autovacuum[0] ? cli_fmt_time(h->history_last_autovacuum, t, sizeof t) : "never");
 	if (h->horizon_pid != 0)
-		printf("xmin horizon: pid %d (%s, %s) holds xmin %ld transactions old, transaction open %.1f s\n",
-		       h->horizon_pid, h->horizon_application[0] ? h->horizon_application : "?",
-		       h->horizon_state[0] ? h->horizon_state : "?", h->horizon_xmin_age, h->horizon_xact_age_s);
+		printf("xmin horizon: pid %d (%s, %s) holds xmin %ld transaction%s old, transaction open %.1f s\n",
+		       h->horizon_pid, h->horizon_application[0] ? cli_esc(h->horizon_application) : "?",
+		       h->horizon_state[0] ? h->horizon_state : "?", h->horizon_xmin_age,
+		       h->horizon_xmin_age == 1 ? "" : "s", h->horizon_xact_age_s);
 	else
 		puts("xmin horizon: no other session holds back vacuum");
 	if (h->horizon_slot[0] != '\0')
-		printf("replication slot %s holds xmin %ld transactions old\n", h->horizon_slot,
-		       h->horizon_slot_xmin_age);
+		printf("replication slot %s holds xmin %ld transaction%s old\n", cli_esc(h->horizon_slot),
+		       h->horizon_slot_xmin_age, h->horizon_slot_xmin_age == 1 ? "" : "s");
 }
 
 static int do_stats(int argc, char **argv)
@@ -591,13 +595,16 @@ static int do_stats(int argc, char **argv)
 			rc = qreport(&err);
 			break;
 		}
+		bool screen = a.watch_ms > 0 && !g_cli.json && !a.prometheus;
+		if (screen)
+			diag_watch_header(stdout, "queue stats", a.watch_ms, NULL);
 		print_stats(st, n, &h, a.prometheus);
+		if (screen)
+			diag_watch_footer(stdout);
 		pgc_free(st);
 		fflush(stdout);
 		if (a.watch_ms == 0)
 			break;
-		if (!g_cli.json && !a.prometheus)
-			putchar('\n');
 		struct timespec ts = { (time_t)(a.watch_ms / 1000), (long)(a.watch_ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
@@ -651,7 +658,7 @@ static int do_list(int argc, char **argv)
 		rc = qreport(&err);
 	} else {
 		if (!g_cli.json)
-			printf("%-10s %-16s %-10s %5s %8s %-19s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
+			printf("%-10s %-16s %-10s %5s %8s %-20s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
 			       "ATTEMPTS", "RUN_AT", "LAST_ERROR");
 		for (size_t i = 0; i < n; i++) {
 			const pgc_job_info *j = list[i];
@@ -661,19 +668,10 @@ static int do_list(int argc, char **argv)
 			}
 			char att[24];
 			snprintf(att, sizeof att, "%d/%d", j->attempts, j->max_attempts);
-			char errl[61] = "";
-			if (j->last_error)
-				snprintf(errl, sizeof errl, "%s", j->last_error);
-			for (char *p = errl; *p; p++)
-				if (*p == '\n')
-					*p = ' ';
-			char when[20] = "";
-			if (j->run_at != NULL) {
-				snprintf(when, sizeof when, "%s", j->run_at); /* 2026-11-30T08:44:57 */
-				if (when[10] == 'T')
-					when[10] = ' ';
-			}
-			printf("%-10lld %-16s %-10s %5d %8s %-19s %s\n", (long long)j->id, j->queue,
+			char errl[61], when[CLI_TIME_MAX];
+			cli_escape(j->last_error, errl, sizeof errl);
+			cli_fmt_time(j->run_at, when, sizeof when);
+			printf("%-10lld %-16s %-10s %5d %8s %-20s %s\n", (long long)j->id, cli_esc(j->queue),
 			       j->status, j->priority, att, when, errl);
 		}
 		pgc_queue_infos_free(list, n);
@@ -704,19 +702,26 @@ static int do_show(int argc, char **argv)
 		if (g_cli.json) {
 			print_info_json(j);
 		} else {
-			printf("id:           %lld\nqueue:        %s\nstatus:       %s%s\npriority:     %d\n"
-			       "attempts:     %d of %d\n", (long long)j->id, j->queue, j->status,
-			       j->aged ? " (aged: runs ahead of newer work)" : "", j->priority, j->attempts,
-			       j->max_attempts);
-			const char *keys[] = { "run_at", "created_at", "started_at", "finished_at",
-			                       "lease_until", "worker", "unique_key", "last_error", "errors",
-			                       "payload" };
+			/* One label form, "name:" padded to one column; timestamps as everywhere. */
+			printf("%-14s%lld\n%-14s%s\n%-14s%s%s\n%-14s%d\n%-14s%d of %d\n", "id:",
+			       (long long)j->id, "queue:", cli_esc(j->queue), "status:", j->status,
+			       j->aged ? " (aged: runs ahead of newer work)" : "", "priority:", j->priority,
+			       "attempts:", j->attempts, j->max_attempts);
+			const char *keys[] = { "run_at:", "created_at:", "started_at:", "finished_at:",
+			                       "lease_until:", "worker:", "unique_key:", "last_error:",
+			                       "errors:", "payload:" };
 			const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at,
 			                       j->lease_until, j->worker, j->unique_key, j->last_error,
 			                       j->errors, j->payload };
-			for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-				if (vals[i] != NULL)
-					printf("%-13s %s\n", keys[i], vals[i]);
+			for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+				char t[8192];
+				if (vals[i] == NULL)
+					continue;
+				/* errors and payload are JSON text, escaped already and as long as they are. */
+				printf("%-14s%s\n", keys[i], i < 5   ? cli_fmt_time(vals[i], t, sizeof t)
+				                              : i < 8 ? cli_escape(vals[i], t, sizeof t)
+				                                      : vals[i]);
+			}
 		}
 		pgc_free(j);
 	}
@@ -817,7 +822,7 @@ static int do_pause(const char *sub, int argc, char **argv)
 		json_str(stdout, a.pos[0]);
 		printf(",\"paused\":%s}\n", pause ? "true" : "false");
 	} else if (!g_cli.quiet) {
-		printf("queue %s %s\n", a.pos[0], pause ? "paused" : "resumed");
+		printf("queue %s %s\n", cli_esc(a.pos[0]), pause ? "paused" : "resumed");
 	}
 	pgc_queue_close(q);
 	pgc_conn_close(conn);

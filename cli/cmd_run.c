@@ -61,6 +61,7 @@ static void usage(FILE *f)
 	      "                               NAME (from the same counter as leases) and pass\n"
 	      "                               it in PGCOORD_FENCE_TOKEN; needs pgcoord init\n"
 	      "  -v, --verbose                say when the lock is taken, busy or timed out\n"
+	      "                               (the global -q wins)\n"
 	      "  -h, --help                   show this help and exit\n"
 	      "\n"
 	      "COMMAND runs in its own process group with PGCOORD_LOCK_NAME, PGCOORD_LOCK_KEY\n"
@@ -210,7 +211,7 @@ static int parse(run_ctx *r, int argc, char **argv, bool *done)
 			break;
 		}
 		case 'v':
-			r->verbose = true;
+			r->verbose = !g_cli.quiet; /* -q wins: only errors */
 			break;
 		case 'h':
 			usage(stdout);
@@ -262,13 +263,13 @@ static void say_waiting(run_ctx *r)
 		for (size_t i = 0; i < n; i++)
 			if (h[i].granted) {
 				snprintf(who, sizeof who, " (held by pid %d, %s%s%s)", h[i].pid,
-				         h[i].application_name[0] ? h[i].application_name : "no application_name",
+				         h[i].application_name[0] ? cli_esc(h[i].application_name) : "no application_name",
 				         h[i].client_addr[0] ? " from " : "", h[i].client_addr);
 				break;
 			}
 		pgc_free(h);
 	}
-	fprintf(stderr, "pgcoord: waiting for lock %s%s...\n", r->desc, who);
+	fprintf(stderr, "pgcoord: waiting for lock %s%s...\n", cli_esc(r->desc), who);
 }
 
 static int acquire(run_ctx *r)
@@ -300,7 +301,7 @@ done:
 	case PGC_OK:
 		if (r->verbose)
 			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms%s\n", r->shared ? "shared" : "exclusive",
-			        r->desc, (long long)(pgc__now_ms() - t0),
+			        cli_esc(r->desc), (long long)(pgc__now_ms() - t0),
 			        pgc_lock_held_in_transaction(r->lock)
 			                ? ", held in an open transaction (a transaction-mode pooler is in between)"
 			                : "");
@@ -431,7 +432,7 @@ static int supervise(run_ctx *r)
 	}
 	if (rc != PGC_OK) {
 		/* Closing the session releases it anyway. */
-		cli_errorf("releasing lock %s: %s", r->desc, err.message);
+		cli_errorf("releasing lock %s: %s", cli_esc(r->desc), err.message);
 	}
 	return code;
 }

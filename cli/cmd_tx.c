@@ -585,8 +585,10 @@ int cmd_tx(int argc, char **argv)
 			printf(")%s\n", dry_run ? ", dry run" : "");
 		}
 	} else {
-		if (g_cli.json)
+		if (g_cli.json) {
 			print_json(rc == PGC_ECOMMIT_UNKNOWN ? "unknown" : "failed", &st, &run, &err, dry_run);
+			cli_json_error_shown();
+		}
 		if (err.position > 0 && err.code == PGC_ESQL) {
 			PGconn *pg = pgc_conn_pg(conn);
 			const char *enc = PQparameterStatus(pg, "client_encoding");

@@ -1,8 +1,10 @@
 /* diag_out.c - rendering shared by blockers, locks, activity, cancel, terminate and probe */
 #include <langinfo.h>
+#include <stdlib.h>
 #include <locale.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "diag_out.h"
@@ -32,18 +34,27 @@ void diag_fmt_query(const char *q, size_t width, char *buf, size_t size)
 	bool space = false;
 	if (size == 0)
 		return;
+	/* White space collapsed here, then the other control characters escaped. */
+	char *one = malloc(size);
+	if (one == NULL) {
+		buf[0] = '\0';
+		return;
+	}
 	for (const char *p = q ? q : ""; *p && o + 1 < size; p++) {
 		if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
 			space = o > 0;
 			continue;
 		}
 		if (space && o + 1 < size)
-			buf[o++] = ' ';
+			one[o++] = ' ';
 		space = false;
 		if (o + 1 < size)
-			buf[o++] = *p;
+			one[o++] = *p;
 	}
-	buf[o] = '\0';
+	one[o] = '\0';
+	cli_escape(one, buf, size);
+	free(one);
+	o = strlen(buf);
 	if (width > 3 && o > width) {
 		/* Cut on a character boundary (UTF-8 continuation bytes start with 10). */
 		size_t cut = width - 3;
@@ -85,9 +96,57 @@ void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size)
 	snprintf(buf, size, "?");
 }
 
+void diag_watch_header(FILE *f, const char *what, int64_t every_ms, const char *at)
+{
+	bool tty = diag_stdout_tty();
+	char every[32], when[CLI_TIME_MAX];
+	if (tty)
+		fputs("\033[H\033[2J", f);
+	diag_fmt_dur((double)every_ms / 1000.0, every, sizeof every);
+	if (at != NULL) {
+		cli_fmt_time(at, when, sizeof when);
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		cli_fmt_time_us((int64_t)ts.tv_sec * 1000000, when, sizeof when);
+	}
+	fprintf(f, "pgcoord %s, every %s, at %s%s\n", what, every, when, tty ? " (Ctrl-C to stop)" : "");
+}
+
+void diag_watch_footer(FILE *f)
+{
+	if (!diag_stdout_tty())
+		fputc('\n', f);
+}
+
 const char *diag_or_dash(const char *s)
 {
-	return s && *s ? s : "-";
+	return s && *s ? cli_esc(s) : "-";
+}
+
+void diag_session_query(const pgc_diag_session *s, size_t width, char *buf, size_t size)
+{
+	const char *app = s->application ? s->application : "";
+	char lock[PGC_KEY_NAME_MAX + 64] = "";
+	/* pgcoord's own sessions run internal statements (set_config, pg_advisory_lock with a
+	 * parameter); what they do is wait for or hold one lock, named from the registry. */
+	if (strncmp(app, "pgcoord/", 8) == 0 && !s->pgcoord_holder) {
+		char who[64];
+		snprintf(who, sizeof who, "pgcoord %s", cli_esc(app + 8));
+		if (s->wants != NULL && s->wants->key != NULL &&
+		    pgc_key_describe(s->wants->key, lock, sizeof lock) >= 0) {
+			snprintf(buf, size, "%s: waiting for lock %s", who, cli_esc(lock));
+			return;
+		}
+		for (size_t i = 0; i < s->nlocks; i++)
+			if (s->locks[i].granted && s->locks[i].key != NULL &&
+			    pgc_key_describe(s->locks[i].key, lock, sizeof lock) >= 0 &&
+			    s->state != NULL && strncmp(s->state, "idle", 4) == 0) {
+				snprintf(buf, size, "%s: holding lock %s", who, cli_esc(lock));
+				return;
+			}
+	}
+	diag_fmt_query(s->query, width, buf, size);
 }
 
 void diag_json_dur(FILE *f, double s)
@@ -255,7 +314,7 @@ void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_sessio
 		char lock[PGC_KEY_NAME_MAX + 64];
 		diag_holder_lock(s, lock, sizeof lock);
 		fprintf(f, "  pgcoord run holding lock %s, by design: ending it takes the lock from that "
-		           "pgcoord run, which then stops its command (exit 75)\n", lock);
+		           "pgcoord run, which then stops its command (exit 75)\n", cli_esc(lock));
 	}
 	if (s->wants != NULL) {
 		char w[32];
@@ -263,7 +322,7 @@ void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_sessio
 		fprintf(f, "  waits %s for %s on %s\n", w, diag_or_dash(s->wants->mode),
 		        diag_or_dash(s->wants->target));
 	}
-	diag_fmt_query(s->query, diag_stdout_tty() ? (size_t)diag_term_width() - 9 : 0, q, sizeof q);
+	diag_session_query(s, diag_stdout_tty() ? (size_t)diag_term_width() - 9 : 0, q, sizeof q);
 	fprintf(f, "  query: %s\n", *q ? q : "-");
 	if (s->nblocks == 0) {
 		fputs("  blocks no one\n", f);
@@ -274,7 +333,7 @@ void diag_describe(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_sessio
 	for (size_t i = 0; i < s->nblocks && i < 20; i++) {
 		const pgc_diag_session *w = pgc_diag_session_find(snap, s->blocks[i]);
 		fprintf(f, " %d%s%s%s", s->blocks[i], w && w->application && *w->application ? " (" : "",
-		        w && w->application && *w->application ? w->application : "",
+		        w && w->application && *w->application ? cli_esc(w->application) : "",
 		        w && w->application && *w->application ? ")" : "");
 	}
 	if (s->nblocks > 20)

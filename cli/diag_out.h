@@ -37,7 +37,19 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
  * shows keys: "nightly-report (key 4242)", "20,7", or "?" when no advisory lock is seen. */
 void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size);
 
-/* "alice", "-" for NULL or empty. */
+/* The top of each screen of a --watch in human output: on a terminal clears it first; then
+ * "pgcoord WHAT, every 2.0s, at 2026-12-01T11:47:53Z (Ctrl-C to stop)". at is the time of the
+ * data (PostgreSQL's text of a timestamptz), NULL for this host's clock now. */
+void diag_watch_header(FILE *f, const char *what, int64_t every_ms, const char *at);
+/* Between two screens of a --watch: a blank line when standard output is not a terminal. */
+void diag_watch_footer(FILE *f);
+
+/* What a session runs, for human output: the query as diag_fmt_query() shows it, except for
+ * pgcoord's own sessions (application_name pgcoord/...), whose internal statements say
+ * nothing: "pgcoord run: waiting for lock nightly (key 42)", "pgcoord run: holding lock ...". */
+void diag_session_query(const pgc_diag_session *s, size_t width, char *buf, size_t size);
+
+/* "alice" (escaped as cli_esc() does), "-" for NULL or empty. */
 const char *diag_or_dash(const char *s);
 
 /* Takes a snapshot, printing any error; returns 0 or the exit code. */

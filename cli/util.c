@@ -10,18 +10,40 @@
 
 cli_globals g_cli;
 
-static void verror(const char *fmt, va_list ap)
+/* The first error reported by this process, for the JSON error object (cli_json_error). */
+static struct {
+	bool set;
+	bool shown; /* the command's own JSON result carries the error (cli_json_error_shown) */
+	pgc_error err; /* klass PGC_CLASS_NONE: no class known (a message of the tool's own) */
+} first_error;
+
+static void record(const pgc_error *err)
 {
-	fputs("pgcoord: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	if (first_error.set)
+		return;
+	first_error.set = true;
+	first_error.err = *err;
+}
+
+static void verror(pgc_error_class klass, const char *fmt, va_list ap)
+{
+	char msg[PGC_ERROR_MESSAGE_MAX];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	fprintf(stderr, "pgcoord: %s\n", msg);
+	/* A warning is not the error the command fails with. */
+	if (strncmp(msg, "warning: ", 9) != 0) {
+		pgc_error e = PGC_ERROR_INIT;
+		e.klass = klass;
+		snprintf(e.message, sizeof e.message, "%s", msg);
+		record(&e);
+	}
 }
 
 void cli_errorf(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	verror(fmt, ap);
+	verror(PGC_CLASS_NONE, fmt, ap);
 	va_end(ap);
 }
 
@@ -29,7 +51,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	verror(fmt, ap);
+	verror(PGC_CLASS_USAGE, fmt, ap);
 	va_end(ap);
 	if (cmd != NULL)
 		fprintf(stderr, "Try \"pgcoord %s --help\" for more information.\n", cmd);
@@ -78,14 +100,42 @@ int cli_exit_code(const pgc_error *err)
 int cli_report(const pgc_error *err)
 {
 	if (err->sqlstate[0] != '\0')
-		cli_errorf("%s (SQLSTATE %s)", err->message, err->sqlstate);
+		fprintf(stderr, "pgcoord: %s (SQLSTATE %s)\n", err->message, err->sqlstate);
 	else
-		cli_errorf("%s", err->message);
+		fprintf(stderr, "pgcoord: %s\n", err->message);
 	if (err->detail[0] != '\0')
 		fprintf(stderr, "DETAIL: %s\n", err->detail);
 	if (err->hint[0] != '\0')
 		fprintf(stderr, "HINT: %s\n", err->hint);
+	record(err);
 	return cli_exit_code(err);
+}
+
+static void json_field(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, ",\"%s\":", key);
+	json_str(f, s && *s ? s : NULL);
+}
+
+void cli_json_error_shown(void)
+{
+	first_error.shown = true;
+}
+
+void cli_json_error(int rc)
+{
+	if (!g_cli.json || rc == 0 || !first_error.set || first_error.shown)
+		return;
+	const pgc_error *e = &first_error.err;
+	fputs("{\"error\":{\"message\":", stdout);
+	json_str(stdout, e->message);
+	json_field(stdout, "detail", e->detail);
+	json_field(stdout, "hint", e->hint);
+	json_field(stdout, "sqlstate", e->sqlstate);
+	json_field(stdout, "class", e->klass != PGC_CLASS_NONE ? pgc_error_class_name(e->klass) : NULL);
+	json_field(stdout, "reason", e->code != PGC_OK ? pgc_strerror(e->code) : NULL);
+	printf(",\"exit\":%d}}\n", rc);
+	fflush(stdout);
 }
 
 int cli_connect(const char *cmd, pgc_conn **out)
@@ -168,6 +218,111 @@ void json_str(FILE *f, const char *s)
 		p++;
 	}
 	fputc('"', f);
+}
+
+const char *cli_escape(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+	if (size == 0)
+		return buf;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+		char e[8];
+		size_t n = utf8_seq_len(p), elen;
+		const char *piece = e;
+		if (n == 0 || *p < 0x20 || *p == 0x7f) {
+			switch (*p) {
+			case '\n': memcpy(e, "\\n", 3); elen = 2; break;
+			case '\t': memcpy(e, "\\t", 3); elen = 2; break;
+			case '\r': memcpy(e, "\\r", 3); elen = 2; break;
+			default: elen = (size_t)snprintf(e, sizeof e, "\\x%02x", *p); break;
+			}
+			n = 1;
+		} else if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0) {
+			/* C1 controls: U+009B is a CSI to many terminals. */
+			elen = (size_t)snprintf(e, sizeof e, "\\u%04x", p[1]);
+		} else {
+			piece = (const char *)p;
+			elen = n;
+		}
+		if (o + elen + 1 > size)
+			break;
+		memcpy(buf + o, piece, elen);
+		o += elen;
+		p += n;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+const char *cli_esc(const char *s)
+{
+	static _Thread_local char ring[16][1024];
+	static _Thread_local unsigned next;
+	return cli_escape(s, ring[next++ % 16], sizeof ring[0]);
+}
+
+const char *cli_fmt_time_us(int64_t us, char *buf, size_t size)
+{
+	if (us == 0) {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	time_t t = (time_t)(us / 1000000 - (us % 1000000 < 0));
+	struct tm tm;
+	if (gmtime_r(&t, &tm) == NULL || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, size, "?");
+	return buf;
+}
+
+const char *cli_fmt_time(const char *pg, char *buf, size_t size)
+{
+	if (pg == NULL || *pg == '\0') {
+		snprintf(buf, size, "-");
+		return buf;
+	}
+	/* YYYY-MM-DD{ |T}HH:MM:SS[.fraction]{Z|+HH|-HH}[:MM[:SS]] */
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	int len = 0;
+	char sep;
+	if (sscanf(pg, "%4d-%2d-%2d%c%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &sep,
+	           &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &len) != 7 || (sep != ' ' && sep != 'T'))
+		goto verbatim;
+	const char *p = pg + len;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			;
+	long off = 0;
+	if (*p == 'Z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p == '-' ? -1 : 1, part[3] = { 0, 0, 0 }, k = 0;
+		p++;
+		while (k < 3 && p[0] >= '0' && p[0] <= '9' && p[1] >= '0' && p[1] <= '9') {
+			part[k++] = (p[0] - '0') * 10 + (p[1] - '0');
+			p += 2;
+			if (*p != ':')
+				break;
+			p++;
+		}
+		if (k == 0)
+			goto verbatim;
+		off = sign * (part[0] * 3600L + part[1] * 60L + part[2]);
+	} else {
+		goto verbatim;
+	}
+	if (*p != '\0')
+		goto verbatim; /* " BC", or a form this does not know */
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t t = timegm(&tm) - off;
+	struct tm u;
+	if (gmtime_r(&t, &u) == NULL || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &u) == 0)
+		goto verbatim;
+	return buf;
+verbatim:
+	cli_escape(pg, buf, size);
+	return buf;
 }
 
 bool cli_parse_int(const char *text, long long min, long long max, long long *out)

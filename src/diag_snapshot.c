@@ -450,6 +450,8 @@ static int keep_in_scope(builder *b, pgc_error *err)
 		l->kept = pgc__pid_index_find(b->map, b->nrs, l->l.pid) >= 0 ||
 		          (l->l.pid == 0 && in_current_db(b, l->l.database));
 		b->nkept_locks += l->kept;
+		/* A backend waits for one lock at a time: one row per waiter left out. */
+		b->snap->nwaiting_elsewhere += !l->kept && !l->l.granted && l->l.pid != 0;
 	}
 	return PGC_OK;
 }

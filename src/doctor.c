@@ -374,9 +374,9 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 	                                       " pg_read_all_stats to see all)";
 	if (idle > 0) {
 		snprintf(fix, sizeof fix,
-		         "find what it holds and blocks (pg_locks, pg_blocking_pids), end it with SELECT"
-		         " pg_terminate_backend(%s) if it is stuck, and set idle_in_transaction_session_timeout",
-		         oldest_pid);
+		         "see what it holds and whom it blocks with pgcoord locks --pid %s and pgcoord"
+		         " blockers, end it with pgcoord terminate %s if it is stuck, and set"
+		         " idle_in_transaction_session_timeout", oldest_pid, oldest_pid);
 		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, idle_s, fix,
 		        "%lld session(s) idle in transaction now%s; the oldest, pid %s (user %s), for %lld s:"
 		        " it keeps every lock it took%s%s%s", idle, named, oldest_pid, oldest_user, oldest,
@@ -407,12 +407,14 @@ static void check_schema(doctor *d, const check *ck)
 		return;
 	}
 	snprintf(sv_s, sizeof sv_s, "%d", sv);
+	char init[160];
+	pgc__init_cmd(d->schema, init, sizeof init);
 	if (sv == 0)
-		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, sv_s, "pgcoord init",
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, sv_s, init,
 		        "schema %s is not installed (the queue, leases and elections need it; locks do"
 		        " not)", d->schema);
 	else if (sv < latest)
-		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, sv_s, "pgcoord init",
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, sv_s, init,
 		        "schema %s is at version %d, this pgcoord knows %d", d->schema, sv, latest);
 	else if (sv > latest)
 		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, sv_s, "upgrade pgcoord to a release that knows it",

@@ -146,8 +146,20 @@ void pgc__copy_line(char *dst, size_t n, const char *src)
 	if (n == 0)
 		return;
 	if (src != NULL) {
-		for (; src[i] != '\0' && i + 1 < n; i++)
-			dst[i] = (src[i] == '\n' || src[i] == '\r' || src[i] == '\t') ? ' ' : src[i];
+		/* A line break and the indentation after it (libpq's "...unexpectedly\n\tThis
+		 * probably means...") become one space. */
+		for (const char *p = src; *p != '\0' && i + 1 < n; p++) {
+			if (*p == '\n' || *p == '\r' || *p == '\t') {
+				while (i > 0 && dst[i - 1] == ' ')
+					i--;
+				while (p[1] == '\n' || p[1] == '\r' || p[1] == '\t' || p[1] == ' ')
+					p++;
+				if (i > 0)
+					dst[i++] = ' ';
+				continue;
+			}
+			dst[i++] = *p;
+		}
 	}
 	while (i > 0 && dst[i - 1] == ' ')
 		i--;

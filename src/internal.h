@@ -26,6 +26,11 @@ int pgc__check_schema(const char *schema, pgc_error *err);
  * when out of memory. */
 char *pgc__sql_schema(const char *tmpl, const char *quoted);
 
+/* The command that installs schema, for messages: "pgcoord init" for the default (NULL),
+ * "pgcoord init --schema NAME" otherwise, NAME in single quotes when a shell would need them.
+ * Returns buf. */
+const char *pgc__init_cmd(const char *schema, char *buf, size_t size);
+
 /* ---- LISTEN (listen.c) ---------------------------------------------------------------------- */
 
 /* LISTEN on channel (quoted here), recorded on the session: while any is recorded the session

@@ -134,9 +134,10 @@ void lab_exp_unique_email(lab *L)
 	lab_vint(L, "on_conflict_winners", claim.rows);
 	lab_vint(L, "on_conflict_rows", claim_rows);
 	lab_verdict(L, dup_rows > 1 && claim.rows == 1 && claim_rows == 1,
-	            "%d sessions, one email: SELECT ... FOR UPDATE then INSERT stored it %lld times;"
-	            " INSERT ... ON CONFLICT DO NOTHING: %d winner, %lld row", EMAIL_SESSIONS, dup_rows,
-	            claim.rows, claim_rows);
+	            "%d sessions, one email: SELECT ... FOR UPDATE then INSERT stored it %lld time%s;"
+	            " INSERT ... ON CONFLICT DO NOTHING: %d winner%s, %lld row%s", EMAIL_SESSIONS,
+	            dup_rows, dup_rows == 1 ? "" : "s", claim.rows, claim.rows == 1 ? "" : "s",
+	            claim_rows, claim_rows == 1 ? "" : "s");
 }
 
 /* ---- savepoints ---- */

@@ -113,9 +113,9 @@ static int map_error(call *c, int rc, pgc_error *e, int busy_code)
 	const char *s = e->sqlstate;
 	int code = rc;
 	if (strcmp(s, "3F000") == 0 || strcmp(s, "42P01") == 0 || strcmp(s, "42883") == 0) {
-		char msg[PGC_ERROR_MESSAGE_MAX];
-		snprintf(msg, sizeof msg, "schema %s has no lease tables (%s): run pgcoord init",
-		         c->schema, e->message);
+		char msg[PGC_ERROR_MESSAGE_MAX], init[160];
+		snprintf(msg, sizeof msg, "schema %s has no lease tables (%s): run %s", c->schema,
+		         e->message, pgc__init_cmd(c->schema, init, sizeof init));
 		pgc__copy_line(e->message, sizeof e->message, msg);
 		code = PGC_ENOSCHEMA;
 		e->klass = PGC_CLASS_USAGE;

@@ -1166,11 +1166,17 @@ int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms, const pgc_watch_options 
 
 /* ---- who holds a key -------------------------------------------------------------------- */
 
+/* Timestamps in ISO 8601 whatever the session's DateStyle. When a lock was taken is known for
+ * pgcoord's held transactions (behind a transaction-mode pooler): their transaction starts
+ * just before the lock; pg_locks does not say it for other holders. */
+#define HOLDERS_TS(x) "coalesce(to_json(" x ")#>>'{}', '')"
 #define HOLDERS_SQL(waitstart)                                                                      \
 	"SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), ''),"          \
-	" l.mode, l.granted, coalesce(" waitstart "::text, ''), coalesce(a.state, ''),"               \
-	" coalesce(a.state_change::text, ''), coalesce(a.backend_start::text, ''),"                    \
-	" l.pid = pg_backend_pid()"                                                                     \
+	" l.mode, l.granted, " HOLDERS_TS(waitstart) ", coalesce(a.state, ''),"                       \
+	" " HOLDERS_TS("a.state_change") ", " HOLDERS_TS("a.backend_start") ","                         \
+	" l.pid = pg_backend_pid(),"                                                                    \
+	" " HOLDERS_TS("CASE WHEN l.granted AND a.application_name = '" PGC_LOCK_HOLDER_APPLICATION    \
+	               "' THEN a.xact_start END")                                                       \
 	" FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid"         \
 	" WHERE l.locktype = 'advisory'"                                                                \
 	" AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())" \
@@ -1220,6 +1226,7 @@ int pgc_lock_holders(pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out, 
 			snprintf(h[i].state_change, sizeof h[i].state_change, "%s", PQgetvalue(r, i, 7));
 			snprintf(h[i].backend_start, sizeof h[i].backend_start, "%s", PQgetvalue(r, i, 8));
 			h[i].is_self = strcmp(PQgetvalue(r, i, 9), "t") == 0;
+			snprintf(h[i].acquired_at, sizeof h[i].acquired_at, "%s", PQgetvalue(r, i, 10));
 		}
 		*out = h;
 		*n = (size_t)rows;

@@ -274,9 +274,11 @@ int pgc_queue_open(pgc_conn *conn, const pgc_queue_options *opts, pgc_queue **ou
 	bool exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!exists) {
+		char init[160];
+		pgc__init_cmd(schema, init, sizeof init);
 		pgc_queue_close(q);
 		return pgc__err(err, PGC_ENOSCHEMA,
-		                "the queue tables are not installed in schema %s: run pgcoord init", schema);
+		                "the queue tables are not installed in schema %s: run %s", schema, init);
 	}
 	res = pgc__queue_run_text(q, "SELECT channel FROM @S@.queue_settings", 0, NULL, &rc, err);
 	if (res == NULL) {

@@ -60,6 +60,39 @@ char *pgc__sql_schema(const char *tmpl, const char *quoted)
 	return out;
 }
 
+const char *pgc__init_cmd(const char *schema, char *buf, size_t size)
+{
+	if (schema == NULL || strcmp(schema, PGC_SCHEMA_DEFAULT) == 0) {
+		snprintf(buf, size, "pgcoord init");
+		return buf;
+	}
+	bool plain = true;
+	for (const char *p = schema; *p && plain; p++)
+		plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		        *p == '_' || *p == '-' || *p == '.';
+	if (plain) {
+		snprintf(buf, size, "pgcoord init --schema %s", schema);
+		return buf;
+	}
+	/* 'it'\''s': a quote ends the quoted text, is given escaped, and the quote opens again. */
+	size_t o = (size_t)snprintf(buf, size, "pgcoord init --schema '");
+	for (const char *p = schema; *p && o + 5 < size; p++) {
+		if (*p == '\'') {
+			memcpy(buf + o, "'\\''", 4);
+			o += 4;
+		} else {
+			buf[o++] = *p;
+		}
+	}
+	if (o + 2 <= size) {
+		buf[o++] = '\'';
+		buf[o] = '\0';
+	} else {
+		buf[size - 1] = '\0';
+	}
+	return buf;
+}
+
 /* Runs SQL text (several statements) under the migrations' bound. */
 static int run_sql(pgc_conn *conn, const char *sql, pgc_error *err)
 {
@@ -314,10 +347,11 @@ static int grant_worker(pgc_conn *conn, const char *schema, const char *qs, cons
 	int version;
 	if ((rc = read_version(conn, schema, &version, err)) != PGC_OK)
 		return rc;
-	if (version < pgc__migration_count)
-		return pgc__err(err, PGC_ENOSCHEMA,
-		                "schema %s is at version %d, not %d: run pgcoord init first", schema,
-		                version, pgc__migration_count);
+	if (version < pgc__migration_count) {
+		char init[160];
+		return pgc__err(err, PGC_ENOSCHEMA, "schema %s is at version %d, not %d: run %s first",
+		                schema, version, pgc__migration_count, pgc__init_cmd(schema, init, sizeof init));
+	}
 
 	const char *rp[2] = { role, schema };
 	res = pgc__exec(conn,

@@ -439,8 +439,8 @@ int pgc_tx_run(pgc_conn *conn, const pgc_tx_options *opts, pgc_tx_fn fn, void *a
 			if (err->code == PGC_ECONNECT)
 				return PGC_ECONNECT;
 			pgc_error last = *err;
-			pgc__err(err, PGC_ERETRY_EXHAUSTED, "transaction failed %d times, giving up; last: %s",
-			         attempt_no, last.message);
+			pgc__err(err, PGC_ERETRY_EXHAUSTED, "transaction failed %d time%s, giving up; last: %s",
+			         attempt_no, attempt_no == 1 ? "" : "s", last.message);
 			err->klass = last.klass;
 			memcpy(err->sqlstate, last.sqlstate, sizeof err->sqlstate);
 			memcpy(err->detail, last.detail, sizeof err->detail);

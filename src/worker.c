@@ -370,8 +370,9 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 			if (rc == PGC_OK) {
 				atomic_fetch_add(&w->s_failed, 1);
 				if (dead)
-					wlog(w, PGC_LOG_WARN, "job %lld failed for good after %d attempts: %.300s",
-					     (long long)j->job.id, j->job.attempt, j->result.error);
+					wlog(w, PGC_LOG_WARN, "job %lld failed for good after %d attempt%s: %.300s",
+					     (long long)j->job.id, j->job.attempt, j->job.attempt == 1 ? "" : "s",
+					     j->result.error);
 			}
 		}
 		if (rc == PGC_ESTALE) {

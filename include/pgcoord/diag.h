@@ -118,6 +118,8 @@ typedef struct pgc_diag_snapshot {
 	size_t ncycles;
 	size_t nwaiting;           /* sessions waiting for a lock */
 	bool names_available;      /* <schema>.lock_names was found and read */
+	size_t nwaiting_elsewhere; /* sessions waiting for a lock in other databases, left out
+	                              of this snapshot (0 with all_databases) */
 	void *internal_;           /* owned by the library */
 } pgc_diag_snapshot;
 

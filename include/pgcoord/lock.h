@@ -344,7 +344,7 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_lock_table(pgc_conn *conn, const char *table,
 /* ---- Who holds a key -------------------------------------------------------------------- */
 
 /* One session holding or waiting for a key, from pg_locks joined to pg_stat_activity. Strings
- * are "" when unknown (timestamps are ISO 8601 with time zone, as the server prints them). */
+ * are "" when unknown (timestamps are ISO 8601 with time zone, as to_json() prints them). */
 typedef struct pgc_lock_holder {
 	int pid;
 	char application_name[64];
@@ -356,6 +356,8 @@ typedef struct pgc_lock_holder {
 	char state_change[40];    /* since when the session is in that state */
 	char backend_start[40];   /* when the session started */
 	bool is_self;             /* the session of the conn that asked */
+	char acquired_at[40];     /* holders: when they took the lock where the server shows it
+	                             (pgcoord's held transactions behind a pooler), else "" */
 } pgc_lock_holder;
 
 /* Who holds or waits for key in conn's database right now: holders first, then waiters in the

@@ -32,8 +32,10 @@ wpid=$!
 wait_sessions "$name" waiting 1
 run 1 "$PG" -d "$DSN" lock status "$name"
 out_has "^lock $name (key [-0-9]*): held$"
-out_has "exclusive holds   idle since 20"
-out_has "shared    waits   waiting since 20"
+# SINCE: when the lock was taken (not shown for a session lock) or asked for; the session's
+# state, which each heartbeat renews, in a column of its own.
+out_has "exclusive holds -  *idle since 20[0-9-]*T[0-9:]*Z "
+out_has "shared    waits 20[0-9-]*T[0-9:]*Z  *active since 20"
 out_has "pgcoord/run"
 run 1 "$PG" -d "$DSN" --json lock status "$name"
 python3 - "$TMP/out" <<'PY' || fail "lock status --json"
@@ -45,7 +47,9 @@ assert h["granted"] and h["mode"] == "exclusive" and h["application_name"] == "p
 assert h["client_addr"] is not None and h["state"] == "idle" and h["wait_start"] is None, h
 assert not w["granted"] and w["mode"] == "shared" and w["wait_start"], w
 assert set(h) == {"pid", "mode", "granted", "application_name", "client_addr", "state",
-                  "state_change", "wait_start", "backend_start"}, h
+                  "state_change", "acquired_at", "wait_start", "backend_start"}, h
+# Timestamps are ISO 8601 whatever the server's DateStyle.
+assert h["acquired_at"] is None and "T" in h["state_change"] and "T" in w["wait_start"], (h, w)
 PY
 kill -TERM "$hpid"
 wait "$hpid"

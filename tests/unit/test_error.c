@@ -85,6 +85,20 @@ static void error__record_is_one_line(void)
 	T_ASSERT_STR_EQ(err.message, "");
 }
 
+/* libpq breaks its messages into lines and indents the next one with a tab: one space each. */
+static void error__line_breaks_one_space(void)
+{
+	pgc_error err = PGC_ERROR_INIT;
+	pgc__err(&err, PGC_ECONNLOST, "server closed the connection unexpectedly\n\tThis probably means"
+	                              " the server terminated abnormally\n\tbefore or while processing"
+	                              " the request.\n");
+	T_ASSERT_STR_EQ(err.message, "server closed the connection unexpectedly This probably means the"
+	                             " server terminated abnormally before or while processing the"
+	                             " request.");
+	pgc__err(&err, PGC_ECONNECT, "a \r\n  b\t\tc  d");
+	T_ASSERT_STR_EQ(err.message, "a b c  d");
+}
+
 static void error__long_message_truncated(void)
 {
 	char big[4096];
@@ -112,6 +126,7 @@ int main(int argc, char **argv)
 		{ "error__classify_malformed", error__classify_malformed },
 		{ "error__strerror", error__strerror },
 		{ "error__record_is_one_line", error__record_is_one_line },
+		{ "error__line_breaks_one_space", error__line_breaks_one_space },
 		{ "error__long_message_truncated", error__long_message_truncated },
 		{ "version__matches_macros", version__matches_macros },
 		{ NULL, NULL },
