@@ -200,10 +200,10 @@ fi
 # transaction is rolled back at once instead of the backend running on with its locks, and
 # pgcoord ends by the signal.
 v1=$(psql_q "SELECT v FROM $S.t WHERE id = 1")
-$T "$PG" -d "$DSN" tx -c "UPDATE $S.t SET v = v + 1000 WHERE id = 1; SELECT pg_sleep(60)" >"$TMP/sig.out" 2>"$TMP/sig.err" &
+$T "$PG" -d "$DSN" tx -c "UPDATE $S.t SET v = v + 1000 WHERE id = 1; SELECT pg_sleep(60) /* $S */" >"$TMP/sig.out" 2>"$TMP/sig.err" &
 txpid=$!
 for _ in $(seq 200); do
-	[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()")" = 1 ] && break
+	[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60) /* $S */%' AND state = 'active' AND pid <> pg_backend_pid()")" = 1 ] && break
 	sleep 0.05
 done
 kill -TERM $txpid
@@ -213,7 +213,7 @@ st=$?
 grep -q "interrupted by signal 15" "$TMP/sig.err" || { cat "$TMP/sig.err"; fail "no interruption message"; }
 gone=0
 for _ in $(seq 100); do
-	if [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ]; then gone=1; break; fi
+	if [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60) /* $S */%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ]; then gone=1; break; fi
 	sleep 0.05
 done
 [ $gone -eq 1 ] || fail "the statement still runs on the server after SIGTERM"
