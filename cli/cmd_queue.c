@@ -40,7 +40,7 @@ static void usage(FILE *f)
 	      "      --json           one JSON object per result\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 ok; 1 duplicate unique key or job\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key or job\n"
 	      "running; 64 usage; 65 bad data (invalid JSON, payload over the limit, unknown\n"
 	      "queue or job); 69 database unavailable or schema missing; 70 internal error.\n"
 	      "See pgcoord-queue(1).\n", f);
@@ -832,10 +832,11 @@ static int do_config(int argc, char **argv)
 		       (long long)cfg.succeeded_retention_ms, (long long)cfg.failed_retention_ms,
 		       cfg.max_payload_bytes);
 	} else if (!g_cli.quiet) {
-		printf("aging:               %lld ms\nsucceeded_retention: %lld ms\n"
-		       "failed_retention:    %lld ms\nmax_payload:         %d bytes\n",
-		       (long long)cfg.aging_ms, (long long)cfg.succeeded_retention_ms,
-		       (long long)cfg.failed_retention_ms, cfg.max_payload_bytes);
+		char d1[PGC_DURATION_FORMAT_MAX], d2[PGC_DURATION_FORMAT_MAX], d3[PGC_DURATION_FORMAT_MAX];
+		printf("aging:               %s\nsucceeded_retention: %s\n"
+		       "failed_retention:    %s\nmax_payload:         %d bytes\n",
+		       cli_duration_str(cfg.aging_ms, d1), cli_duration_str(cfg.succeeded_retention_ms, d2),
+		       cli_duration_str(cfg.failed_retention_ms, d3), cfg.max_payload_bytes);
 	}
 	pgc_queue_close(q);
 	pgc_conn_close(conn);

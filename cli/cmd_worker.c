@@ -62,7 +62,7 @@ static void usage(FILE *f)
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 after a stop on a signal;\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 after a stop on a signal;\n"
 	      "64 usage; 69 database unavailable or schema missing; 70 internal error;\n"
 	      "126 COMMAND not executable; 127 COMMAND not found. See pgcoord-worker(1).\n", f);
 }
@@ -241,8 +241,9 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	if (timed_out) {
 		res->outcome = PGC_JOB_FAIL;
-		snprintf(res->error, sizeof res->error, "timed out after %lld ms (process group killed)%s%s",
-		         (long long)ctx->timeout_ms, last[0] ? ": " : "", last);
+		char d[PGC_DURATION_FORMAT_MAX];
+		snprintf(res->error, sizeof res->error, "timed out after %s (process group killed)%s%s",
+		         cli_duration_str(ctx->timeout_ms, d), last[0] ? ": " : "", last);
 	} else if (lost) {
 		res->outcome = PGC_JOB_FAIL; /* stale anyway: the job is no longer ours */
 		snprintf(res->error, sizeof res->error, "lease lost: command killed");
@@ -484,11 +485,12 @@ int cmd_worker(int argc, char **argv)
 		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
 	}
 	int sig;
+	char gd[PGC_DURATION_FORMAT_MAX];
 	while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
 		;
 	if (!g_cli.quiet)
-		fprintf(stderr, "pgcoord worker: %s: stopping (grace %lld ms)\n", strsignal(sig),
-		        (long long)grace);
+		fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
+		        cli_duration_str(grace, gd));
 	for (int i = 0; i < nconn; i++)
 		pgc_worker_stop(ws[i], grace);
 	/* A second signal during the grace period stops at once. */

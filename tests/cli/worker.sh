@@ -87,7 +87,7 @@ the real reason" ] || fail "stderr tail is not the error: $(psql_q "SELECT last_
 [ "$(psql_q "SELECT attempts FROM $S.jobs WHERE payload->>'k' = 'later'")" = 0 ] || fail "exit 75 counted an attempt"
 # The timeout killed the whole process group (the background sleep too).
 [ "$(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")" = \
-  "timed out after 1000 ms (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
+  "timed out after 1s (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
 sleeper=$(cat "$OUT.sleeper")
 alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 end=$((SECONDS + 5))
