@@ -83,9 +83,14 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.id",
 
+	/* A release is not an attempt: the job did not fail, its worker stopped. The attempt the
+	 * claim counted is given back, whether the handler had started or not ($3: it had, which
+	 * is noted in last_error). */
 	[QS_RELEASE] =
 	"WITH r AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
-	"  attempts = greatest(j.attempts - $3::int, 0), eff_priority = j.priority,"
+	"  attempts = greatest(j.attempts - 1, 0), eff_priority = j.priority,"
+	"  last_error = CASE WHEN $3::boolean THEN 'released unfinished when worker '"
+	"   || coalesce(j.worker, '?') || ' stopped (not counted as an attempt)' ELSE j.last_error END,"
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.queue)"
@@ -732,7 +737,7 @@ int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids, const int64_t 
 	int rc = id_token_arrays(n, ids, tokens, &ia, &ta, err);
 	if (rc != PGC_OK)
 		return rc;
-	const char *v[3] = { ia.buf, ta.buf, started ? "0" : "1" };
+	const char *v[3] = { ia.buf, ta.buf, started ? "t" : "f" };
 	PGresult *res = pgc__queue_run(q, QS_RELEASE, 3, v, &rc, err);
 	pgc__sb_free(&ia);
 	pgc__sb_free(&ta);

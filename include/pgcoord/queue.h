@@ -169,8 +169,11 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_heartbeat(pgc_queue *q, size_t n, const i
                                                  const int64_t *tokens, int64_t lease_ms,
                                                  bool *lost, pgc_error *err);
 
-/* Returns n running jobs to pending at once (a worker shutting down). When started is false
- * the attempt is not counted (the job never ran). Stale tokens are ignored.
+/* Returns n running jobs to pending at once (a worker shutting down). A release is not an
+ * attempt: the attempt the claim counted is given back, so a job released at every stop still
+ * gets its max_attempts runs (a lease that expired, a worker that crashed, still counts: the
+ * reaper cannot tell whether the job ran). started says that the handlers had begun: then
+ * last_error notes the release. Stale tokens are ignored.
  * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids,
                                                const int64_t *tokens, bool started,
