@@ -9,7 +9,8 @@
  * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every thread and taken by the
  * main thread with sigtimedwait, so they never reach a handler thread and are not forwarded to
  * the commands: the first one starts a graceful stop (no new jobs, running ones get --grace),
- * a second one stops at once. */
+ * a second one stops at once. With --once the workers stop by themselves when their queues
+ * run dry; the main thread waits for them and a thread of its own takes the signals. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -57,12 +58,16 @@ static void usage(FILE *f)
 	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
 	      "      --backoff-max=D    longest retry delay (default 1h)\n"
 	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
+	      "      --once             exit 0 once no runnable job is left (none pending\n"
+	      "                         and due in an unpaused queue) and the running ones\n"
+	      "                         are finished; jobs scheduled later do not count\n"
 	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
 	      "                         (default 20000; 0: leave it to autovacuum)\n"
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 after a stop on a signal;\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 after a stop on a signal\n"
+	      "or, with --once, when the queues are drained;\n"
 	      "64 usage; 69 database unavailable or schema missing; 70 internal error;\n"
 	      "126 COMMAND not executable; 127 COMMAND not found. See pgcoord-worker(1).\n", f);
 }
@@ -273,7 +278,35 @@ out:
 typedef struct second_arg {
 	pgc_worker **ws;
 	int n;
+	int64_t grace;  /* --once: the first signal's grace */
 } second_arg;
+
+/* With --once the main thread waits for the workers to finish by themselves, and this thread
+ * takes the signals: the first stops gracefully, the second at once. */
+static void *once_signals(void *arg)
+{
+	second_arg *sa = arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGQUIT);
+	for (int round = 0; round < 2; round++) {
+		int sig;
+		if (sigwait(&s, &sig) != 0)
+			break;
+		char gd[PGC_DURATION_FORMAT_MAX];
+		if (!g_cli.quiet && round == 0)
+			fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
+			        cli_duration_str(sa->grace, gd));
+		else if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: %s: stopping now\n", strsignal(sig));
+		for (int i = 0; i < sa->n; i++)
+			pgc_worker_stop(sa->ws[i], round == 0 ? sa->grace : 0);
+	}
+	return NULL;
+}
 
 static void *second_signal(void *arg)
 {
@@ -335,7 +368,7 @@ static int check_command(const char *cmd)
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_ONCE };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -348,6 +381,7 @@ int cmd_worker(int argc, char **argv)
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
+		{ "once", no_argument, NULL, O_ONCE },
 		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
 		{ "connections", required_argument, NULL, O_CONNECTIONS },
 		{ "schema", required_argument, NULL, O_SCHEMA },
@@ -388,6 +422,7 @@ int cmd_worker(int argc, char **argv)
 			o.prefetch = (int)v;
 			break;
 		case O_NO_LISTEN: o.listen = false; break;
+		case O_ONCE: o.once = true; break;
 		case O_CONNECTIONS:
 			if (!cli_parse_int(optarg, 1, 16, &v))
 				return cli_usage_error("worker", "--connections must be an integer from 1 to 16, not \"%s\"", optarg);
@@ -484,19 +519,24 @@ int cmd_worker(int argc, char **argv)
 		        (int)getpid(), total_k, nconn, nconn == 1 ? "" : "s",
 		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
 	}
-	int sig;
-	char gd[PGC_DURATION_FORMAT_MAX];
-	while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
-		;
-	if (!g_cli.quiet)
-		fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
-		        cli_duration_str(grace, gd));
-	for (int i = 0; i < nconn; i++)
-		pgc_worker_stop(ws[i], grace);
-	/* A second signal during the grace period stops at once. */
-	second_arg sa = { ws, nconn };
+	second_arg sa = { ws, nconn, grace };
 	pthread_t second;
-	bool have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
+	bool have_second;
+	if (o.once) {
+		have_second = pthread_create(&second, NULL, once_signals, &sa) == 0;
+	} else {
+		int sig;
+		char gd[PGC_DURATION_FORMAT_MAX];
+		while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
+			;
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
+			        cli_duration_str(grace, gd));
+		for (int i = 0; i < nconn; i++)
+			pgc_worker_stop(ws[i], grace);
+		/* A second signal during the grace period stops at once. */
+		have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
+	}
 	rc = 0;
 	pgc_worker_stats sum = { 0 };
 	for (int i = 0; i < nconn; i++) {

@@ -380,10 +380,16 @@ typedef struct pgc_worker_options {
 	                               when it has this many dead tuples, checked every second;
 	                               default 20000; 0: leave it to autovacuum (as behind a
 	                               transaction-mode pooler, whatever this says) */
+	bool once;                  /* stop by itself once no runnable job is left in its queues
+	                               (none pending with run_at <= now in a queue that is not
+	                               paused) and the jobs it holds are finished: for batches and
+	                               tests. Jobs scheduled later (a retry's backoff included) and
+	                               jobs running in other workers do not keep it going.
+	                               pgc_worker_wait() then returns PGC_OK. Default false. */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
-		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000 }
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false }
 
 typedef struct pgc_worker pgc_worker;
 
