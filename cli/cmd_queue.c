@@ -40,9 +40,10 @@ static void usage(FILE *f)
 	      "      --json           one JSON object per result\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key or job\n"
-	      "running; 64 usage; 65 bad data (invalid JSON, payload over the limit, unknown\n"
-	      "queue or job); 69 database unavailable or schema missing; 70 internal error.\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key\n"
+	      "or job running; 64 usage; 65 bad data (invalid JSON, payload over the limit,\n"
+	      "unknown queue or job); 69 database unavailable or schema missing; 70 internal\n"
+	      "error.\n"
 	      "See pgcoord-queue(1).\n", f);
 }
 
