@@ -356,10 +356,16 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		if (atomic_load(&j->lost)) {
 			atomic_fetch_add(&w->s_stale, 1);
 		} else if (j->result.outcome == PGC_JOB_RETRY_LATER) {
-			rc = pgc_queue_retry_later(w->q, j->job.id, j->job.token,
-			                           j->result.delay_ms < 0 ? 0 : j->result.delay_ms, err);
-			if (rc == PGC_OK)
+			bool dead = false;
+			rc = pgc_queue_defer(w->q, j->job.id, j->job.token,
+			                     j->result.delay_ms < 0 ? 0 : j->result.delay_ms, &dead, err);
+			if (rc == PGC_OK && dead) {
+				atomic_fetch_add(&w->s_failed, 1);
+				wlog(w, PGC_LOG_WARN, "job %lld failed for good: deferred as often as its max_deferrals allows",
+				     (long long)j->job.id);
+			} else if (rc == PGC_OK) {
 				atomic_fetch_add(&w->s_retried, 1);
+			}
 		} else {
 			bool dead = false;
 			j->result.error[sizeof j->result.error - 1] = '\0';
