@@ -131,10 +131,10 @@ run 0 "$PG" queue retry "$id" --schema "$S"
 out_has "pending again"
 run 65 "$PG" queue retry "$id" --schema "$S"
 run 0 "$PG" queue cancel "$id" --schema "$S"
-run 0 "$PG" --json queue purge mail --schema "$S" --status cancelled
+run 0 "$PG" --json queue purge mail --schema "$S" --status cancelled --yes
 out_has '"purged":1'
-run 0 "$PG" queue purge --schema "$S" --older-than 1h
-out_has "purged 0 finished jobs"
+run 0 "$PG" queue purge --schema "$S" --older-than 1h --yes
+out_has "purged 0 jobs of every queue"
 
 # Pause and resume.
 run 0 "$PG" queue pause bulk --schema "$S"
