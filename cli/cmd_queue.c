@@ -60,8 +60,9 @@ static void usage(FILE *f)
 	      "      --json           one JSON object per result\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key\n"
-	      "or job running; 64 usage; 65 bad data (invalid JSON, payload over the limit,\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key,\n"
+	      "job running, or not confirmed; 64 usage (also a bulk form without --yes and\n"
+	      "without a terminal); 65 bad data (invalid JSON, payload over the limit,\n"
 	      "unknown queue or job); 69 database unavailable or schema missing; 70 internal\n"
 	      "error.\n"
 	      "See pgcoord-queue(1).\n", f);

@@ -1,5 +1,6 @@
 # worker_once.sh - pgcoord worker --once: drains the runnable jobs, finishes the running ones,
-# exits 0; jobs scheduled later, a paused queue and a retry's backoff do not keep it going
+# exits 0; jobs scheduled later, a paused queue and a retry's backoff do not keep it going;
+# a command that always exits 75 is bounded by max_deferrals
 . "$(dirname "$0")/lib.sh"
 
 skip_without_pg
@@ -46,6 +47,24 @@ grep -q "stopped: 30 completed, 1 failed" "$TMP/werr" || { cat "$TMP/werr"; fail
 run 0 timeout 20 "$PG" worker --once --schema "$S" --queue empty -- true
 err_has "no runnable job left"
 err_has "stopped: 0 completed"
+
+# A command that always says "not now" (exit 75) is bounded by the job's max_deferrals: the
+# deferral past it fails the job, and --once then ends.
+q enqueue later --max-deferrals 3
+def_id=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'later'")
+run 0 timeout 60 "$PG" worker --once --schema "$S" --queue later --retry-delay 0 -- sh -c 'exit 75'
+err_has "failed for good: deferred as often as its max_deferrals allows"
+run 0 "$PG" queue show "$def_id" --schema "$S"
+out_has "^status: *failed"
+out_has "^deferrals: *3 of 3$"
+out_has "^attempts: *1 of 25$"
+out_has "deferred 3 times, the most its max_deferrals allows"
+run 0 "$PG" --json queue show "$def_id" --schema "$S"
+out_has '"deferrals":3,"max_deferrals":3'
+# The default is 100.
+q enqueue later2
+run 0 "$PG" --json queue list later2 --schema "$S"
+out_has '"deferrals":0,"max_deferrals":100'
 
 # A signal still stops it gracefully.
 q enqueue slow --payload '{}'
