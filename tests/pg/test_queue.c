@@ -592,6 +592,53 @@ static void queue__deferral_limit(void)
 	teardown(c, q);
 }
 
+/* ---- once: a worker that stops by itself when its queues run dry -------------------------- */
+
+static atomic_int once_runs;
+
+static void once_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&once_runs, 1);
+	sleep_ms(20);
+	/* The first failure of the "f" job retries at once (no backoff): still runnable. */
+	if (strstr(job->payload, "\"f\"") != NULL && job->attempt == 1) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "once more");
+	}
+}
+
+static void queue__worker_once(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *pl[8] = { "{}", "{}", "{}", "{}", "{}", "{}", "{}", "{\"f\":1}" };
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "o", 8, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
+	pgc_job_options later = PGC_JOB_OPTIONS_INIT;
+	later.delay_ms = 3600000;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "o", "{}", &later, NULL, &err), PGC_OK);
+	const char *queues[] = { "o" };
+	pgc_worker_options o = worker_options(queues, 1, 3);
+	o.once = true;
+	o.backoff.base_ms = 0;
+	o.backoff.max_ms = 0;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, once_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	/* No stop: it ends by itself (the test's own timeout bounds the wait). */
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(atomic_load(&once_runs), 9);
+	T_ASSERT_INT_EQ(st.completed, 8);
+	T_ASSERT_INT_EQ(st.failed, 1);
+	T_ASSERT_INT_EQ(st.released, 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 1); /* the one for later */
+	teardown(c, q);
+}
+
 /* ---- bulk operations: many jobs in short batches, next to a worker that keeps claiming ---- */
 
 #define BULK_JOBS 12000
@@ -1405,6 +1452,7 @@ int main(int argc, char **argv)
 		{ "queue__retry_backoff_dead_letter", queue__retry_backoff_dead_letter },
 		{ "queue__priorities_schedule_unique_pause_cancel", queue__priorities_schedule_unique_pause_cancel },
 		{ "queue__deferral_limit", queue__deferral_limit },
+		{ "queue__worker_once", queue__worker_once },
 		{ "queue__bulk_cancel_retry_purge", queue__bulk_cancel_retry_purge },
 		{ "queue__aging_beats_starvation", queue__aging_beats_starvation },
 		{ "queue__claim_plan_ignores_stale_stats", queue__claim_plan_ignores_stale_stats },
