@@ -78,6 +78,10 @@ void json_str(FILE *f, const char *s);
 bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
                       int64_t max_ms, int64_t *out, int *rc);
 
+/* ms as the tool prints every duration (pgc_duration_format: "1d", "90s", "1500ms"), in buf
+ * (PGC_DURATION_FORMAT_MAX bytes); returns buf. A negative ms prints as "0s". */
+char *cli_duration_str(int64_t ms, char *buf);
+
 /* A file of JSON lines, split: the non-blank lines (a final CR removed) with their 1-based
  * line numbers, pointing into buf. */
 typedef struct cli_lines {

@@ -65,7 +65,7 @@ static void usage(FILE *f)
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 3s, 1.5s, 2m, 1h (a bare number means seconds).\n"
+	      "Durations: 500ms, 3s, 1.5s, 2m, 1h, 1d (a bare number means seconds).\n"
 	      "Environment of COMMAND: PGCOORD_FENCE_TOKEN, PGCOORD_LEASE_NAME,\n"
 	      "PGCOORD_LEASE_EXPIRES (Unix time of the first expiry), PGCOORD_LEASE_HOLDER,\n"
 	      "PGCOORD_LEASE_SCHEMA. Guard writes with SELECT <schema>.fence_check(NAME,\n"
@@ -451,8 +451,9 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 		int64_t term_at = lease->deadline_ms - e->kill_after_ms;
 		int64_t now = pgc__now_ms();
 		if (now >= term_at) {
-			snprintf(reason, sizeof reason, "no renewal succeeded in time (%" PRId64 " ms left)",
-			         lease->deadline_ms - now);
+			char left[PGC_DURATION_FORMAT_MAX];
+			snprintf(reason, sizeof reason, "no renewal succeeded in time (%s left)",
+			         cli_duration_str(lease->deadline_ms - now, left));
 			why = reason;
 			break;
 		}
@@ -609,17 +610,19 @@ int cmd_elect(int argc, char **argv)
 		e.renew_ms = e.ttl_ms / 3;
 	if (e.renew_ms <= 0)
 		return cli_usage_error("elect", "--renew-every must be greater than zero (and --ttl at least 3ms)");
+	char d1[PGC_DURATION_FORMAT_MAX], d2[PGC_DURATION_FORMAT_MAX];
 	if (e.renew_ms >= e.ttl_ms)
-		return cli_usage_error("elect", "--renew-every (%" PRId64 " ms) must be shorter than --ttl (%" PRId64 " ms)",
-		                       e.renew_ms, e.ttl_ms);
+		return cli_usage_error("elect", "--renew-every (%s) must be shorter than --ttl (%s)",
+		                       cli_duration_str(e.renew_ms, d1), cli_duration_str(e.ttl_ms, d2));
 	if (e.kill_after_ms < 0) {
 		int64_t a = e.ttl_ms / 3, b = (e.ttl_ms - e.renew_ms) / 2;
 		e.kill_after_ms = a < b ? a : b;
 	}
 	if (e.kill_after_ms >= e.ttl_ms - e.renew_ms)
-		return cli_usage_error("elect", "--kill-after (%" PRId64 " ms) must be shorter than --ttl minus "
-		                       "--renew-every (%" PRId64 " ms), so that a renewal can come first",
-		                       e.kill_after_ms, e.ttl_ms - e.renew_ms);
+		return cli_usage_error("elect", "--kill-after (%s) must be shorter than --ttl minus "
+		                       "--renew-every (%s), so that a renewal can come first",
+		                       cli_duration_str(e.kill_after_ms, d1),
+		                       cli_duration_str(e.ttl_ms - e.renew_ms, d2));
 	char holder_buf[PGC_LEASE_HOLDER_MAX + 1];
 	if (e.holder == NULL) {
 		char host[128] = "";

@@ -1,10 +1,14 @@
 /* cmd_queue.c - pgcoord queue: enqueue, stats, list, show, retry, cancel, purge, pause, resume,
- * config */
+ * config
+ *
+ * The bulk forms (cancel --all, retry --all, purge) count first, ask on a terminal (or take
+ * --yes), then work in short batches through pgc_queue_bulk_run. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +21,7 @@ static void usage(FILE *f)
 	      "Subcommands:\n"
 	      "  enqueue QUEUE [--payload JSON | --file FILE | -] [--priority N]\n"
 	      "          [--delay D | --run-at TIME] [--max-attempts N] [--unique-key K]\n"
+	      "          [--max-deferrals N]\n"
 	      "                       add jobs (a file: one JSON value per line, all or\n"
 	      "                       nothing)\n"
 	      "  stats [QUEUE] [--prometheus] [--watch D]\n"
@@ -26,8 +31,16 @@ static void usage(FILE *f)
 	      "                       jobs, newest first (default limit 50)\n"
 	      "  show ID              one job with its payload and error history\n"
 	      "  retry ID             run a failed or cancelled job again\n"
+	      "  retry --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
+	      "          [--batch-size N] [--yes]\n"
+	      "                       run its failed (or --status cancelled) jobs again\n"
 	      "  cancel ID            cancel a pending or scheduled job\n"
-	      "  purge [QUEUE] [--status S] [--older-than D]\n"
+	      "  cancel --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
+	      "          [--batch-size N] [--yes]\n"
+	      "                       cancel its pending and scheduled jobs (never running\n"
+	      "                       ones)\n"
+	      "  purge [QUEUE] [--status S] [--older-than D] [--key-prefix P]\n"
+	      "          [--batch-size N] [--yes]\n"
 	      "                       delete finished jobs from the history\n"
 	      "  pause QUEUE          stop claims from QUEUE\n"
 	      "  resume QUEUE         allow claims again\n"
@@ -35,29 +48,38 @@ static void usage(FILE *f)
 	      "         [--max-payload BYTES]\n"
 	      "                       show or change the queue settings\n"
 	      "\n"
+	      "The bulk forms show how many jobs they will touch and ask for yes (or y) on a\n"
+	      "terminal; --yes skips the question, and without a terminal it is required.\n"
+	      "They work in batches of --batch-size jobs (default 1000), each in its own\n"
+	      "short transaction. --key-prefix matches unique keys that start with P\n"
+	      "(compared as is, no wildcards); --older-than counts from creation (cancel) or\n"
+	      "from the end (retry, purge).\n"
+	      "\n"
 	      "Options for every subcommand:\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "      --json           one JSON object per result\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 ok; 1 duplicate unique key or job\n"
-	      "running; 64 usage; 65 bad data (invalid JSON, payload over the limit, unknown\n"
-	      "queue or job); 69 database unavailable or schema missing; 70 internal error.\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key,\n"
+	      "job running, or not confirmed; 64 usage (also a bulk form without --yes and\n"
+	      "without a terminal); 65 bad data (invalid JSON, payload over the limit,\n"
+	      "unknown queue or job); 69 database unavailable or schema missing; 70 internal\n"
+	      "error.\n"
 	      "See pgcoord-queue(1).\n", f);
 }
 
 enum {
 	O_SCHEMA = 256, O_JSON, O_PAYLOAD, O_FILE, O_PRIORITY, O_DELAY, O_RUN_AT, O_MAX_ATTEMPTS,
 	O_UNIQUE_KEY, O_PROMETHEUS, O_WATCH, O_STATUS, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET,
-	O_FRET, O_MAX_PAYLOAD
+	O_FRET, O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_ALL, O_KEY_PREFIX, O_BATCH, O_YES
 };
 
 typedef struct qargs {
 	const char *schema;
-	const char *payload, *file, *run_at, *unique_key, *status;
-	long long priority, max_attempts, limit, max_payload;
+	const char *payload, *file, *run_at, *unique_key, *status, *key_prefix;
+	long long priority, max_attempts, limit, max_payload, max_deferrals, batch;
 	int64_t delay_ms, watch_ms, older_than_ms, aging_ms, sret_ms, fret_ms;
-	bool has_delay, has_priority, prometheus;
+	bool has_delay, has_priority, prometheus, all, yes, has_older;
 	char *pos[2];
 	int npos;
 } qargs;
@@ -103,6 +125,11 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ "succeeded-retention", required_argument, NULL, O_SRET },
 		{ "failed-retention", required_argument, NULL, O_FRET },
 		{ "max-payload", required_argument, NULL, O_MAX_PAYLOAD },
+		{ "max-deferrals", required_argument, NULL, O_MAX_DEFERRALS },
+		{ "all", no_argument, NULL, O_ALL },
+		{ "key-prefix", required_argument, NULL, O_KEY_PREFIX },
+		{ "batch-size", required_argument, NULL, O_BATCH },
+		{ "yes", no_argument, NULL, O_YES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -127,6 +154,21 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		case O_UNIQUE_KEY: a->unique_key = optarg; break;
 		case O_STATUS: a->status = optarg; break;
 		case O_PROMETHEUS: a->prometheus = true; break;
+		case O_ALL: a->all = true; break;
+		case O_YES: a->yes = true; break;
+		case O_KEY_PREFIX:
+			if (*optarg == '\0')
+				return cli_usage_error(cmd, "--key-prefix must not be empty");
+			a->key_prefix = optarg;
+			break;
+		case O_BATCH:
+			if (!cli_parse_int(optarg, 1, 10000, &a->batch))
+				return cli_usage_error(cmd, "--batch-size must be an integer from 1 to 10000, not \"%s\"", optarg);
+			break;
+		case O_MAX_DEFERRALS:
+			if (!cli_parse_int(optarg, 1, 1000000, &a->max_deferrals))
+				return cli_usage_error(cmd, "--max-deferrals must be an integer from 1 to 1000000, not \"%s\"", optarg);
+			break;
 		case O_PRIORITY:
 			if (!cli_parse_int(optarg, PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, &a->priority))
 				return cli_usage_error(cmd, "--priority must be an integer from %d to %d, not \"%s\"",
@@ -159,6 +201,7 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		case O_OLDER_THAN:
 			if (!parse_duration(sub, "--older-than", optarg, &a->older_than_ms, &rc))
 				return rc;
+			a->has_older = true;
 			break;
 		case O_AGING:
 			if (!parse_duration(sub, "--aging", optarg, &a->aging_ms, &rc))
@@ -190,11 +233,16 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ a->has_priority, "--priority", "enqueue" },
 		{ a->has_delay, "--delay", "enqueue" },
 		{ a->max_attempts != 0, "--max-attempts", "enqueue" },
+		{ a->max_deferrals != 0, "--max-deferrals", "enqueue" },
+		{ a->all, "--all", "cancel retry" },
+		{ a->key_prefix != NULL, "--key-prefix", "cancel retry purge" },
+		{ a->batch != 0, "--batch-size", "cancel retry purge" },
+		{ a->yes, "--yes", "cancel retry purge" },
 		{ a->prometheus, "--prometheus", "stats" },
 		{ a->watch_ms != 0, "--watch", "stats" },
-		{ a->status != NULL, "--status", "list purge" },
+		{ a->status != NULL, "--status", "list purge cancel retry" },
 		{ a->limit != 50, "--limit", "list" },
-		{ a->older_than_ms != 0, "--older-than", "purge" },
+		{ a->has_older, "--older-than", "purge cancel retry" },
 		{ a->aging_ms >= 0, "--aging", "config" },
 		{ a->sret_ms >= 0, "--succeeded-retention", "config" },
 		{ a->fret_ms >= 0, "--failed-retention", "config" },
@@ -399,6 +447,7 @@ static int do_enqueue(int argc, char **argv)
 	jo.delay_ms = a.delay_ms;
 	jo.run_at = a.run_at;
 	jo.max_attempts = (int)a.max_attempts;
+	jo.max_deferrals = (int)a.max_deferrals;
 
 	pgc_conn *conn;
 	pgc_queue *q;
@@ -623,6 +672,7 @@ static void print_info_json(const pgc_job_info *j)
 	json_str(stdout, j->status);
 	printf(",\"priority\":%d,\"aged\":%s,\"attempts\":%d,\"max_attempts\":%d", j->priority,
 	       j->aged ? "true" : "false", j->attempts, j->max_attempts);
+	printf(",\"deferrals\":%d,\"max_deferrals\":%d", j->deferrals, j->max_deferrals);
 	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until",
 	                       "worker", "last_error", "unique_key" };
 	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
@@ -707,6 +757,7 @@ static int do_show(int argc, char **argv)
 			       (long long)j->id, "queue:", cli_esc(j->queue), "status:", j->status,
 			       j->aged ? " (aged: runs ahead of newer work)" : "", "priority:", j->priority,
 			       "attempts:", j->attempts, j->max_attempts);
+			printf("%-14s%d of %d\n", "deferrals:", j->deferrals, j->max_deferrals);
 			const char *keys[] = { "run_at:", "created_at:", "started_at:", "finished_at:",
 			                       "lease_until:", "worker:", "unique_key:", "last_error:",
 			                       "errors:", "payload:" };
@@ -732,12 +783,163 @@ static int do_show(int argc, char **argv)
 
 /* ---- retry, cancel, purge, pause, resume, config ------------------------------------------ */
 
+/* ---- bulk: cancel --all, retry --all, purge ------------------------------------------------ */
+
+typedef struct bulk_tty {
+	long total;
+	const char *verb;
+} bulk_tty;
+
+static void bulk_progress(long done, void *arg)
+{
+	const bulk_tty *t = arg;
+	fprintf(stderr, "\r%s %ld/%ld", t->verb, done, t->total);
+}
+
+/* Reads the answer to the question on standard input (a terminal): yes or y. */
+static bool confirmed(void)
+{
+	char line[64];
+	fputs("Type yes to go on: ", stderr);
+	fflush(stderr);
+	if (fgets(line, sizeof line, stdin) == NULL)
+		return false;
+	line[strcspn(line, "\r\n")] = '\0';
+	return strcasecmp(line, "yes") == 0 || strcasecmp(line, "y") == 0;
+}
+
+static int do_bulk(const char *sub, const qargs *a)
+{
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
+	b.op = strcmp(sub, "cancel") == 0 ? PGC_BULK_CANCEL : strcmp(sub, "retry") == 0 ? PGC_BULK_RETRY
+	                                                                                  : PGC_BULK_PURGE;
+	b.queue = a->npos ? a->pos[0] : NULL;
+	b.status = a->status;
+	b.older_than_ms = a->older_than_ms;
+	b.key_prefix = a->key_prefix;
+	b.batch_size = (int)a->batch;
+	static const char *const statuses[][3] = {
+		[PGC_BULK_CANCEL] = { "pending", "scheduled", NULL },
+		[PGC_BULK_RETRY] = { "failed", "cancelled", NULL },
+		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
+	};
+	static const char *const said[] = {
+		[PGC_BULK_CANCEL] = "pending or scheduled",
+		[PGC_BULK_RETRY] = "failed or cancelled",
+		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
+	};
+	/* Everything is checked before anything is done. */
+	if (b.op != PGC_BULK_PURGE && b.queue == NULL)
+		return cli_usage_error(cmd, "--all needs a QUEUE (pgcoord queue %s --all QUEUE)", sub);
+	if (b.queue != NULL && *b.queue == '\0')
+		return cli_usage_error(cmd, "the queue name must not be empty");
+	pgc_error nerr;
+	if (b.queue != NULL && pgc_name_check("queue name", b.queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error(cmd, "%s", nerr.message);
+	if (b.status != NULL) {
+		bool ok = false;
+		for (int i = 0; i < 3; i++)
+			ok |= statuses[b.op][i] != NULL && strcmp(b.status, statuses[b.op][i]) == 0;
+		if (!ok)
+			return cli_usage_error(cmd, "--status must be %s, not \"%s\"", said[b.op], b.status);
+	}
+	if (!a->yes && !isatty(STDIN_FILENO))
+		return cli_usage_error(cmd, "this asks for confirmation, and standard input is not a terminal:"
+		                       " pass --yes to go on without it");
+	pgc_conn *conn;
+	pgc_queue *q;
+	int rc = open_queue(sub, a->schema, &conn, &q);
+	if (rc != 0)
+		return rc;
+	pgc_error err;
+	long count = 0;
+	pgc_queue_bulk_result r = { 0, 0, 0 };
+	static const char *const verb[] = { [PGC_BULK_CANCEL] = "cancelled", [PGC_BULK_RETRY] = "retried",
+	                                    [PGC_BULK_PURGE] = "purged" };
+	static const char *const what[] = {
+		[PGC_BULK_CANCEL] = "pending or scheduled job%s (running jobs are never cancelled)",
+		[PGC_BULK_RETRY] = "%s job%s from the history",
+		[PGC_BULK_PURGE] = "finished job%s from the history",
+	};
+	if (pgc_queue_bulk_count(q, &b, &count, &err) != PGC_OK) {
+		rc = qreport(&err);
+		goto out;
+	}
+	char where[PGC_QUEUE_NAME_MAX + 32] = " of every queue";
+	if (b.queue != NULL)
+		snprintf(where, sizeof where, " of queue %s", cli_esc(b.queue));
+	if (count == 0) {
+		if (!g_cli.quiet && !g_cli.json)
+			fprintf(stderr, "pgcoord: no job matches: nothing %s\n", verb[b.op]);
+	} else {
+		if (!g_cli.quiet || !a->yes) {
+			char desc[200];
+			if (b.op == PGC_BULK_RETRY)
+				snprintf(desc, sizeof desc, what[b.op], b.status ? b.status : "failed", count == 1 ? "" : "s");
+			else
+				snprintf(desc, sizeof desc, what[b.op], count == 1 ? "" : "s");
+			static const char *const act[] = { "cancel", "retry", "delete" };
+			fprintf(stderr, "pgcoord: %s %s %ld %s%s\n", a->yes ? "going to" : "this will",
+			        act[b.op], count, desc, where);
+		}
+		if (!a->yes && !confirmed()) {
+			cli_errorf("not confirmed: nothing was %s", verb[b.op]);
+			rc = EXIT_CONFLICT;
+			goto out;
+		}
+		bulk_tty t = { count, verb[b.op] };
+		bool tty = isatty(STDERR_FILENO) && !g_cli.quiet && count >= 10000;
+		if (tty) {
+			b.progress = bulk_progress;
+			b.progress_arg = &t;
+		}
+		rc = pgc_queue_bulk_run(q, &b, &r, &err);
+		if (tty)
+			fputc('\n', stderr);
+		if (rc != PGC_OK) {
+			rc = qreport(&err);
+			cli_errorf("%ld job%s %s before the error (each batch commits on its own)", r.done,
+			           r.done == 1 ? "" : "s", verb[b.op]);
+			goto out;
+		}
+	}
+	rc = 0;
+	if (g_cli.json) {
+		fputs("{\"queue\":", stdout);
+		json_str(stdout, b.queue);
+		printf(",\"matched\":%ld,\"%s\":%ld", count, verb[b.op], r.done);
+		if (b.op == PGC_BULK_RETRY)
+			printf(",\"skipped\":%ld", r.skipped);
+		puts("}");
+	} else if (!g_cli.quiet) {
+		printf("%s %ld job%s%s", verb[b.op], r.done, r.done == 1 ? "" : "s", where);
+		if (r.skipped > 0)
+			printf(" (%ld skipped: unique key taken by a live job)", r.skipped);
+		if (r.done < count && b.op != PGC_BULK_RETRY)
+			printf(" (%ld changed meanwhile)", count - r.done);
+		putchar('\n');
+	}
+out:
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
 static int do_id_action(const char *sub, int argc, char **argv)
 {
 	qargs a;
 	int rc = parse(sub, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
+	if (a.all)
+		return do_bulk(sub, &a);
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	if (a.status != NULL || a.has_older || a.key_prefix != NULL || a.batch != 0 || a.yes)
+		return cli_usage_error(cmd, "--status, --older-than, --key-prefix, --batch-size and --yes"
+		                       " go with --all QUEUE, not with an ID");
 	int64_t id;
 	if (!parse_id(sub, a.npos ? a.pos[0] : NULL, &id, &rc))
 		return rc;
@@ -766,30 +968,7 @@ static int do_purge(int argc, char **argv)
 	int rc = parse("purge", argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	const char *queue = a.npos ? a.pos[0] : NULL;
-	if (queue != NULL && *queue == '\0')
-		return cli_usage_error("queue purge", "the queue name must not be empty");
-	pgc_error nerr;
-	if (queue != NULL && pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
-		return cli_usage_error("queue purge", "%s", nerr.message);
-	if (a.status != NULL && strcmp(a.status, "succeeded") && strcmp(a.status, "failed") &&
-	    strcmp(a.status, "cancelled"))
-		return cli_usage_error("queue purge", "--status must be succeeded, failed or cancelled, not \"%s\"", a.status);
-	pgc_conn *conn;
-	pgc_queue *q;
-	if ((rc = open_queue("purge", a.schema, &conn, &q)) != 0)
-		return rc;
-	pgc_error err;
-	long n = 0;
-	if (pgc_queue_purge(q, queue, a.status, a.older_than_ms, &n, &err) != PGC_OK)
-		rc = qreport(&err);
-	else if (g_cli.json)
-		printf("{\"purged\":%ld}\n", n);
-	else if (!g_cli.quiet)
-		printf("purged %ld finished job%s\n", n, n == 1 ? "" : "s");
-	pgc_queue_close(q);
-	pgc_conn_close(conn);
-	return rc;
+	return do_bulk("purge", &a);
 }
 
 static int do_pause(const char *sub, int argc, char **argv)
@@ -852,10 +1031,11 @@ static int do_config(int argc, char **argv)
 		       (long long)cfg.succeeded_retention_ms, (long long)cfg.failed_retention_ms,
 		       cfg.max_payload_bytes);
 	} else if (!g_cli.quiet) {
-		printf("aging:               %lld ms\nsucceeded_retention: %lld ms\n"
-		       "failed_retention:    %lld ms\nmax_payload:         %d bytes\n",
-		       (long long)cfg.aging_ms, (long long)cfg.succeeded_retention_ms,
-		       (long long)cfg.failed_retention_ms, cfg.max_payload_bytes);
+		char d1[PGC_DURATION_FORMAT_MAX], d2[PGC_DURATION_FORMAT_MAX], d3[PGC_DURATION_FORMAT_MAX];
+		printf("aging:               %s\nsucceeded_retention: %s\n"
+		       "failed_retention:    %s\nmax_payload:         %d bytes\n",
+		       cli_duration_str(cfg.aging_ms, d1), cli_duration_str(cfg.succeeded_retention_ms, d2),
+		       cli_duration_str(cfg.failed_retention_ms, d3), cfg.max_payload_bytes);
 	}
 	pgc_queue_close(q);
 	pgc_conn_close(conn);

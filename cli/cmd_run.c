@@ -284,6 +284,7 @@ static int acquire(run_ctx *r)
 	o.schema = r->schema;
 	pgc_error err;
 	int64_t t0 = pgc__now_ms();
+	char took[PGC_DURATION_FORMAT_MAX];
 	int rc;
 	if (!r->nonblock && !g_cli.quiet && isatty(STDERR_FILENO)) {
 		/* On a terminal, say who we are waiting for rather than hang silently. */
@@ -300,8 +301,8 @@ done:
 	switch (rc) {
 	case PGC_OK:
 		if (r->verbose)
-			fprintf(stderr, "pgcoord: acquired %s lock %s in %lld ms%s\n", r->shared ? "shared" : "exclusive",
-			        cli_esc(r->desc), (long long)(pgc__now_ms() - t0),
+			fprintf(stderr, "pgcoord: acquired %s lock %s in %s%s\n", r->shared ? "shared" : "exclusive",
+			        cli_esc(r->desc), cli_duration_str(pgc__now_ms() - t0, took),
 			        pgc_lock_held_in_transaction(r->lock)
 			                ? ", held in an open transaction (a transaction-mode pooler is in between)"
 			                : "");

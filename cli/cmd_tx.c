@@ -41,7 +41,7 @@ static void usage(FILE *f)
 	      "                             snapshot that cannot fail\n"
 	      "      --retries=N            retry at most N times (default 9)\n"
 	      "      --retry-lock-timeout   also retry when a lock is not available (55P03)\n"
-	      "      --lock-timeout=D       SET LOCAL lock_timeout (D: 500ms, 2s, 5m, 1h)\n"
+	      "      --lock-timeout=D       SET LOCAL lock_timeout (D: 500ms, 2s, 5m, 1h, 1d)\n"
 	      "      --statement-timeout=D  SET LOCAL statement_timeout\n"
 	      "      --idle-timeout=D       SET LOCAL idle_in_transaction_session_timeout\n"
 	      "      --max-backoff=D        longest pause between attempts (default 1s)\n"
@@ -281,15 +281,16 @@ static int on_retry(const pgc_tx_retry_info *info, void *arg)
 	if (g_cli.quiet)
 		return 0;
 	const pgc_error *e = info->error;
+	char d[PGC_DURATION_FORMAT_MAX];
 	if (e->sqlstate[0])
-		cli_errorf("attempt %d of %d failed: %s (SQLSTATE %s); %s in %lld ms", info->attempt,
+		cli_errorf("attempt %d of %d failed: %s (SQLSTATE %s); %s in %s", info->attempt,
 		           info->max_attempts, e->message, e->sqlstate,
 		           info->reconnect ? "reconnecting and retrying" : "retrying",
-		           (long long)info->sleep_ms);
+		           cli_duration_str(info->sleep_ms, d));
 	else
-		cli_errorf("attempt %d of %d failed: %s; %s in %lld ms", info->attempt, info->max_attempts,
+		cli_errorf("attempt %d of %d failed: %s; %s in %s", info->attempt, info->max_attempts,
 		           e->message, info->reconnect ? "reconnecting and retrying" : "retrying",
-		           (long long)info->sleep_ms);
+		           cli_duration_str(info->sleep_ms, d));
 	return 0;
 }
 
@@ -580,7 +581,8 @@ int cmd_tx(int argc, char **argv)
 				int shown = st.nsqlstates < PGC_TX_SQLSTATES_MAX ? st.nsqlstates : PGC_TX_SQLSTATES_MAX;
 				for (int i = 0; i < shown; i++)
 					printf("%s %s", i ? "," : "", st.sqlstates[i][0] ? st.sqlstates[i] : "connection loss");
-				printf("; slept %lld ms", (long long)st.backoff_ms);
+				char d[PGC_DURATION_FORMAT_MAX];
+				printf("; slept %s", cli_duration_str(st.backoff_ms, d));
 			}
 			printf(")%s\n", dry_run ? ", dry run" : "");
 		}

@@ -9,7 +9,8 @@
  * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every thread and taken by the
  * main thread with sigtimedwait, so they never reach a handler thread and are not forwarded to
  * the commands: the first one starts a graceful stop (no new jobs, running ones get --grace),
- * a second one stops at once. */
+ * a second one stops at once. With --once the workers stop by themselves when their queues
+ * run dry; the main thread waits for them and a thread of its own takes the signals. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -39,8 +40,9 @@ static void usage(FILE *f)
 	      "Runs COMMAND once per job: the payload on its stdin, PGCOORD_JOB_ID,\n"
 	      "PGCOORD_JOB_QUEUE, PGCOORD_JOB_ATTEMPT and PGCOORD_JOB_MAX_ATTEMPTS in its\n"
 	      "environment. Exit 0 completes the job, 75 retries it later (the attempt is\n"
-	      "not counted), anything else fails it; the last lines of its stderr become\n"
-	      "the job's error. SIGINT or SIGTERM stops gracefully; a second one at once.\n"
+	      "not counted, up to the job's max_deferrals, default 100; then it fails for\n"
+	      "good), anything else fails it; the last lines of its stderr become the\n"
+	      "job's error. SIGINT or SIGTERM stops gracefully; a second one at once.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -q, --queue=Q          queue to take jobs from (repeat for more)\n"
@@ -58,6 +60,9 @@ static void usage(FILE *f)
 	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
 	      "      --backoff-max=D    longest retry delay (default 1h)\n"
 	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
+	      "      --once             exit 0 once no runnable job is left (none pending\n"
+	      "                         and due in an unpaused queue) and the running ones\n"
+	      "                         are finished; jobs scheduled later do not count\n"
 	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
 	      "                         (default 20000; 0: leave it to autovacuum)\n"
 	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
@@ -65,7 +70,8 @@ static void usage(FILE *f)
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
-	      "Durations: 500ms, 2s, 5m, 1h. Exit status: 0 after a stop on a signal;\n"
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 after a stop on a signal\n"
+	      "or, with --once, when the queues are drained;\n"
 	      "64 usage; 69 database unavailable or schema missing; 70 internal error;\n"
 	      "126 COMMAND not executable; 127 COMMAND not found. See pgcoord-worker(1).\n", f);
 }
@@ -244,8 +250,9 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	if (timed_out) {
 		res->outcome = PGC_JOB_FAIL;
-		snprintf(res->error, sizeof res->error, "timed out after %lld ms (process group killed)%s%s",
-		         (long long)ctx->timeout_ms, last[0] ? ": " : "", last);
+		char d[PGC_DURATION_FORMAT_MAX];
+		snprintf(res->error, sizeof res->error, "timed out after %s (process group killed)%s%s",
+		         cli_duration_str(ctx->timeout_ms, d), last[0] ? ": " : "", last);
 	} else if (lost) {
 		res->outcome = PGC_JOB_FAIL; /* stale anyway: the job is no longer ours */
 		snprintf(res->error, sizeof res->error, "lease lost: command killed");
@@ -275,7 +282,35 @@ out:
 typedef struct second_arg {
 	pgc_worker **ws;
 	int n;
+	int64_t grace;  /* --once: the first signal's grace */
 } second_arg;
+
+/* With --once the main thread waits for the workers to finish by themselves, and this thread
+ * takes the signals: the first stops gracefully, the second at once. */
+static void *once_signals(void *arg)
+{
+	second_arg *sa = arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGQUIT);
+	for (int round = 0; round < 2; round++) {
+		int sig;
+		if (sigwait(&s, &sig) != 0)
+			break;
+		char gd[PGC_DURATION_FORMAT_MAX];
+		if (!g_cli.quiet && round == 0)
+			fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
+			        cli_duration_str(sa->grace, gd));
+		else if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: %s: stopping now\n", strsignal(sig));
+		for (int i = 0; i < sa->n; i++)
+			pgc_worker_stop(sa->ws[i], round == 0 ? sa->grace : 0);
+	}
+	return NULL;
+}
 
 static void *second_signal(void *arg)
 {
@@ -299,7 +334,7 @@ static void *second_signal(void *arg)
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -312,6 +347,7 @@ int cmd_worker(int argc, char **argv)
 		{ "backoff", required_argument, NULL, O_BACKOFF },
 		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
+		{ "once", no_argument, NULL, O_ONCE },
 		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
 		{ "connections", required_argument, NULL, O_CONNECTIONS },
 		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
@@ -357,6 +393,7 @@ int cmd_worker(int argc, char **argv)
 			o.prefetch = (int)v;
 			break;
 		case O_NO_LISTEN: o.listen = false; break;
+		case O_ONCE: o.once = true; break;
 		case O_CONNECTIONS:
 			if (!cli_parse_int(optarg, 1, 16, &v))
 				return cli_usage_error("worker", "--connections must be an integer from 1 to 16, not \"%s\"", optarg);
@@ -470,18 +507,24 @@ int cmd_worker(int argc, char **argv)
 		        (int)getpid(), total_k, nconn, nconn == 1 ? "" : "s",
 		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
 	}
-	int sig;
-	while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
-		;
-	if (!g_cli.quiet)
-		fprintf(stderr, "pgcoord worker: %s: stopping (grace %lld ms)\n", strsignal(sig),
-		        (long long)grace);
-	for (int i = 0; i < nconn; i++)
-		pgc_worker_stop(ws[i], grace);
-	/* A second signal during the grace period stops at once. */
-	second_arg sa = { ws, nconn };
+	second_arg sa = { ws, nconn, grace };
 	pthread_t second;
-	bool have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
+	bool have_second;
+	if (o.once) {
+		have_second = pthread_create(&second, NULL, once_signals, &sa) == 0;
+	} else {
+		int sig;
+		char gd[PGC_DURATION_FORMAT_MAX];
+		while ((sig = sigwaitinfo(&stop_sigs, NULL)) < 0 && errno == EINTR)
+			;
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
+			        cli_duration_str(grace, gd));
+		for (int i = 0; i < nconn; i++)
+			pgc_worker_stop(ws[i], grace);
+		/* A second signal during the grace period stops at once. */
+		have_second = pthread_create(&second, NULL, second_signal, &sa) == 0;
+	}
 	rc = 0;
 	pgc_worker_stats sum = { 0 };
 	for (int i = 0; i < nconn; i++) {

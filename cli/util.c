@@ -346,15 +346,24 @@ bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_
 		*rc = cli_usage_error(cmd, "%s: %s", opt, err.message);
 		return false;
 	}
+	char d[PGC_DURATION_FORMAT_MAX];
 	if (*out < min_ms) {
-		*rc = cli_usage_error(cmd, "%s must be at least %lldms", opt, (long long)min_ms);
+		*rc = cli_usage_error(cmd, "%s must be at least %s", opt, cli_duration_str(min_ms, d));
 		return false;
 	}
 	if (*out > max_ms) {
-		*rc = cli_usage_error(cmd, "%s must be at most %lldms", opt, (long long)max_ms);
+		*rc = cli_usage_error(cmd, "%s must be at most %s", opt, cli_duration_str(max_ms, d));
 		return false;
 	}
 	return true;
+}
+
+char *cli_duration_str(int64_t ms, char *buf)
+{
+	pgc_error err;
+	if (pgc_duration_format(ms < 0 ? 0 : ms, buf, PGC_DURATION_FORMAT_MAX, &err) != PGC_OK)
+		snprintf(buf, PGC_DURATION_FORMAT_MAX, "?");
+	return buf;
 }
 
 

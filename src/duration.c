@@ -1,4 +1,8 @@
-/* util.c - small parsers shared by the library and the tool (durations) */
+/* duration.c - durations as people write them: the one parser and the one formatter
+ *
+ * Units: ms, s, m (or min), h and d. The formatter writes the largest unit that divides the
+ * value exactly (90000 ms is "90s", 86400000 ms "1d"), so that what it writes parses back
+ * to the same number of milliseconds. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,10 +50,41 @@ int pgc_duration_parse(const char *text, int64_t *out_ms, pgc_error *err)
 		unit = 60000;
 	else if (strcmp(p, "h") == 0)
 		unit = 3600000;
+	else if (strcmp(p, "d") == 0)
+		unit = 86400000;
 	else
-		return pgc__err(err, PGC_EUSAGE, "invalid duration \"%.40s\": unknown unit (use ms, s, m or h)", text);
+		return pgc__err(err, PGC_EUSAGE, "invalid duration \"%.40s\": unknown unit (use ms, s, m, h or d)", text);
 	if (whole > DURATION_MAX_MS / unit)
 		return pgc__err(err, PGC_EUSAGE, "duration \"%.40s\" is too large", text);
-	*out_ms = whole * unit + frac * unit / frac_scale;
+	int64_t ms = whole * unit + frac * unit / frac_scale;
+	if (ms > DURATION_MAX_MS) /* the fraction can carry past the ceiling */
+		return pgc__err(err, PGC_EUSAGE, "duration \"%.40s\" is too large", text);
+	*out_ms = ms;
+	return PGC_OK;
+}
+
+int pgc_duration_format(int64_t ms, char *buf, size_t size, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (buf != NULL && size > 0)
+		buf[0] = '\0';
+	if (buf == NULL || size < PGC_DURATION_FORMAT_MAX)
+		return pgc__err(err, PGC_EUSAGE, "pgc_duration_format: buf must not be NULL and hold %d bytes",
+		                PGC_DURATION_FORMAT_MAX);
+	if (ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_duration_format: the duration must not be negative");
+	static const struct { int64_t ms; const char *name; } units[] = {
+		{ 86400000, "d" }, { 3600000, "h" }, { 60000, "m" }, { 1000, "s" }, { 1, "ms" },
+	};
+	if (ms == 0) {
+		snprintf(buf, size, "0s");
+		return PGC_OK;
+	}
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (ms % units[i].ms == 0) {
+			snprintf(buf, size, "%lld%s", (long long)(ms / units[i].ms), units[i].name);
+			break;
+		}
+	}
 	return PGC_OK;
 }

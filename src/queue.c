@@ -22,7 +22,8 @@
 static const char *const templates[QS_COUNT] = {
 	[QS_ENQUEUE] =
 	"SELECT ord, id FROM @S@.enqueue($1, $2::text[], $3::text[], $4::int,"
-	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int)",
+	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
+	" $8::int)",
 
 	[QS_CLAIM] =
 	"WITH picked AS MATERIALIZED ("
@@ -44,9 +45,10 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.*),"
 	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
+	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals)"
 	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
-	"  errors, unique_key, created_at, started_at, payload FROM done"
+	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals FROM done"
 	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings))"
 	" SELECT id FROM done",
 
@@ -60,9 +62,11 @@ static const char *const templates[QS_COUNT] = {
 	" dead AS (DELETE FROM @S@.jobs d"
 	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
+	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
-	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload FROM dead),"
+	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
@@ -71,21 +75,42 @@ static const char *const templates[QS_COUNT] = {
 	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
+	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
+	 * limit is a failed attempt that ends the job (the dead letter says why). */
 	[QS_SNOOZE] =
-	"UPDATE @S@.jobs SET token = NULL, lease_until = NULL,"
-	" status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
-	" attempts = greatest(attempts - 1, 0), eff_priority = priority,"
-	" run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	" WHERE id = $1 AND token = $2 AND status = 'running' RETURNING id",
+	"WITH j AS MATERIALIZED ("
+	" SELECT id, deferrals >= max_deferrals AS over FROM @S@.jobs"
+	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
+	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
+	"  RETURNING d.*, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
+	" and asked again: failed' AS why),"
+	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
+	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals)"
+	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, why,"
+	"  @S@.push_error(errors, attempts, why), unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals FROM dead),"
+	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
+	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
+	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
+	"  eff_priority = u.priority,"
+	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
+	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id)"
+	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_HEARTBEAT] =
 	"UPDATE @S@.jobs j SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.id",
 
+	/* A release is not an attempt: the job did not fail, its worker stopped. The attempt the
+	 * claim counted is given back, whether the handler had started or not ($3: it had, which
+	 * is noted in last_error). */
 	[QS_RELEASE] =
 	"WITH r AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
-	"  attempts = greatest(j.attempts - $3::int, 0), eff_priority = j.priority,"
+	"  attempts = greatest(j.attempts - 1, 0), eff_priority = j.priority,"
+	"  last_error = CASE WHEN $3::boolean THEN 'released unfinished when worker '"
+	"   || coalesce(j.worker, '?') || ' stopped (not counted as an attempt)' ELSE j.last_error END,"
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.queue)"
@@ -331,6 +356,9 @@ static int check_job_options(const char *fn, const pgc_job_options *o, pgc_error
 	if (o->max_attempts < 0)
 		return pgc__err(err, PGC_EUSAGE, "%s: max_attempts must be at least 1, not %d", fn,
 		                o->max_attempts);
+	if (o->max_deferrals < 0)
+		return pgc__err(err, PGC_EUSAGE, "%s: max_deferrals must be at least 1, not %d", fn,
+		                o->max_deferrals);
 	return PGC_OK;
 }
 
@@ -350,13 +378,14 @@ static int enqueue_arrays(pgc_queue *q, const char *queue, size_t n, const char 
 		pgc__sb_free(&ka);
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
-	char prio[16], delay[24], maxa[16];
+	char prio[16], delay[24], maxa[16], maxd[16];
 	snprintf(prio, sizeof prio, "%d", o->priority);
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
-	const char *v[7] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa };
+	snprintf(maxd, sizeof maxd, "%d", o->max_deferrals ? o->max_deferrals : PGC_QUEUE_MAX_DEFERRALS_DEFAULT);
+	const char *v[8] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa, maxd };
 	int rc;
-	PGresult *res = run_stmt(q, QS_ENQUEUE, 7, v, PGC__KEEP_ERROR, &rc, err);
+	PGresult *res = run_stmt(q, QS_ENQUEUE, 8, v, PGC__KEEP_ERROR, &rc, err);
 	pgc__sb_free(&pa);
 	pgc__sb_free(&ka);
 	if (rc == PGC_OK) {
@@ -670,10 +699,18 @@ int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_te
 
 int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token, int64_t delay_ms, pgc_error *err)
 {
+	return pgc_queue_defer(q, id, token, delay_ms, NULL, err);
+}
+
+int pgc_queue_defer(pgc_queue *q, int64_t id, int64_t token, int64_t delay_ms, bool *dead,
+                    pgc_error *err)
+{
 	pgc_error_clear(err);
+	if (dead != NULL)
+		*dead = false;
 	if (q == NULL || delay_ms < 0)
-		return pgc__err(err, PGC_EUSAGE, "pgc_queue_retry_later: q must not be NULL and delay_ms not negative");
-	if (pgc__queue_usable(q, "pgc_queue_retry_later", err) != PGC_OK)
+		return pgc__err(err, PGC_EUSAGE, "pgc_queue_defer: q must not be NULL and delay_ms not negative");
+	if (pgc__queue_usable(q, "pgc_queue_defer", err) != PGC_OK)
 		return PGC_EUSAGE;
 	char ids[24], toks[24], d[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
@@ -684,12 +721,14 @@ int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token, int64_t delay
 	PGresult *res = pgc__queue_run(q, QS_SNOOZE, 3, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	int rows = PQntuples(res);
+	long gone = atol(PQgetvalue(res, 0, 0)), again = atol(PQgetvalue(res, 0, 1));
 	PQclear(res);
-	if (rows == 0)
+	if (gone + again == 0)
 		return pgc__err(err, PGC_ESTALE,
 		                "job %lld is not running under token %lld: its lease expired or it was reclaimed",
 		                (long long)id, (long long)token);
+	if (dead != NULL)
+		*dead = gone > 0;
 	return PGC_OK;
 }
 
@@ -734,7 +773,7 @@ int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids, const int64_t 
 	int rc = id_token_arrays(n, ids, tokens, &ia, &ta, err);
 	if (rc != PGC_OK)
 		return rc;
-	const char *v[3] = { ia.buf, ta.buf, started ? "0" : "1" };
+	const char *v[3] = { ia.buf, ta.buf, started ? "t" : "f" };
 	PGresult *res = pgc__queue_run(q, QS_RELEASE, 3, v, &rc, err);
 	pgc__sb_free(&ia);
 	pgc__sb_free(&ta);

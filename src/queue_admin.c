@@ -22,11 +22,12 @@ static const char reap_leases_sql[] =
 	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
 	"  AND j.attempts >= j.max_attempts RETURNING j.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload)"
+	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker,"
 	"  'lease expired (worker ' || coalesce(worker, '?') || ')',"
 	"  @S@.push_error(errors, attempts, 'lease expired (worker ' || coalesce(worker, '?') || ')'),"
-	"  unique_key, created_at, started_at, payload FROM dead),"
+	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals FROM dead),"
 	" back AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
 	"  last_error = 'lease expired (worker ' || coalesce(j.worker, '?') || ')',"
 	"  errors = @S@.push_error(j.errors, j.attempts,"
@@ -232,7 +233,7 @@ int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err
 
 static const char history_cols[] =
 	"id, queue, status, priority, run_at, attempts, max_attempts, worker, last_error, errors,"
-	" unique_key, created_at, started_at, payload";
+	" unique_key, created_at, started_at, payload, deferrals, max_deferrals";
 
 /* A call on one job by id (fn's): checks q and id, then runs tmpl with the id as $1. */
 static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char *tmpl, int *rc,
@@ -260,7 +261,8 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 	         "  AND (SELECT status <> 'running' FROM j) RETURNING x.*),"
 	         " h AS (INSERT INTO @S@.job_history (%s)"
 	         "  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
-	         "   last_error, errors, unique_key, created_at, started_at, payload FROM d)"
+	         "   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
+	         "   max_deferrals FROM d)"
 	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d)", history_cols);
 	int rc;
 	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, sql, &rc, err);
@@ -283,9 +285,10 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	        "WITH h AS MATERIALIZED (SELECT * FROM @S@.job_history WHERE id = $1::bigint"
 	        "  AND status IN ('failed', 'cancelled') FOR UPDATE),"
 	        " ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
-	        "  attempts, max_attempts, last_error, errors, unique_key, created_at, payload)"
+	        "  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
+	        "  deferrals, max_deferrals)"
 	        "  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	        "   last_error, errors, unique_key, created_at, payload FROM h"
+	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals FROM h"
 	        "  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	        "  RETURNING id, queue),"
 	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
@@ -324,31 +327,208 @@ int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status, int64_t
 		*purged = 0;
 	if (q == NULL || older_than_ms < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_purge: q must not be NULL and the age not negative");
-	if (pgc__queue_usable(q, "pgc_queue_purge", err) != PGC_OK)
-		return PGC_EUSAGE;
 	if (status != NULL && (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0 &&
 	                       strcmp(status, "cancelled") != 0))
 		return pgc__err(err, PGC_EUSAGE, "cannot purge status \"%.40s\": use succeeded, failed or cancelled", status);
-	if (queue != NULL) {
-		int rc = pgc__queue_check_name("pgc_queue_purge", queue, err);
+	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
+	b.op = PGC_BULK_PURGE;
+	b.queue = queue;
+	b.status = status;
+	b.older_than_ms = older_than_ms;
+	pgc_queue_bulk_result r;
+	int rc = pgc_queue_bulk_run(q, &b, &r, err);
+	if (purged != NULL)
+		*purged = r.done;
+	return rc;
+}
+
+/* ---- bulk operations ------------------------------------------------------------------------ */
+
+/* The filters of each operation; $1 queue, $2 status, $3 age in ms, $4 key prefix, $5 the
+ * highest id. The batches add $6 (the last id of the batch before) and $7 (the batch size). */
+#define BULK_COMMON \
+	" AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR status = $2)" \
+	" AND ($4::text IS NULL OR left(unique_key, length($4)) = $4)" \
+	" AND ($5::bigint = 0 OR id <= $5)"
+#define BULK_AGE(col) \
+	" AND ($3::bigint = 0 OR " col " < statement_timestamp() - $3::bigint * interval '1 millisecond')"
+
+static const char *const bulk_where[] = {
+	[PGC_BULK_CANCEL] = "status IN ('pending', 'scheduled')" BULK_COMMON BULK_AGE("created_at"),
+	[PGC_BULK_RETRY] = "status IN ('failed', 'cancelled')" BULK_COMMON BULK_AGE("finished_at"),
+	[PGC_BULK_PURGE] = "true" BULK_COMMON BULK_AGE("finished_at"),
+};
+
+static const char *const bulk_table[] = {
+	[PGC_BULK_CANCEL] = "jobs", [PGC_BULK_RETRY] = "job_history", [PGC_BULK_PURGE] = "job_history",
+};
+
+/* Every batch returns: the jobs it picked, the highest id among them, the jobs done. */
+static const char *const bulk_batch[] = {
+	[PGC_BULK_CANCEL] =
+	"WITH pick AS MATERIALIZED (SELECT id FROM @S@.jobs WHERE %s AND id > $6::bigint"
+	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
+	" d AS (DELETE FROM @S@.jobs x WHERE x.id = ANY (ARRAY(SELECT id FROM pick))"
+	"  AND x.status <> 'running' RETURNING x.*),"
+	" h AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
+	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
+	"  deferrals, max_deferrals)"
+	"  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
+	"   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
+	"   max_deferrals FROM d)"
+	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
+
+	[PGC_BULK_RETRY] =
+	"WITH pick AS MATERIALIZED (SELECT * FROM @S@.job_history WHERE %s AND id > $6::bigint"
+	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
+	" ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
+	"  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
+	"  deferrals, max_deferrals)"
+	"  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
+	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals FROM pick"
+	"  ORDER BY id"
+	"  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+	"  RETURNING id, queue),"
+	" del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
+	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM ins),"
+	"  (SELECT count(pg_notify(s.channel, n.queue))"
+	"   FROM (SELECT DISTINCT queue FROM ins) n, @S@.queue_settings s)",
+
+	[PGC_BULK_PURGE] =
+	"WITH pick AS MATERIALIZED (SELECT id FROM @S@.job_history WHERE %s AND id > $6::bigint"
+	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
+	" d AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM pick))"
+	"  RETURNING x.id)"
+	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
+};
+
+#define BULK_BATCH_DEFAULT 1000
+#define BULK_BATCH_MAX 10000
+
+static int bulk_check(const char *fn, const pgc_queue *q, const pgc_queue_bulk *b, pgc_error *err)
+{
+	if (q == NULL || b == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: q and b must not be NULL", fn);
+	if (pgc__queue_usable(q, fn, err) != PGC_OK)
+		return PGC_EUSAGE;
+	if (b->op != PGC_BULK_CANCEL && b->op != PGC_BULK_RETRY && b->op != PGC_BULK_PURGE)
+		return pgc__err(err, PGC_EUSAGE, "%s: unknown operation %d", fn, (int)b->op);
+	if (b->queue != NULL || b->op != PGC_BULK_PURGE) {
+		int rc = pgc__queue_check_name(fn, b->queue, err);
 		if (rc != PGC_OK)
 			return rc;
 	}
-	char age[24];
-	snprintf(age, sizeof age, "%lld", (long long)older_than_ms);
-	const char *v[3] = { queue, status, age };
-	int rc;
-	PGresult *res = pgc__queue_run_text(q,
-	        "DELETE FROM @S@.job_history WHERE ($1::text IS NULL OR queue = $1)"
-	        " AND ($2::text IS NULL OR status = $2)"
-	        " AND finished_at < statement_timestamp() - $3::bigint * interval '1 millisecond'",
-	        3, v, &rc, err);
+	static const char *const statuses[][3] = {
+		[PGC_BULK_CANCEL] = { "pending", "scheduled", NULL },
+		[PGC_BULK_RETRY] = { "failed", "cancelled", NULL },
+		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
+	};
+	static const char *const said[] = {
+		[PGC_BULK_CANCEL] = "pending or scheduled",
+		[PGC_BULK_RETRY] = "failed or cancelled",
+		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
+	};
+	if (b->status != NULL) {
+		bool ok = false;
+		for (int i = 0; i < 3; i++)
+			ok |= statuses[b->op][i] != NULL && strcmp(b->status, statuses[b->op][i]) == 0;
+		if (!ok)
+			return pgc__err(err, PGC_EUSAGE, "%s: status \"%.40s\" does not fit: use %s", fn,
+			                b->status, said[b->op]);
+	}
+	if (b->older_than_ms < 0 || b->upto_id < 0)
+		return pgc__err(err, PGC_EUSAGE, "%s: older_than_ms and upto_id must not be negative", fn);
+	if (b->key_prefix != NULL && *b->key_prefix == '\0')
+		return pgc__err(err, PGC_EUSAGE, "%s: the key prefix is empty (NULL matches any job)", fn);
+	if (b->batch_size < 0 || b->batch_size > BULK_BATCH_MAX)
+		return pgc__err(err, PGC_EUSAGE, "%s: batch_size must be 1..%d (0: %d)", fn, BULK_BATCH_MAX,
+		                BULK_BATCH_DEFAULT);
+	return PGC_OK;
+}
+
+/* The parameters $1..$5 of b, in the caller's buffers. */
+static void bulk_params(const pgc_queue_bulk *b, const char *v[5], char age[24], char upto[24])
+{
+	snprintf(age, 24, "%lld", (long long)b->older_than_ms);
+	snprintf(upto, 24, "%lld", (long long)b->upto_id);
+	/* Retry takes the failed jobs unless told otherwise. */
+	v[0] = b->queue;
+	v[1] = b->status != NULL ? b->status : b->op == PGC_BULK_RETRY ? "failed" : NULL;
+	v[2] = age;
+	v[3] = b->key_prefix;
+	v[4] = upto;
+}
+
+int pgc_queue_bulk_count(pgc_queue *q, pgc_queue_bulk *b, long *count, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (count != NULL)
+		*count = 0;
+	int rc = bulk_check("pgc_queue_bulk_count", q, b, err);
+	if (rc != PGC_OK)
+		return rc;
+	char sql[1024], age[24], upto[24];
+	snprintf(sql, sizeof sql, "SELECT count(*), coalesce(max(id), 0) FROM @S@.%s WHERE %s",
+	         bulk_table[b->op], bulk_where[b->op]);
+	const char *v[5];
+	bulk_params(b, v, age, upto);
+	PGresult *res = pgc__queue_run_text(q, sql, 5, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	if (purged != NULL)
-		*purged = atol(PQcmdTuples(res));
+	if (count != NULL)
+		*count = atol(PQgetvalue(res, 0, 0));
+	b->upto_id = atoll(PQgetvalue(res, 0, 1));
 	PQclear(res);
 	return PGC_OK;
+}
+
+int pgc_queue_bulk_run(pgc_queue *q, const pgc_queue_bulk *b, pgc_queue_bulk_result *out,
+                       pgc_error *err)
+{
+	pgc_error_clear(err);
+	pgc_queue_bulk_result r = { 0, 0, 0 };
+	if (out != NULL)
+		*out = r;
+	int rc = bulk_check("pgc_queue_bulk_run", q, b, err);
+	if (rc != PGC_OK)
+		return rc;
+	char tmpl[2048], age[24], upto[24], after[24] = "0", lim[16];
+	snprintf(tmpl, sizeof tmpl, bulk_batch[b->op], bulk_where[b->op]);
+	char *sql = pgc__sql_schema(tmpl, q->quoted);
+	if (sql == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	snprintf(lim, sizeof lim, "%d", b->batch_size ? b->batch_size : BULK_BATCH_DEFAULT);
+	const char *v[7];
+	bulk_params(b, v, age, upto);
+	v[5] = after;
+	v[6] = lim;
+	/* Keyset by id: every batch starts after the last id the one before looked at, so a job
+	 * left where it was (a retry whose key is taken) is not looked at twice, and the run ends. */
+	for (;;) {
+		PGresult *res = pgc__exec(q->conn, sql, 7, v, &rc, err);
+		if (res == NULL)
+			break;
+		long picked = atol(PQgetvalue(res, 0, 0));
+		if (picked > 0) {
+			long done = atol(PQgetvalue(res, 0, 2));
+			snprintf(after, sizeof after, "%s", PQgetvalue(res, 0, 1));
+			r.done += done;
+			if (b->op == PGC_BULK_RETRY)
+				r.skipped += picked - done;
+			r.batches++;
+		}
+		PQclear(res);
+		if (picked == 0)
+			break;
+		if (out != NULL)
+			*out = r;
+		if (b->progress != NULL)
+			b->progress(r.done, b->progress_arg);
+	}
+	free(sql);
+	if (out != NULL)
+		*out = r;
+	return rc;
 }
 
 int pgc_queue_config_get(pgc_queue *q, pgc_queue_config *out, pgc_error *err)
@@ -546,8 +726,9 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 }
 
 /* Columns: id queue status priority aged attempts max_attempts run_at created_at started_at
- * finished_at lease_until worker last_error errors unique_key payload. */
-#define INFO_COLS 17
+ * finished_at lease_until worker last_error errors unique_key payload deferrals
+ * max_deferrals. */
+#define INFO_COLS 19
 
 static pgc_job_info *info_from_row(PGresult *res, int r)
 {
@@ -562,7 +743,7 @@ static pgc_job_info *info_from_row(PGresult *res, int r)
 	                                  &info->run_at, &info->created_at, &info->started_at,
 	                                  &info->finished_at, &info->lease_until, &info->worker,
 	                                  &info->last_error, &info->errors, &info->unique_key,
-	                                  &info->payload };
+	                                  &info->payload, NULL, NULL };
 	for (int c = 0; c < INFO_COLS; c++) {
 		if (slots[c] == NULL || PQgetisnull(res, r, c))
 			continue;
@@ -576,6 +757,8 @@ static pgc_job_info *info_from_row(PGresult *res, int r)
 	info->aged = strcmp(PQgetvalue(res, r, 4), "t") == 0;
 	info->attempts = atoi(PQgetvalue(res, r, 5));
 	info->max_attempts = atoi(PQgetvalue(res, r, 6));
+	info->deferrals = atoi(PQgetvalue(res, r, 17));
+	info->max_deferrals = atoi(PQgetvalue(res, r, 18));
 	return info;
 }
 
@@ -584,12 +767,14 @@ static const char info_select[] =
 	"SELECT * FROM ("
 	" SELECT id, queue, status, priority, eff_priority > 32767 AS aged, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", NULL::text AS finished_at,"
-	"  " TS("lease_until") ", worker, last_error, errors::text, unique_key, payload::text"
+	"  " TS("lease_until") ", worker, last_error, errors::text, unique_key, payload::text,"
+	"  deferrals, max_deferrals"
 	" FROM @S@.jobs WHERE %s"
 	" UNION ALL"
 	" SELECT id, queue, status, priority, false, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", " TS("finished_at") ","
-	"  NULL, worker, last_error, errors::text, unique_key, payload::text"
+	"  NULL, worker, last_error, errors::text, unique_key, payload::text,"
+	"  deferrals, max_deferrals"
 	" FROM @S@.job_history WHERE %s) x ORDER BY id DESC LIMIT %s";
 
 int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)

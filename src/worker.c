@@ -334,6 +334,14 @@ typedef struct dstate {
 	int64_t last_error_at;
 } dstate;
 
+static bool any_more(const pgc_worker *w, const dstate *d)
+{
+	bool more = false;
+	for (size_t i = 0; i < w->o.n_queues; i++)
+		more |= d->more[i];
+	return more;
+}
+
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
 static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 {
@@ -348,10 +356,16 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		if (atomic_load(&j->lost)) {
 			atomic_fetch_add(&w->s_stale, 1);
 		} else if (j->result.outcome == PGC_JOB_RETRY_LATER) {
-			rc = pgc_queue_retry_later(w->q, j->job.id, j->job.token,
-			                           j->result.delay_ms < 0 ? 0 : j->result.delay_ms, err);
-			if (rc == PGC_OK)
+			bool dead = false;
+			rc = pgc_queue_defer(w->q, j->job.id, j->job.token,
+			                     j->result.delay_ms < 0 ? 0 : j->result.delay_ms, &dead, err);
+			if (rc == PGC_OK && dead) {
+				atomic_fetch_add(&w->s_failed, 1);
+				wlog(w, PGC_LOG_WARN, "job %lld failed for good: deferred as often as its max_deferrals allows",
+				     (long long)j->job.id);
+			} else if (rc == PGC_OK) {
 				atomic_fetch_add(&w->s_retried, 1);
+			}
 		} else {
 			bool dead = false;
 			j->result.error[sizeof j->result.error - 1] = '\0';
@@ -812,14 +826,6 @@ static step session_step(pgc_worker *w, dstate *d, int64_t now)
 	return STEP_ON;
 }
 
-static bool any_more(const pgc_worker *w, const dstate *d)
-{
-	bool more = false;
-	for (size_t i = 0; i < w->o.n_queues; i++)
-		more |= d->more[i];
-	return more;
-}
-
 /* Settles the failures and snoozes, then the round trip when there is something to send:
  * completions, the heartbeat when due, the claims when slots are free. Completions alone wait
  * up to flush_ms for company (STEP_AGAIN). *rc is the pgc code of what was sent. */
@@ -828,7 +834,14 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 	*rc = settle_others(w, d, &d->pending_done, e);
 	if (*rc != PGC_OK)
 		return STEP_ON;
-	if (now >= d->next_claim)
+	bool recheck = false;
+	if (w->o.once && !d->stopping && d->pending_done == NULL && !any_more(w, d)) {
+		/* Once, with nothing held: one more claim of every queue decides whether to stop. */
+		pthread_mutex_lock(&w->mu);
+		recheck = w->n_held == 0;
+		pthread_mutex_unlock(&w->mu);
+	}
+	if (now >= d->next_claim || recheck)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			d->more[i] = true;
 	bool do_hb = now >= d->next_hb;
@@ -853,6 +866,18 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 	*rc = round_trip(w, d, &d->pending_done, do_hb, want_claim, e);
 	if (*rc == PGC_OK && do_hb)
 		d->next_hb = pgc__now_ms() + d->hb_every;
+	if (*rc == PGC_OK && w->o.once && want_claim && !any_more(w, d)) {
+		/* Once: every queue came back short and nothing is held any more (a job that failed
+		 * or was deferred to now makes its queue worth claiming again first). */
+		pthread_mutex_lock(&w->mu);
+		bool idle = w->n_held == 0;
+		pthread_mutex_unlock(&w->mu);
+		if (idle) {
+			wlog(w, PGC_LOG_INFO, "no runnable job left in its queues: stopping");
+			pgc_worker_stop(w, 0);
+			return STEP_ON;
+		}
+	}
 	if (*rc == PGC_OK && want_claim && any_more_before && !any_more(w, d)) {
 		/* Empty: sleep until the next run_at, a notification or the poll. */
 		int64_t nr = next_run_ms(w);

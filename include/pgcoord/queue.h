@@ -33,6 +33,7 @@ extern "C" {
 #define PGC_QUEUE_PRIORITY_MIN (-32768)
 #define PGC_QUEUE_PRIORITY_MAX 32767
 #define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
+#define PGC_QUEUE_MAX_DEFERRALS_DEFAULT 100
 
 /* A handle on the queue tables of one schema, used through one connection. Not thread-safe
  * (like its pgc_conn). Close it before its connection; a handle whose connection was closed
@@ -72,16 +73,18 @@ typedef struct pgc_job_options {
 	                           NULL: use delay_ms. Setting both is PGC_EUSAGE. */
 	int max_attempts;       /* >= 1; 0 means the default (25) */
 	const char *unique_key; /* NULL, or at most one pending-or-running job per key and queue */
+	int max_deferrals;      /* "try later" answers (pgc_queue_defer) allowed before the next
+	                           one fails the job for good; >= 1; 0 means the default (100) */
 } pgc_job_options;
 
-#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL }
+#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL, 0 }
 
 /* Enqueues one job on q's connection, inside the caller's transaction when one is open (the job
  * becomes visible only when it commits; the wake-up notification is sent at commit too).
  * payload is JSON text, validated by the server. opts may be NULL. *out_id (may be NULL) gets
  * the job's id.
  * Errors: PGC_EUSAGE (NULL or empty queue, queue over 128 bytes, negative delay, max_attempts
- * < 0, priority out of range, run_at and delay both set), PGC_EDUPLICATE (unique_key taken;
+ * or max_deferrals < 0, priority out of range, run_at and delay both set), PGC_EDUPLICATE (unique_key taken;
  * *out_id is 0), PGC_ESQL (invalid JSON: SQLSTATE 22P02; payload over the size limit: 22023;
  * bad run_at), PGC_ECONNLOST. Nothing is enqueued on error. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
@@ -157,8 +160,17 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t to
                                             const char *error_text, const pgc_backoff *backoff,
                                             bool *dead, pgc_error *err);
 
-/* Returns a running job to pending to run again after delay_ms, without counting the attempt
- * (a snooze, e.g. a rate limit). Errors: PGC_EUSAGE, PGC_ESTALE, PGC_ESQL, PGC_ECONNLOST. */
+/* Defers a running job: it returns to pending to run again after delay_ms, without counting
+ * the attempt (a snooze, e.g. a rate limit), and its deferral count goes up by one. A job
+ * already deferred max_deferrals times (pgc_job_options) is not deferred again: the request
+ * counts as a failed attempt that ends it, and it moves to job_history as failed with the
+ * reason in last_error, so that a handler that always says "not now" cannot keep a job for
+ * ever. *dead (may be NULL) says which happened.
+ * Errors: PGC_EUSAGE, PGC_ESTALE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_defer(pgc_queue *q, int64_t id, int64_t token,
+                                             int64_t delay_ms, bool *dead, pgc_error *err);
+
+/* pgc_queue_defer() without *dead. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token,
                                                    int64_t delay_ms, pgc_error *err);
 
@@ -169,8 +181,11 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_heartbeat(pgc_queue *q, size_t n, const i
                                                  const int64_t *tokens, int64_t lease_ms,
                                                  bool *lost, pgc_error *err);
 
-/* Returns n running jobs to pending at once (a worker shutting down). When started is false
- * the attempt is not counted (the job never ran). Stale tokens are ignored.
+/* Returns n running jobs to pending at once (a worker shutting down). A release is not an
+ * attempt: the attempt the claim counted is given back, so a job released at every stop still
+ * gets its max_attempts runs (a lease that expired, a worker that crashed, still counts: the
+ * reaper cannot tell whether the job ran). started says that the handlers had begun: then
+ * last_error notes the release. Stale tokens are ignored.
  * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids,
                                                const int64_t *tokens, bool started,
@@ -223,9 +238,72 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error
 
 /* Deletes finished jobs from job_history that finished more than older_than_ms ago. queue may
  * be NULL (all queues); status NULL means succeeded, failed and cancelled, else one of them.
- * *purged (may be NULL) counts them. Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+ * *purged (may be NULL) counts them. The rows go in batches of 1000, as pgc_queue_bulk_run()
+ * does (outside a transaction each batch commits on its own).
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST (the batches before it stay done). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status,
                                              int64_t older_than_ms, long *purged, pgc_error *err);
+
+/* ---- bulk operations: many jobs, in short batches ---- */
+
+typedef enum pgc_queue_bulk_op {
+	PGC_BULK_CANCEL = 0, /* pending and scheduled jobs move to job_history as cancelled; a running
+	                        job is never cancelled (it is not matched) */
+	PGC_BULK_RETRY = 1,  /* failed (dead-lettered) or cancelled jobs return to pending, attempts
+	                        and deferrals reset, as pgc_queue_retry() does; one whose unique key
+	                        a live job holds now stays where it is (counted as skipped) */
+	PGC_BULK_PURGE = 2   /* finished jobs are deleted from job_history */
+} pgc_queue_bulk_op;
+
+/* Which jobs a bulk operation touches: all of the given filters must match. */
+typedef struct pgc_queue_bulk {
+	pgc_queue_bulk_op op;
+	const char *queue;      /* the queue; required for cancel and retry, NULL for purge means
+	                           every queue */
+	const char *status;     /* cancel: "pending" or "scheduled" (NULL: both); retry: "failed" or
+	                           "cancelled" (NULL: failed); purge: "succeeded", "failed" or
+	                           "cancelled" (NULL: all three) */
+	int64_t older_than_ms;  /* only jobs created (cancel) or finished (retry, purge) more than
+	                           this long ago on the database clock; 0: any age */
+	const char *key_prefix; /* only jobs whose unique key starts with these characters, compared
+	                           as they are (no wildcards: "_" and "%" are themselves); NULL: any
+	                           job, with a key or not */
+	int batch_size;         /* jobs per transaction, 1..10000; 0: 1000 */
+	int64_t upto_id;        /* only jobs with an id up to this one; 0: no bound.
+	                           pgc_queue_bulk_count() sets it, so that the run after it touches
+	                           the jobs that were counted and none enqueued since */
+	void (*progress)(long done, void *arg); /* may be NULL: called after every batch with the
+	                                           running total */
+	void *progress_arg;
+} pgc_queue_bulk;
+
+#define PGC_QUEUE_BULK_INIT { PGC_BULK_CANCEL, NULL, NULL, 0, NULL, 0, 0, NULL, NULL }
+
+typedef struct pgc_queue_bulk_result {
+	long done;    /* jobs cancelled, retried or purged */
+	long skipped; /* retry: jobs left in the history because their unique key is taken */
+	long batches; /* transactions it took */
+} pgc_queue_bulk_result;
+
+/* Counts the jobs b matches now into *count, and sets b->upto_id to the highest of their ids
+ * (0 when none matches). Changes nothing else.
+ * Errors: PGC_EUSAGE (see pgc_queue_bulk_run), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_bulk_count(pgc_queue *q, pgc_queue_bulk *b, long *count,
+                                                  pgc_error *err);
+
+/* Runs a bulk operation in batches of b->batch_size jobs taken in id order, each batch one
+ * statement: outside a transaction each commits on its own, so a million jobs never hold the
+ * table or many row locks for long; inside the caller's transaction they all belong to it.
+ * A batch locks its jobs with FOR UPDATE, in id order: it waits the few milliseconds a claim
+ * that took one of them needs, and a job that became running meanwhile is not matched any
+ * more. Workers are never blocked by it (their claims skip locked rows). The arguments are all
+ * checked before the first batch runs: on PGC_EUSAGE nothing was done. *out (may be NULL) says
+ * what was done, also on an error in a later batch (the batches before it stay done).
+ * Errors: PGC_EUSAGE (q or b NULL, unknown op, queue missing for cancel or retry or not a valid
+ * name, a status that does not fit the op, older_than_ms or upto_id negative, key_prefix
+ * empty, batch_size out of range), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_bulk_run(pgc_queue *q, const pgc_queue_bulk *b,
+                                                pgc_queue_bulk_result *out, pgc_error *err);
 
 /* The queue settings. */
 typedef struct pgc_queue_config {
@@ -298,6 +376,8 @@ typedef struct pgc_job_info {
 	const char *errors;  /* JSON array of {attempt, error} (the last 5), or NULL */
 	const char *unique_key;
 	const char *payload; /* JSON */
+	int deferrals;       /* "try later" answers so far (pgc_queue_defer) */
+	int max_deferrals;   /* the most it may have; the next one fails it */
 } pgc_job_info;
 
 /* One job by id (live first, then history). *out is freed with pgc_free.
@@ -332,7 +412,8 @@ PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
 typedef enum pgc_job_outcome {
 	PGC_JOB_COMPLETE = 0,    /* done */
 	PGC_JOB_FAIL = 1,        /* failed: retried with backoff, or dead after max_attempts */
-	PGC_JOB_RETRY_LATER = 2  /* not now: run again after delay_ms, attempt not counted */
+	PGC_JOB_RETRY_LATER = 2  /* not now: run again after delay_ms, attempt not counted, up to
+	                            the job's max_deferrals (pgc_queue_defer) */
 } pgc_job_outcome;
 
 #define PGC_JOB_ERROR_MAX 2048
@@ -377,10 +458,16 @@ typedef struct pgc_worker_options {
 	                               when it has this many dead tuples, checked every second;
 	                               default 20000; 0: leave it to autovacuum (as behind a
 	                               transaction-mode pooler, whatever this says) */
+	bool once;                  /* stop by itself once no runnable job is left in its queues
+	                               (none pending with run_at <= now in a queue that is not
+	                               paused) and the jobs it holds are finished: for batches and
+	                               tests. Jobs scheduled later (a retry's backoff included) and
+	                               jobs running in other workers do not keep it going.
+	                               pgc_worker_wait() then returns PGC_OK. Default false. */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
-		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000 }
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false }
 
 typedef struct pgc_worker pgc_worker;
 

@@ -69,6 +69,22 @@ for v in "${optvalues[@]}"; do
 	check "elect --wait-for-db=<value>" elect "--wait-for-db=$v" name -- true
 	check "worker --wait-for-db=<value>" worker --queue q "--wait-for-db=$v" -- true
 done
+# The queue's bulk forms and their filters (without a terminal they also need --yes).
+for sub in "cancel --all q" "retry --all q" "purge"; do
+	for o in --status --older-than --key-prefix --batch-size; do
+		for v in "${optvalues[@]}"; do
+			# shellcheck disable=SC2086
+			check "queue $sub $o=<value>" queue $sub "$o=$v" --yes
+		done
+	done
+	# shellcheck disable=SC2086
+	check "queue $sub without --yes" queue $sub
+done
+for v in "${values[@]}"; do
+	check "queue cancel --all <value>" queue cancel --all "$v" --yes
+	check "queue enqueue q --max-deferrals <value>" queue enqueue q --max-deferrals "$v"
+done
+check "worker --once <stray>" worker --once --queue q stray
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

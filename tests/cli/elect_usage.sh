@@ -21,7 +21,7 @@ e --ttl 0s n -- true
 e --ttl -1s n -- true
 err_has 'invalid duration "-1s"'
 e --ttl 3s --renew-every 3s n -- true
-err_has "renew-every (3000 ms) must be shorter than --ttl (3000 ms)"
+err_has "renew-every (3s) must be shorter than --ttl (3s)"
 e --ttl 3s --renew-every 5s n -- true
 e --ttl 3s --renew-every 0 n -- true
 err_has "renew-every must be greater than zero"

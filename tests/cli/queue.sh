@@ -71,6 +71,15 @@ run 65 "$PG" queue enqueue mail --schema "$S" --payload "{\"x\":\"$(head -c 100 
 err_has "over the limit of 64 bytes"
 run 0 "$PG" --json queue config --schema "$S" --max-payload 1048576 --aging 2m
 out_has '"aging_ms":120000'
+# Durations take days, and settings show in the largest exact unit.
+run 0 "$PG" queue config --schema "$S" --succeeded-retention 1d --failed-retention 1.5d --aging 90s
+out_has "^aging: *90s$"
+out_has "^succeeded_retention: *1d$"
+out_has "^failed_retention: *36h$"
+run 0 "$PG" --json queue config --schema "$S" --aging 2m --failed-retention 7d
+out_has '"aging_ms":120000,"succeeded_retention_ms":86400000,"failed_retention_ms":604800000'
+run 64 "$PG" queue config --schema "$S" --aging 1w
+err_has "unknown unit (use ms, s, m, h or d)"
 
 # Unique keys: exit 1 on a duplicate.
 run 0 "$PG" queue enqueue report --schema "$S" --unique-key r-1
@@ -122,10 +131,10 @@ run 0 "$PG" queue retry "$id" --schema "$S"
 out_has "pending again"
 run 65 "$PG" queue retry "$id" --schema "$S"
 run 0 "$PG" queue cancel "$id" --schema "$S"
-run 0 "$PG" --json queue purge mail --schema "$S" --status cancelled
+run 0 "$PG" --json queue purge mail --schema "$S" --status cancelled --yes
 out_has '"purged":1'
-run 0 "$PG" queue purge --schema "$S" --older-than 1h
-out_has "purged 0 finished jobs"
+run 0 "$PG" queue purge --schema "$S" --older-than 1h --yes
+out_has "purged 0 jobs of every queue"
 
 # Pause and resume.
 run 0 "$PG" queue pause bulk --schema "$S"

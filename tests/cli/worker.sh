@@ -87,18 +87,25 @@ the real reason" ] || fail "stderr tail is not the error: $(psql_q "SELECT last_
 [ "$(psql_q "SELECT attempts FROM $S.jobs WHERE payload->>'k' = 'later'")" = 0 ] || fail "exit 75 counted an attempt"
 # The timeout killed the whole process group (the background sleep too).
 [ "$(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")" = \
-  "timed out after 1000 ms (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
+  "timed out after 1s (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
 sleeper=$(cat "$OUT.sleeper")
 alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 end=$((SECONDS + 5))
 while alive "$sleeper" && [ $SECONDS -lt $end ]; do sleep 0.1; done
 ! alive "$sleeper" || fail "the timed-out command's child $sleeper survived"
 
-# SIGKILL a worker mid-job: the job comes back after its lease and runs again elsewhere.
+# SIGKILL a worker mid-job: its command gets SIGTERM at once (the kernel's parent-death
+# signal), and the job comes back after its lease and runs again elsewhere.
 cat >"$TMP/slow.sh" <<'SH'
 #!/bin/sh
 echo run >>"$OUT2"
-if [ "$(wc -l <"$OUT2")" -eq 1 ]; then echo $$ >"$PIDF"; exec sleep 30; fi
+if [ "$(wc -l <"$OUT2")" -eq 1 ]; then
+	trap 'echo TERM >"$PIDF.term"; exit 0' TERM
+	echo $$ >"$PIDF"
+	i=0
+	while [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	exit 0
+fi
 exit 0
 SH
 chmod +x "$TMP/slow.sh"
@@ -113,6 +120,9 @@ while [ ! -s "$PIDF" ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
 kill -KILL "$w1"
 wait "$w1" 2>/dev/null
 w1=
+end=$((SECONDS + 5))
+while [ ! -s "$PIDF.term" ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
+[ -s "$PIDF.term" ] || fail "the command of a SIGKILLed worker did not get SIGTERM within 5 s"
 [ "$(status_of "$crash_id")" = running ] || fail "the job is not running after the crash"
 "$PG" worker --schema "$S" --queue crash --lease 1s --poll 200ms -- "$TMP/slow.sh" 2>"$TMP/w2err" &
 w2=$!
@@ -150,4 +160,29 @@ wait "$w3" || fail "graceful stop exit status"
 w3=
 grep -q "released 1 unfinished" "$TMP/w3err" || { cat "$TMP/w3err"; fail "no release"; }
 [ "$(status_of "$stop_id")" = pending ] || fail "the job was not released"
+
+# A release is not an attempt: a job with one attempt, released at two stops, still runs as
+# attempt 1 of 1.
+q enqueue rel --payload '{}' --max-attempts 1
+rel_id=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'rel'")
+export OUT5=$TMP/rel.runs
+for i in 1 2; do
+	"$PG" worker --schema "$S" --queue rel --grace 200ms -- \
+		sh -c 'echo "$PGCOORD_JOB_ATTEMPT/$PGCOORD_JOB_MAX_ATTEMPTS" >>"$OUT5"; sleep 30' 2>"$TMP/w5err" &
+	w3=$!
+	wait_for 10 "SELECT status FROM $S.jobs WHERE id = $rel_id" running
+	kill -TERM "$w3"
+	wait "$w3" || fail "release stop $i exit status"
+	w3=
+done
+run 0 "$PG" queue list rel --schema "$S"
+out_has " pending *0 *0/1 "
+out_has "released unfinished when worker"
+"$PG" worker --schema "$S" --queue rel -- sh -c 'echo "$PGCOORD_JOB_ATTEMPT/$PGCOORD_JOB_MAX_ATTEMPTS" >>"$OUT5"' 2>"$TMP/w5err" &
+w3=$!
+wait_for 10 "SELECT status FROM $S.job_history WHERE id = $rel_id" succeeded
+kill -TERM "$w3"
+wait "$w3" || fail "release final exit status"
+w3=
+[ "$(sort -u "$OUT5")" = "1/1" ] || fail "attempts seen by the command: $(cat "$OUT5")"
 exit 0

@@ -537,6 +537,277 @@ static void queue__priorities_schedule_unique_pause_cancel(void)
 	teardown(c, q);
 }
 
+/* ---- deferrals: "not now" gives the attempt back, up to max_deferrals ------------------------ */
+
+static void queue__deferral_limit(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+	o.max_attempts = 1;
+	o.max_deferrals = 2;
+	int64_t id;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "d", "{}", &o, &id, &err), PGC_OK);
+	pgc_job *jobs;
+	size_t n;
+	bool dead = true;
+	for (int i = 0; i < 2; i++) {
+		T_ASSERT_INT_EQ(pgc_queue_claim(q, "d", 1, 5000, "t", &jobs, &n, &err), PGC_OK);
+		T_ASSERT_INT_EQ(jobs[0].attempt, 1);
+		T_ASSERT_INT_EQ(pgc_queue_defer(q, id, jobs[0].token, 0, &dead, &err), PGC_OK);
+		T_ASSERT(!dead);
+		pgc_queue_jobs_free(jobs, n);
+	}
+	pgc_job_info *info;
+	T_ASSERT_INT_EQ(pgc_queue_show(q, id, &info, &err), PGC_OK);
+	T_ASSERT_STR_EQ(info->status, "pending");
+	T_ASSERT_INT_EQ(info->deferrals, 2);
+	T_ASSERT_INT_EQ(info->max_deferrals, 2);
+	T_ASSERT_INT_EQ(info->attempts, 0);
+	pgc_free(info);
+	/* The third "not now" is past the limit: a failed attempt that ends the job. */
+	T_ASSERT_INT_EQ(pgc_queue_claim(q, "d", 1, 5000, "t", &jobs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_defer(q, id, jobs[0].token, 0, &dead, &err), PGC_OK);
+	T_ASSERT(dead);
+	T_ASSERT_INT_EQ(pgc_queue_defer(q, id, jobs[0].token, 0, &dead, &err), PGC_ESTALE);
+	pgc_queue_jobs_free(jobs, n);
+	T_ASSERT_INT_EQ(pgc_queue_show(q, id, &info, &err), PGC_OK);
+	T_ASSERT_STR_EQ(info->status, "failed");
+	T_ASSERT_INT_EQ(info->deferrals, 2);
+	T_ASSERT_INT_EQ(info->attempts, 1);
+	T_ASSERT_CONTAINS(info->last_error, "deferred 2 times, the most its max_deferrals allows");
+	T_ASSERT_CONTAINS(info->errors, "max_deferrals");
+	pgc_free(info);
+	/* A retry starts the count again; the default limit is 100. */
+	T_ASSERT_INT_EQ(pgc_queue_retry(q, id, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT deferrals FROM %s.jobs WHERE id = %lld", schema, (long long)id), 0);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "d", "{}", NULL, &id, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT max_deferrals FROM %s.jobs WHERE id = %lld", schema, (long long)id),
+	                PGC_QUEUE_MAX_DEFERRALS_DEFAULT);
+	o.max_deferrals = -1;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "d", "{}", &o, &id, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "max_deferrals");
+	T_ASSERT_INT_EQ(pgc_queue_defer(NULL, 1, 1, 0, &dead, &err), PGC_EUSAGE);
+	teardown(c, q);
+}
+
+/* ---- once: a worker that stops by itself when its queues run dry -------------------------- */
+
+static atomic_int once_runs;
+
+static void once_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&once_runs, 1);
+	sleep_ms(20);
+	/* The first failure of the "f" job retries at once (no backoff): still runnable. */
+	if (strstr(job->payload, "\"f\"") != NULL && job->attempt == 1) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "once more");
+	}
+}
+
+static void queue__worker_once(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *pl[8] = { "{}", "{}", "{}", "{}", "{}", "{}", "{}", "{\"f\":1}" };
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "o", 8, pl, NULL, NULL, NULL, NULL, NULL, &err), PGC_OK);
+	pgc_job_options later = PGC_JOB_OPTIONS_INIT;
+	later.delay_ms = 3600000;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "o", "{}", &later, NULL, &err), PGC_OK);
+	const char *queues[] = { "o" };
+	pgc_worker_options o = worker_options(queues, 1, 3);
+	o.once = true;
+	o.backoff.base_ms = 0;
+	o.backoff.max_ms = 0;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, once_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	/* No stop: it ends by itself (the test's own timeout bounds the wait). */
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(atomic_load(&once_runs), 9);
+	T_ASSERT_INT_EQ(st.completed, 8);
+	T_ASSERT_INT_EQ(st.failed, 1);
+	T_ASSERT_INT_EQ(st.released, 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 1); /* the one for later */
+	teardown(c, q);
+}
+
+/* ---- bulk operations: many jobs in short batches, next to a worker that keeps claiming ---- */
+
+#define BULK_JOBS 12000
+static atomic_int bulk_handled;
+
+static void bulk_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)job;
+	(void)res;
+	(void)arg;
+	atomic_fetch_add(&bulk_handled, 1);
+	sleep_ms(1);
+}
+
+static void bulk_progress(long done, void *arg)
+{
+	*(long *)arg = done;
+}
+
+static void queue__bulk_cancel_retry_purge(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	/* Bad input changes nothing. */
+	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
+	pgc_queue_bulk_result r;
+	long count;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_EUSAGE); /* cancel without a queue */
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(NULL, &b, &r, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, NULL, &r, &err), PGC_EUSAGE);
+	b.queue = "bulk";
+	b.status = "running";
+	T_ASSERT_INT_EQ(pgc_queue_bulk_count(q, &b, &count, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "pending or scheduled");
+	b.status = NULL;
+	b.key_prefix = "";
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_EUSAGE);
+	b.key_prefix = NULL;
+	b.batch_size = 10001;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_EUSAGE);
+	b.batch_size = 0;
+	b.older_than_ms = -1;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_EUSAGE);
+	b.older_than_ms = 0;
+	b.op = (pgc_queue_bulk_op)7;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_EUSAGE);
+	b.op = PGC_BULK_CANCEL;
+
+	/* Many jobs, a few with keys, and a worker that keeps claiming while the cancel runs. */
+	static char *pl[BULK_JOBS], *keys[BULK_JOBS];
+	for (int i = 0; i < BULK_JOBS; i++) {
+		pl[i] = "{}";
+		keys[i] = NULL;
+	}
+	char kb[20][16];
+	for (int i = 0; i < 20; i++) {
+		snprintf(kb[i], sizeof kb[i], i < 10 ? "imp_%d" : "impx%d", i);
+		keys[i * 7] = kb[i];
+	}
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "bulk", BULK_JOBS, (const char *const *)pl,
+	                                       (const char *const *)keys, NULL, NULL, NULL, NULL, &err), PGC_OK);
+	pgc_job_options later = PGC_JOB_OPTIONS_INIT;
+	later.delay_ms = 3600000;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "bulk", "{}", &later, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "other", "{}", NULL, NULL, &err), PGC_OK);
+	/* The key prefix is compared as it is: "imp_" is not a LIKE pattern. */
+	b.key_prefix = "imp_";
+	T_ASSERT_INT_EQ(pgc_queue_bulk_count(q, &b, &count, &err), PGC_OK);
+	T_ASSERT_INT_EQ(count, 10);
+	b.key_prefix = NULL;
+	b.upto_id = 0;
+
+	const char *queues[] = { "bulk" };
+	pgc_worker_options o = worker_options(queues, 1, 4);
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, bulk_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	int64_t deadline = pgc__now_ms() + 10000;
+	while (atomic_load(&bulk_handled) < 20 && pgc__now_ms() < deadline)
+		sleep_ms(5);
+	T_ASSERT(atomic_load(&bulk_handled) >= 20);
+	T_ASSERT_INT_EQ(pgc_queue_bulk_count(q, &b, &count, &err), PGC_OK);
+	T_ASSERT(count > 0);
+	T_ASSERT(b.upto_id > 0);
+	/* Enqueued after the count: not touched by the run. */
+	int64_t late_id;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "bulk", "{}", &later, &late_id, &err), PGC_OK);
+	b.batch_size = 500;
+	long seen = 0;
+	b.progress = bulk_progress;
+	b.progress_arg = &seen;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &b, &r, &err), PGC_OK);
+	T_ASSERT(r.done > 0 && r.done <= count);
+	T_ASSERT(r.batches >= r.done / 500);
+	T_ASSERT_INT_EQ(seen, r.done);
+	/* The worker was never blocked: it went on while the batches ran, and stops cleanly. */
+	int handled_during = atomic_load(&bulk_handled);
+	pgc_worker_stop(w, 5000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	pgc_worker_free(w);
+	T_ASSERT(handled_during >= 20);
+	/* Exact counts: every job was either cancelled or completed, none both, none lost. */
+	long long cancelled = sql_int(c, "SELECT count(*) FROM %s.job_history WHERE queue = 'bulk'"
+	                                 " AND status = 'cancelled'", schema);
+	long long left = sql_int(c, "SELECT count(*) FROM %s.jobs WHERE queue = 'bulk'", schema);
+	T_ASSERT_INT_EQ(cancelled, r.done);
+	T_ASSERT_INT_EQ(left, 1 + st.released);       /* the late one, and any released at stop */
+	T_ASSERT_INT_EQ(cancelled + st.completed + left, BULK_JOBS + 2);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE id = %lld", schema, (long long)late_id), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE queue = 'other'", schema), 1);
+
+	/* Retry the cancelled ones whose key starts with "imp": one key is taken again meanwhile. */
+	long long with_key = sql_int(c, "SELECT count(*) FROM %s.job_history WHERE status = 'cancelled'"
+	                                " AND unique_key LIKE 'imp%%'", schema);
+	T_ASSERT(with_key > 0);
+	char taken[16] = "";
+	PGresult *res = NULL;
+	{
+		char sqlt[256];
+		snprintf(sqlt, sizeof sqlt, "SELECT unique_key FROM %s.job_history WHERE status = 'cancelled'"
+		         " AND unique_key LIKE 'imp%%' ORDER BY id LIMIT 1", schema);
+		int rc2;
+		res = pgc__exec(c, sqlt, 0, NULL, &rc2, &err);
+		T_ASSERT(res != NULL);
+		snprintf(taken, sizeof taken, "%s", PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	pgc_job_options tk = PGC_JOB_OPTIONS_INIT;
+	tk.unique_key = taken;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "bulk", "{}", &tk, NULL, &err), PGC_OK);
+	pgc_queue_bulk rb = PGC_QUEUE_BULK_INIT;
+	rb.op = PGC_BULK_RETRY;
+	rb.queue = "bulk";
+	rb.status = "cancelled";
+	rb.key_prefix = "imp";
+	rb.batch_size = 3;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_count(q, &rb, &count, &err), PGC_OK);
+	T_ASSERT_INT_EQ(count, with_key);
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &rb, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r.done, with_key - 1);
+	T_ASSERT_INT_EQ(r.skipped, 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE unique_key LIKE 'imp%%'", schema), with_key);
+	/* Retry's default is the failed ones: there are none. */
+	rb.status = NULL;
+	rb.key_prefix = NULL;
+	rb.upto_id = 0;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &rb, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r.done, 0);
+
+	/* Purge: by status and age, then everything, in batches. */
+	pgc_queue_bulk pb = PGC_QUEUE_BULK_INIT;
+	pb.op = PGC_BULK_PURGE;
+	pb.status = "cancelled";
+	pb.older_than_ms = 3600000;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &pb, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r.done, 0);
+	pb.older_than_ms = 0;
+	pb.batch_size = 2000;
+	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &pb, &r, &err), PGC_OK);
+	T_ASSERT_INT_EQ(r.done, cancelled - (with_key - 1));
+	long purged;
+	T_ASSERT_INT_EQ(pgc_queue_purge(q, NULL, NULL, 0, &purged, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_history", schema), 0);
+	teardown(c, q);
+}
+
 /* ---- starvation: aging puts an old low-priority job ahead of newer high-priority work ------ */
 
 static void queue__aging_beats_starvation(void)
@@ -783,10 +1054,12 @@ static void queue__worker_graceful_stop(void)
 	pgc_worker_get_stats(w, &st);
 	T_ASSERT_INT_EQ(st.released, 4);
 	pgc_worker_free(w);
-	/* Everything is back to pending; the two that never started did not use an attempt. */
+	/* Everything is back to pending, and a release is not an attempt: neither the two that
+	 * never started nor the two stopped in their handler used one; those two say why. */
 	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE status = 'pending'", schema), 6);
-	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 0", schema), 4);
-	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 1", schema), 2);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE attempts = 0", schema), 6);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE last_error LIKE"
+	                           " 'released unfinished when worker %% stopped%%'", schema), 2);
 	teardown(c, q);
 }
 
@@ -1178,6 +1451,9 @@ int main(int argc, char **argv)
 		{ "queue__stale_token_after_reap", queue__stale_token_after_reap },
 		{ "queue__retry_backoff_dead_letter", queue__retry_backoff_dead_letter },
 		{ "queue__priorities_schedule_unique_pause_cancel", queue__priorities_schedule_unique_pause_cancel },
+		{ "queue__deferral_limit", queue__deferral_limit },
+		{ "queue__worker_once", queue__worker_once },
+		{ "queue__bulk_cancel_retry_purge", queue__bulk_cancel_retry_purge },
 		{ "queue__aging_beats_starvation", queue__aging_beats_starvation },
 		{ "queue__claim_plan_ignores_stale_stats", queue__claim_plan_ignores_stale_stats },
 		{ "queue__bad_input", queue__bad_input },

@@ -134,6 +134,10 @@ static void duration__parse(void)
 	check_duration("1.5s", 1500);
 	check_duration("0.25", 250);
 	check_duration("0ms", 0);
+	check_duration("1d", 86400000);
+	check_duration("7d", 604800000);
+	check_duration("1.5d", 129600000);
+	check_duration("2min", 120000);
 	check_bad_duration("", "empty");
 	check_bad_duration("-1s", "invalid duration");
 	check_bad_duration("abc", "invalid duration");
@@ -141,8 +145,60 @@ static void duration__parse(void)
 	check_bad_duration("1.s", "digits expected");
 	check_bad_duration("99999999999999999999999s", "too large");
 	check_bad_duration("9007199254740993h", "too large");
+	check_bad_duration("104249991375d", "too large");
+	check_bad_duration("104249991.9999d", "too large");
+	check_bad_duration("1w", "use ms, s, m, h or d");
 	pgc_error err;
 	T_ASSERT_INT_EQ(pgc_duration_parse(NULL, NULL, &err), PGC_EUSAGE);
+}
+
+static void check_format(int64_t ms, const char *want)
+{
+	char buf[PGC_DURATION_FORMAT_MAX];
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_duration_format(ms, buf, sizeof buf, &err), PGC_OK);
+	T_ASSERT_STR_EQ(buf, want);
+	int64_t back = -1;
+	T_ASSERT_INT_EQ(pgc_duration_parse(buf, &back, &err), PGC_OK);
+	T_ASSERT_INT_EQ(back, ms);
+}
+
+static void duration__format(void)
+{
+	check_format(0, "0s");
+	check_format(1, "1ms");
+	check_format(500, "500ms");
+	check_format(1500, "1500ms");
+	check_format(2000, "2s");
+	check_format(90000, "90s");
+	check_format(300000, "5m");
+	check_format(5400000, "90m");
+	check_format(3600000, "1h");
+	check_format(86400000, "1d");
+	check_format(604800000, "7d");
+	check_format(90000000, "25h");
+	check_format(INT64_C(1) << 53, "9007199254740992ms");
+	/* Round trips over a spread of values, exact or not in each unit. */
+	for (int64_t ms = 1; ms < (INT64_C(1) << 53); ms = ms * 3 + 7) {
+		char buf[PGC_DURATION_FORMAT_MAX];
+		int64_t back = -1;
+		pgc_error err;
+		T_ASSERT_INT_EQ(pgc_duration_format(ms, buf, sizeof buf, &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_duration_parse(buf, &back, &err), PGC_OK);
+		T_ASSERT_INT_EQ(back, ms);
+		if (ms > (INT64_C(1) << 43))
+			continue;
+		T_ASSERT_INT_EQ(pgc_duration_format(ms * 1000, buf, sizeof buf, &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_duration_parse(buf, &back, &err), PGC_OK);
+		T_ASSERT_INT_EQ(back, ms * 1000);
+	}
+	char small[4] = "xyz", buf[PGC_DURATION_FORMAT_MAX];
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_duration_format(1000, small, sizeof small, &err), PGC_EUSAGE);
+	T_ASSERT_STR_EQ(small, "");
+	T_ASSERT_INT_EQ(pgc_duration_format(1000, NULL, 100, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_duration_format(-1, buf, sizeof buf, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "negative");
 }
 
 int main(int argc, char **argv)
@@ -154,6 +210,7 @@ int main(int argc, char **argv)
 		{ "dsn__mask_sslpassword", dsn__mask_sslpassword },
 		{ "dsn__mask_all_values", dsn__mask_all_values },
 		{ "duration__parse", duration__parse },
+		{ "duration__format", duration__format },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
