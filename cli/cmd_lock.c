@@ -10,7 +10,7 @@ static void usage(FILE *f)
 	      "       pgcoord [--json] lock key NAME | --key N|A,B\n"
 	      "\n"
 	      "status  shows the sessions that hold or wait for the lock: pid, mode,\n"
-	      "        holding or waiting and since when (taken, where the server shows it,\n"
+	      "        holding or waiting and since when (taken, as pgcoord run records it,\n"
 	      "        or asked for), the session's state, application_name and client\n"
 	      "        address. Exits 0 when nobody holds or waits for it, 1 when somebody\n"
 	      "        does.\n"
@@ -77,7 +77,7 @@ static int cmd_status(pgc_key *k, const char *schema)
 		pgc_conn_close(conn);
 		return rc;
 	}
-	if (pgc_lock_holders(conn, k, &h, &n, &err) != PGC_OK) {
+	if (pgc_lock_holders_recorded(conn, k, schema, &h, &n, &err) != PGC_OK) {
 		rc = cli_report(&err);
 		pgc_conn_close(conn);
 		return rc;

@@ -53,7 +53,8 @@ static void usage(FILE *f)
 	      "      --kill-after=DURATION    SIGKILL this long after SIGTERM when the lock is\n"
 	      "                               lost (default 5s)\n"
 	      "      --schema=NAME            schema of the name registry (default pgcoord)\n"
-	      "      --no-register            do not record NAME in the name registry\n"
+	      "      --no-register            do not record NAME in the name registry (nor when\n"
+	      "                               the lock was taken)\n"
 	      "      --wait-for-db[=DURATION]  if the database is not reachable yet, retry\n"
 	      "                               until it is (or for at most DURATION, then\n"
 	      "                               exit 69); default: exit 69 at once\n"
@@ -276,7 +277,7 @@ static int acquire(run_ctx *r)
 {
 	pgc_lock_options o = PGC_LOCK_OPTIONS_INIT;
 	o.flags = PGC_LOCK_AUTO_SCOPE | (r->shared ? PGC_LOCK_SHARED : 0) |
-	          (r->no_register ? PGC_LOCK_NO_REGISTRY : 0);
+	          (r->no_register ? PGC_LOCK_NO_REGISTRY : PGC_LOCK_RECORD);
 	o.timeout_ms = r->nonblock ? 0 : r->wait_ms;
 	if (r->nonblock)
 		o.flags |= PGC_LOCK_TRY;

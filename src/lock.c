@@ -36,6 +36,7 @@ struct pgc_lock {
 	bool shared;
 	bool hold;     /* PGC_LOCK_HOLD_XACT: a transaction lock held by an open transaction */
 	bool lost;     /* the session ended while this acquisition was held */
+	char *recorded; /* PGC_LOCK_RECORD: the quoted schema whose lock_holds has its row */
 	pgc_lock *prev, *next;
 };
 
@@ -345,18 +346,29 @@ static PGresult *exec_quick(pgc_conn *conn, const char *sql, const key_params *p
 	return pgc__query(conn, sql, p->n, p->v, &call, rc, err);
 }
 
+/* The pg_locks identity of key as three parameters, in the caller's buffers. */
+static void identity_params(const pgc_key *key, char c[16], char o[16], char s[8], const char *p[3])
+{
+	uint32_t classid = 0, objid = 0;
+	int sub = 0;
+	if (pgc_key_to_pg_locks(key, &classid, &objid, &sub) != PGC_OK) {
+		/* Every caller has checked the key: the zeros match no lock. */
+	}
+	snprintf(c, 16, "%u", classid);
+	snprintf(o, 16, "%u", objid);
+	snprintf(s, 8, "%d", sub);
+	p[0] = c;
+	p[1] = o;
+	p[2] = s;
+}
+
 /* Does this session hold key in this mode right now, by pg_locks? */
 static int granted_now(pgc_conn *conn, const pgc_key *key, bool shared, bool *out, pgc_error *err)
 {
-	uint32_t classid, objid;
-	int sub;
-	if (pgc_key_to_pg_locks(key, &classid, &objid, &sub) != PGC_OK)
-		return pgc__err(err, PGC_EUSAGE, "unknown key kind");
-	char c[16], o[16], s[4];
-	snprintf(c, sizeof c, "%u", classid);
-	snprintf(o, sizeof o, "%u", objid);
-	snprintf(s, sizeof s, "%d", sub);
-	const char *p[4] = { c, o, s, shared ? "ShareLock" : "ExclusiveLock" };
+	char c[16], o[16], s[8];
+	const char *p[4];
+	identity_params(key, c, o, s, p);
+	p[3] = shared ? "ShareLock" : "ExclusiveLock";
 	int rc;
 	PGresult *r = pgc__exec_cached(conn, sql_granted, 4, p, &rc, err);
 	if (r == NULL)
@@ -507,7 +519,9 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 
 /* ---- acquiring -------------------------------------------------------------------------- */
 
-#define KNOWN_FLAGS (PGC_LOCK_SHARED | PGC_LOCK_TRY | PGC_LOCK_NO_REGISTRY | PGC_LOCK_HOLD_XACT | PGC_LOCK_AUTO_SCOPE)
+#define KNOWN_FLAGS                                                                                \
+	(PGC_LOCK_SHARED | PGC_LOCK_TRY | PGC_LOCK_NO_REGISTRY | PGC_LOCK_HOLD_XACT | PGC_LOCK_AUTO_SCOPE | \
+	 PGC_LOCK_RECORD)
 #define TIMEOUT_MAX_MS INT64_C(2147483647) /* lock_timeout's limit, about 24.8 days */
 
 static int check_args(pgc_conn *conn, const pgc_key *key, unsigned flags, int64_t timeout_ms,
@@ -692,6 +706,113 @@ static int hold_acquire(pgc_conn *conn, lock_table *t, const pgc_key *key, const
 	return PGC_OK;
 }
 
+/* ---- when a lock was taken (PGC_LOCK_RECORD) -------------------------------------------- */
+
+/* The session's row for the key, after deleting the rows of sessions that are gone (a pid not
+ * seen, or seen with another backend_start; a session hidden from this role keeps its rows). */
+static const char sql_hold_record[] =
+	"WITH gone AS (DELETE FROM @S@.lock_holds h WHERE NOT EXISTS (SELECT 1"
+	" FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.pid"
+	" AND (a.backend_start IS NULL OR a.backend_start = h.backend_start)))"
+	" INSERT INTO @S@.lock_holds (pid, backend_start, classid, objid, objsubid)"
+	" SELECT pid, backend_start, $1::oid, $2::oid, $3::int2 FROM pg_catalog.pg_stat_activity"
+	" WHERE pid = pg_backend_pid()"
+	" ON CONFLICT (pid, backend_start, classid, objid, objsubid)"
+	" DO UPDATE SET acquired_at = clock_timestamp()";
+static const char sql_hold_forget[] =
+	"DELETE FROM @S@.lock_holds WHERE pid = pg_backend_pid()"
+	" AND classid = $1::oid AND objid = $2::oid AND objsubid = $3::int2";
+static const char sql_holds_exist[] = "SELECT to_regclass($1) IS NOT NULL";
+
+/* Whether schema has a lock_holds (it is older than the recording, or not installed, when not).
+ * *quoted (PQfreemem) is the quoted schema name on success. */
+static int holds_present(pgc_conn *conn, const char *schema, char **quoted, bool *present, pgc_error *err)
+{
+	*present = false;
+	*quoted = NULL;
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
+	char *q = pgc__quote_ident(conn, schema, err);
+	if (q == NULL)
+		return PGC_EUSAGE;
+	char rel[160];
+	snprintf(rel, sizeof rel, "%s.lock_holds", q);
+	const char *p[1] = { rel };
+	PGresult *r = pgc__exec_cached(conn, sql_holds_exist, 1, p, &rc, err);
+	if (r == NULL || (rc = answer_bool(r, present, err)) != PGC_OK) {
+		PQfreemem(q);
+		return rc;
+	}
+	*quoted = q;
+	return PGC_OK;
+}
+
+/* Runs tmpl (with @S@) for key on schema's lock_holds, when it has one; *quoted_out (free) is
+ * then the quoted schema name. */
+static int holds_exec(pgc_conn *conn, const char *schema, const char *tmpl, const pgc_key *key,
+                      char **quoted_out, pgc_error *err)
+{
+	char *q;
+	bool present;
+	int rc = holds_present(conn, schema, &q, &present, err);
+	if (rc != PGC_OK || !present) {
+		PQfreemem(q);
+		return rc;
+	}
+	char *sql = pgc__sql_schema(tmpl, q);
+	if (sql == NULL) {
+		PQfreemem(q);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	char c[16], o[16], sub[8];
+	const char *p[3];
+	identity_params(key, c, o, sub, p);
+	/* In the caller's transaction a failure must cost only this statement. */
+	pgc__call call = pgc__bound(STATEMENT_DEADLINE_MS, -1);
+	call.on_deadline = PGC__DROP;
+	call.flags = PGC__CACHED | PGC__SAVEPOINT;
+	PGresult *r = pgc__query(conn, sql, 3, p, &call, &rc, err);
+	free(sql);
+	bool done = r != NULL;
+	PQclear(r);
+	if (done && (*quoted_out = strdup(q)) == NULL)
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	PQfreemem(q);
+	return rc;
+}
+
+/* After the first acquisition of key by this session: record when. */
+static int hold_record(pgc_conn *conn, lock_table *t, pgc_lock *l, const char *schema, pgc_error *err)
+{
+	pgc_held_lock *h = held_find(t, &l->key, l->shared);
+	if (h == NULL || h->count != 1)
+		return PGC_OK; /* stacked: the first acquisition's time stands */
+	return holds_exec(conn, schema ? schema : PGC_SCHEMA_DEFAULT, sql_hold_record, &l->key,
+	                  &l->recorded, err);
+}
+
+/* Records the acquisition in *out; when that fails, the lock is given back (the caller gets
+ * the error and no lock it does not know about). */
+static int recorded_or_released(pgc_conn *conn, lock_table *t, pgc_lock **out, const char *schema,
+                                pgc_error *err)
+{
+	int rc = hold_record(conn, t, *out, schema, err);
+	if (rc == PGC_OK)
+		return PGC_OK;
+	pgc_error keep;
+	if (err != NULL)
+		keep = *err;
+	pgc_error ignore;
+	if (pgc_lock_release(*out, &ignore) != PGC_OK) {
+		/* Lost or not held: nothing more to give back. */
+	}
+	*out = NULL;
+	if (err != NULL)
+		*err = keep;
+	return rc;
+}
+
 int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_options *opts,
                         pgc_lock **out, pgc_error *err)
 {
@@ -731,7 +852,9 @@ int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_optio
 			char d[PGC_KEY_NAME_MAX + 64];
 			return pgc__err(err, PGC_EBUSY, "lock %s is held by another session", describe(key, d, sizeof d));
 		}
-		return held_add(conn, t, key, shared, out, err);
+		if ((rc = held_add(conn, t, key, shared, out, err)) != PGC_OK)
+			return rc;
+		return (opts->flags & PGC_LOCK_RECORD) ? recorded_or_released(conn, t, out, opts->schema, err) : PGC_OK;
 	}
 
 	bool granted;
@@ -743,6 +866,8 @@ int pgc_lock_acquire_ex(pgc_conn *conn, const pgc_key *key, const pgc_lock_optio
 		int arc = held_add(conn, t, key, shared, out, err);
 		if (arc != PGC_OK)
 			return arc;
+		if (rc == PGC_OK && (opts->flags & PGC_LOCK_RECORD))
+			return recorded_or_released(conn, t, out, opts->schema, err);
 		if (rc != PGC_OK) {
 			/* Held, but something after it failed: give the lock back rather than return an
 			 * error with a lock the caller does not know about. */
@@ -778,6 +903,7 @@ static void handle_free(pgc_lock *l)
 		if (t->hold == l)
 			t->hold = NULL;
 	}
+	free(l->recorded);
 	free(l);
 }
 
@@ -810,6 +936,26 @@ static int hold_release(pgc_lock *lock, lock_table *t, const char *d, pgc_error 
 		return pgc__err(err, PGC_ELOCKLOST, "lock %s was lost: its transaction had failed", d);
 	}
 	return PGC_OK;
+}
+
+/* The lock is no longer held by this session: its row goes. A failure leaves a row that the
+ * holders query ignores (it joins rows to granted locks only) and that the next recording of
+ * the key by this session replaces. */
+static void hold_forget(pgc_conn *conn, const pgc_lock *lock)
+{
+	char *sql = pgc__sql_schema(sql_hold_forget, lock->recorded);
+	if (sql == NULL)
+		return;
+	char c[16], o[16], sub[8];
+	const char *p[3];
+	identity_params(&lock->key, c, o, sub, p);
+	pgc__call call = pgc__bound(STATEMENT_DEADLINE_MS, -1);
+	call.on_deadline = PGC__DROP;
+	call.flags = PGC__CACHED | PGC__SAVEPOINT;
+	int rc;
+	pgc_error ignore;
+	PQclear(pgc__query(conn, sql, 3, p, &call, &rc, &ignore));
+	free(sql);
 }
 
 int pgc_lock_release(pgc_lock *lock, pgc_error *err)
@@ -863,6 +1009,8 @@ int pgc_lock_release(pgc_lock *lock, pgc_error *err)
 	}
 	held_dec(t, &lock->key, lock->shared);
 	bool shared = lock->shared;
+	if (ok && lock->recorded != NULL && held_find(t, &lock->key, lock->shared) == NULL)
+		hold_forget(conn, lock);
 	handle_free(lock);
 	if (!ok) {
 		rc = pgc__err(err, PGC_ENOTHELD,
@@ -1168,43 +1316,42 @@ int pgc_lock_watch(pgc_lock *lock, int64_t duration_ms, const pgc_watch_options 
 
 /* Timestamps in ISO 8601 whatever the session's DateStyle. When a lock was taken is known for
  * pgcoord's held transactions (behind a transaction-mode pooler): their transaction starts
- * just before the lock; pg_locks does not say it for other holders. */
+ * just before the lock; and for session locks taken with PGC_LOCK_RECORD, from the schema's
+ * lock_holds (%3$s: the join, or nothing). pg_locks does not say it otherwise. */
 #define HOLDERS_TS(x) "coalesce(to_json(" x ")#>>'{}', '')"
-#define HOLDERS_SQL(waitstart)                                                                      \
-	"SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), ''),"          \
-	" l.mode, l.granted, " HOLDERS_TS(waitstart) ", coalesce(a.state, ''),"                       \
-	" " HOLDERS_TS("a.state_change") ", " HOLDERS_TS("a.backend_start") ","                         \
-	" l.pid = pg_backend_pid(),"                                                                    \
-	" " HOLDERS_TS("CASE WHEN l.granted AND a.application_name = '" PGC_LOCK_HOLDER_APPLICATION    \
-	               "' THEN a.xact_start END")                                                       \
-	" FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid"         \
-	" WHERE l.locktype = 'advisory'"                                                                \
-	" AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())" \
-	" AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = $3::int2"                     \
-	" ORDER BY l.granted DESC, " waitstart " NULLS FIRST, l.pid, l.mode"
+static const char holders_sql[] =
+	"SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), ''),"
+	" l.mode, l.granted, " HOLDERS_TS("%1$s") ", coalesce(a.state, ''),"
+	" " HOLDERS_TS("a.state_change") ", " HOLDERS_TS("a.backend_start") ","
+	" l.pid = pg_backend_pid(),"
+	" " HOLDERS_TS("CASE WHEN l.granted THEN coalesce(%2$s, CASE WHEN a.application_name = '"
+	               PGC_LOCK_HOLDER_APPLICATION "' THEN a.xact_start END) END")
+	" FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid%3$s"
+	" WHERE l.locktype = 'advisory'"
+	" AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())"
+	" AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = $3::int2"
+	" ORDER BY l.granted DESC, %1$s NULLS FIRST, l.pid, l.mode";
+static const char holders_join[] =
+	" LEFT JOIN @S@.lock_holds lh ON l.granted AND lh.pid = l.pid"
+	" AND lh.backend_start = a.backend_start AND lh.classid = l.classid AND lh.objid = l.objid"
+	" AND lh.objsubid = l.objsubid";
 
-int pgc_lock_holders(pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out, size_t *n,
-                     pgc_error *err)
+/* quoted: the schema whose lock_holds to join, or NULL. */
+static int holders(pgc_conn *conn, const pgc_key *key, const char *quoted, pgc_lock_holder **out,
+                   size_t *n, pgc_error *err)
 {
-	pgc_error_clear(err);
-	if (conn == NULL || key == NULL || out == NULL || n == NULL)
-		return pgc__err(err, PGC_EUSAGE, "pgc_lock_holders: conn, key, out and n must not be NULL");
-	*out = NULL;
-	*n = 0;
-	int rc = check_key(key, err);
-	if (rc != PGC_OK)
-		return rc;
-	uint32_t classid, objid;
-	int sub;
-	if (pgc_key_to_pg_locks(key, &classid, &objid, &sub) != PGC_OK)
-		return pgc__err(err, PGC_EUSAGE, "unknown key kind");
-	char c[16], o[16], s[4];
-	snprintf(c, sizeof c, "%u", classid);
-	snprintf(o, sizeof o, "%u", objid);
-	snprintf(s, sizeof s, "%d", sub);
-	const char *p[3] = { c, o, s };
-	const char *sql = pgc_conn_server_version(conn) >= 140000 ? HOLDERS_SQL("l.waitstart")
-	                                                         : HOLDERS_SQL("NULL::timestamptz");
+	char c[16], o[16], sub[8];
+	const char *p[3];
+	identity_params(key, c, o, sub, p);
+	char *join = quoted != NULL ? pgc__sql_schema(holders_join, quoted) : NULL;
+	if (quoted != NULL && join == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	char sql[4096];
+	snprintf(sql, sizeof sql, holders_sql,
+	         pgc_conn_server_version(conn) >= 140000 ? "l.waitstart" : "NULL::timestamptz",
+	         join != NULL ? "lh.acquired_at" : "NULL::timestamptz", join != NULL ? join : "");
+	free(join);
+	int rc;
 	PGresult *r = pgc__exec(conn, sql, 3, p, &rc, err);
 	if (r == NULL)
 		return rc;
@@ -1233,4 +1380,45 @@ int pgc_lock_holders(pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out, 
 	}
 	PQclear(r);
 	return PGC_OK;
+}
+
+static int holders_args(const char *fn, pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out,
+                        size_t *n, pgc_error *err)
+{
+	if (conn == NULL || key == NULL || out == NULL || n == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: conn, key, out and n must not be NULL", fn);
+	*out = NULL;
+	*n = 0;
+	int rc = check_key(key, err);
+	if (rc != PGC_OK)
+		return rc;
+	uint32_t classid, objid;
+	int sub;
+	if (pgc_key_to_pg_locks(key, &classid, &objid, &sub) != PGC_OK)
+		return pgc__err(err, PGC_EUSAGE, "unknown key kind");
+	return PGC_OK;
+}
+
+int pgc_lock_holders(pgc_conn *conn, const pgc_key *key, pgc_lock_holder **out, size_t *n,
+                     pgc_error *err)
+{
+	pgc_error_clear(err);
+	int rc = holders_args("pgc_lock_holders", conn, key, out, n, err);
+	return rc != PGC_OK ? rc : holders(conn, key, NULL, out, n, err);
+}
+
+int pgc_lock_holders_recorded(pgc_conn *conn, const pgc_key *key, const char *schema,
+                              pgc_lock_holder **out, size_t *n, pgc_error *err)
+{
+	pgc_error_clear(err);
+	int rc = holders_args("pgc_lock_holders_recorded", conn, key, out, n, err);
+	if (rc != PGC_OK)
+		return rc;
+	char *q;
+	bool present;
+	rc = holds_present(conn, schema ? schema : PGC_SCHEMA_DEFAULT, &q, &present, err);
+	if (rc == PGC_OK)
+		rc = holders(conn, key, present ? q : NULL, out, n, err);
+	PQfreemem(q);
+	return rc;
 }

@@ -145,6 +145,13 @@ typedef struct pgc_lock pgc_lock;
  * pooler or one it cannot test (pgc_conn_pooler()); PGC_EPOOLER through a statement-mode
  * pooler. pgcoord run uses it. */
 #define PGC_LOCK_AUTO_SCOPE 16u
+/* pgc_lock_acquire() only. Record when this session took the lock, in the lock_holds table of
+ * the options' schema, so that pgc_lock_holders_recorded() (and pgcoord lock status) can say
+ * it: the server keeps no such time. Costs a statement after the first acquisition of a key
+ * by the session and one when its last acquisition is released; a schema without the table
+ * (not installed, or older) records nothing. A lock held in a transaction of its own
+ * (PGC_LOCK_HOLD_XACT) needs no record: its transaction's start says it. pgcoord run uses it. */
+#define PGC_LOCK_RECORD 32u
 
 /* Wait without a deadline. Only this exact value means "forever"; other negatives are errors. */
 #define PGC_WAIT_FOREVER (-1)
@@ -356,8 +363,9 @@ typedef struct pgc_lock_holder {
 	char state_change[40];    /* since when the session is in that state */
 	char backend_start[40];   /* when the session started */
 	bool is_self;             /* the session of the conn that asked */
-	char acquired_at[40];     /* holders: when they took the lock where the server shows it
-	                             (pgcoord's held transactions behind a pooler), else "" */
+	char acquired_at[40];     /* holders: when they took the lock where that is known
+	                             (pgcoord's held transactions behind a pooler, and with
+	                             pgc_lock_holders_recorded() the PGC_LOCK_RECORD locks), else "" */
 } pgc_lock_holder;
 
 /* Who holds or waits for key in conn's database right now: holders first, then waiters in the
@@ -365,6 +373,13 @@ typedef struct pgc_lock_holder {
  * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST, PGC_ENOMEM. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_lock_holders(pgc_conn *conn, const pgc_key *key,
                                               pgc_lock_holder **out, size_t *n, pgc_error *err);
+
+/* As pgc_lock_holders(), and acquired_at is also known for the session locks taken with
+ * PGC_LOCK_RECORD, from schema's lock_holds (NULL: "pgcoord"; a schema without that table adds
+ * nothing). Errors: as pgc_lock_holders(), and PGC_EUSAGE for a bad schema name. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_lock_holders_recorded(pgc_conn *conn, const pgc_key *key,
+                                                       const char *schema, pgc_lock_holder **out,
+                                                       size_t *n, pgc_error *err);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@ skip_without_pg
 name="status-$$"
 run 0 "$PG" -d "$DSN" lock status "$name"
 out_has "^lock $name (key [-0-9]*): free$"
-timeout 60 "$PG" -d "$DSN" run "$name" -- sleep 30 >/dev/null 2>&1 &
+timeout 60 "$PG" -d "$DSN" run --no-register "$name" -- sleep 30 >/dev/null 2>&1 &
 hpid=$!
 wait_sessions "$name" granted 1
 timeout 60 "$PG" -d "$DSN" run -s -w 30 "$name" -- true >/dev/null 2>&1 &
@@ -32,8 +32,8 @@ wpid=$!
 wait_sessions "$name" waiting 1
 run 1 "$PG" -d "$DSN" lock status "$name"
 out_has "^lock $name (key [-0-9]*): held$"
-# SINCE: when the lock was taken (not shown for a session lock) or asked for; the session's
-# state, which each heartbeat renews, in a column of its own.
+# SINCE: when the lock was taken (not known for a session lock nobody recorded: --no-register)
+# or asked for; the session's state, which each heartbeat renews, in a column of its own.
 out_has "exclusive holds -  *idle since 20[0-9-]*T[0-9:]*Z "
 out_has "shared    waits 20[0-9-]*T[0-9:]*Z  *active since 20"
 out_has "pgcoord/run"
@@ -56,4 +56,30 @@ wait "$hpid"
 wait "$wpid" || fail "the waiter did not run"
 run 0 "$PG" -d "$DSN" --json lock status "$name"
 out_has '"state":"free","sessions":\[\]'
+
+# With the schema installed, pgcoord run records when it took the lock: SINCE is that time,
+# the same after the holder's heartbeats (which change its session state), and nothing stays
+# recorded once it exits.
+S=pgc_lockcmds_$$
+trap 'psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+run 0 "$PG" -d "$DSN" init --schema "$S"
+timeout 60 "$PG" -d "$DSN" run --schema "$S" "$name" -- sleep 30 >/dev/null 2>&1 &
+hpid=$!
+wait_sessions "$name" granted 1
+holder_times() {
+	run 1 "$PG" -d "$DSN" --json lock status --schema "$S" "$name"
+	python3 -c 'import json, sys
+h = [s for s in json.load(open(sys.argv[1]))["sessions"] if s["granted"]][0]
+print(h["acquired_at"], h["state_change"])' "$TMP/out"
+}
+read -r taken1 change1 < <(holder_times)
+sleep 1.5 # past a heartbeat
+read -r taken2 change2 < <(holder_times)
+[ "$taken1" != None ] && [ "$taken1" = "$taken2" ] || fail "the time the lock was taken moved: $taken1, then $taken2"
+[ "$change2" != "$change1" ] || fail "no heartbeat in 1.5 s: the test shows nothing"
+run 1 "$PG" -d "$DSN" lock status --schema "$S" "$name"
+out_has "exclusive holds ${taken1:0:19}Z  *idle since 20"
+kill -TERM "$hpid"
+wait "$hpid"
+[ "$(psql_q "SELECT count(*) FROM $S.lock_holds")" = 0 ] || fail "a record stayed after the holder exited"
 echo ok

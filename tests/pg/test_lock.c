@@ -807,6 +807,82 @@ static void lock__holders(void)
 	pgc_conn_close(obs);
 }
 
+/* PGC_LOCK_RECORD: when the lock was taken is kept apart from the session's activity, for the
+ * first acquisition of a stack, and goes with the last release; a row of a session that is
+ * gone (an earlier session with the same pid, or a pid no longer seen) is never shown, and
+ * the next recording deletes it. */
+static void lock__record_acquired_at(void)
+{
+	pgc_conn *c = t_connect("pgc-test-recorder"), *obs = t_connect(NULL);
+	pgc_error err;
+	char schema[64], sql[512], buf[128], first[40];
+	snprintf(schema, sizeof schema, "pgc_holds_%d", (int)getpid());
+	T_ASSERT_INT_EQ(pgc_schema_init(obs, schema, NULL, NULL, &err), PGC_OK);
+	pgc_key k = KEY(20);
+	pgc_lock_options o = PGC_LOCK_OPTIONS_INIT;
+	o.flags = PGC_LOCK_RECORD | PGC_LOCK_NO_REGISTRY;
+	o.schema = schema;
+	pgc_lock *l1, *l2;
+	pgc_lock_holder *hs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_lock_acquire_ex(c, &k, &o, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(obs, &k, schema, &hs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 1);
+	T_ASSERT(hs[0].acquired_at[0] != '\0');
+	snprintf(first, sizeof first, "%s", hs[0].acquired_at);
+	pgc_free(hs);
+	/* Without the schema it is not known. */
+	T_ASSERT_INT_EQ(pgc_lock_holders(obs, &k, &hs, &n, &err), PGC_OK);
+	T_ASSERT_STR_EQ(hs[0].acquired_at, "");
+	pgc_free(hs);
+	/* Activity on the session (a heartbeat) and a stacked acquisition leave it as it was. */
+	sleep_ms(20);
+	T_ASSERT_INT_EQ(pgc_exec(c, "SELECT 1", &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_acquire_ex(c, &k, &o, &l2, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(obs, &k, schema, &hs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 1);
+	T_ASSERT_STR_EQ(hs[0].acquired_at, first);
+	T_ASSERT(strcmp(hs[0].state_change, first) > 0);
+	pgc_free(hs);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.lock_holds", schema);
+	T_ASSERT_INT_EQ(pgc_lock_release(l2, &err), PGC_OK);
+	T_ASSERT_STR_EQ(raw1(obs, sql, buf, sizeof buf), "1");
+	T_ASSERT_INT_EQ(pgc_lock_release(l1, &err), PGC_OK);
+	T_ASSERT_STR_EQ(raw1(obs, sql, buf, sizeof buf), "0");
+	/* Rows of sessions that are gone: this pid with an older backend_start, and a pid that
+	 * does not exist. */
+	uint32_t classid, objid;
+	int sub;
+	T_ASSERT_INT_EQ(pgc_key_to_pg_locks(&k, &classid, &objid, &sub), PGC_OK);
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO %s.lock_holds SELECT pid, b, %u, %u, %d, '2000-01-01' FROM"
+	         " (SELECT %d AS pid, backend_start - interval '1 hour' AS b FROM pg_stat_activity"
+	         " WHERE pid = %d UNION ALL SELECT 2147483000, now()) x",
+	         schema, classid, objid, sub, pgc_conn_backend_pid(c), pgc_conn_backend_pid(c));
+	T_ASSERT_INT_EQ(pgc_exec(obs, sql, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_acquire_ex(c, &k, &o, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(obs, &k, schema, &hs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 1);
+	T_ASSERT(strncmp(hs[0].acquired_at, "2000", 4) != 0 && hs[0].acquired_at[0] != '\0');
+	pgc_free(hs);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s.lock_holds", schema);
+	T_ASSERT_STR_EQ(raw1(obs, sql, buf, sizeof buf), "1");
+	T_ASSERT_INT_EQ(pgc_lock_release(l1, &err), PGC_OK);
+	/* A schema without the table (an older one, or none) records nothing and fails nothing. */
+	o.schema = "pgc_no_such_schema";
+	T_ASSERT_INT_EQ(pgc_lock_acquire_ex(c, &k, &o, &l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(obs, &k, o.schema, &hs, &n, &err), PGC_OK);
+	T_ASSERT_STR_EQ(hs[0].acquired_at, "");
+	pgc_free(hs);
+	T_ASSERT_INT_EQ(pgc_lock_release(l1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(NULL, &k, schema, &hs, &n, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(obs, &k, "", &hs, &n, &err), PGC_EUSAGE);
+	snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE", schema);
+	T_ASSERT_INT_EQ(pgc_exec(obs, sql, &err), PGC_OK);
+	pgc_conn_close(c);
+	pgc_conn_close(obs);
+}
+
 /* ---- bad arguments ------------------------------------------------------------------------ */
 
 static void lock__bad_arguments(void)
@@ -904,6 +980,7 @@ int main(int argc, char **argv)
 		{ "lock__heartbeat_timeout", lock__heartbeat_timeout },
 		{ "lock__registry_and_collision", lock__registry_and_collision },
 		{ "lock__holders", lock__holders },
+		{ "lock__record_acquired_at", lock__record_acquired_at },
 		{ "lock__bad_arguments", lock__bad_arguments },
 		/* Restarts the server: runs alone, so that no other test loses its sessions. */
 		{ "lock__server_restart", lock__server_restart }, /* meson: alone, timeout 120 */
