@@ -384,10 +384,9 @@ static int build_env(run_ctx *r)
 /* The lock is gone while the command runs: stop the command, say why, exit 75. */
 static int lost(run_ctx *r, const pgc_error *err)
 {
-	char after[32];
-	snprintf(after, sizeof after, "%lldms", (long long)r->kill_after_ms);
+	char after[PGC_DURATION_FORMAT_MAX];
 	cli_errorf("%s; stopping the command: SIGTERM to process group %d, SIGKILL after %s",
-	           err->message, (int)r->child.pid, after);
+	           err->message, (int)r->child.pid, cli_duration_str(r->kill_after_ms, after));
 	cli_child_terminate(&r->child, (int)r->kill_after_ms);
 	return EXIT_LOCKLOST;
 }

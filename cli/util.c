@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "util.h"
 
 cli_globals g_cli;
 
@@ -150,39 +151,6 @@ int cli_connect(const char *cmd, pgc_conn **out)
 	return 0;
 }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. */
-static size_t utf8_seq_len(const unsigned char *p)
-{
-	unsigned char c = p[0];
-	if (c < 0x80)
-		return 1;
-	size_t n;
-	unsigned char lo = 0x80, hi = 0xBF; /* the range allowed for the second byte */
-	if (c >= 0xC2 && c <= 0xDF)
-		n = 2;
-	else if (c >= 0xE0 && c <= 0xEF) {
-		n = 3;
-		if (c == 0xE0)
-			lo = 0xA0; /* overlong */
-		else if (c == 0xED)
-			hi = 0x9F; /* surrogates */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		n = 4;
-		if (c == 0xF0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xF4)
-			hi = 0x8F; /* above U+10FFFF */
-	} else
-		return 0;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xBF) /* a NUL terminator fails here too */
-			return 0;
-	return n;
-}
-
 void json_str(FILE *f, const char *s)
 {
 	if (s == NULL) {
@@ -204,7 +172,7 @@ void json_str(FILE *f, const char *s)
 				/* JSON text is UTF-8: a byte that does not start a well-formed sequence
 				 * (from a SQL_ASCII database or a name given on the command line) is shown
 				 * as U+FFFD, so that every line stays parseable. */
-				size_t n = utf8_seq_len(p);
+				size_t n = pgc__utf8_len(p);
 				if (n == 0) {
 					fputs("\\ufffd", f);
 					p++;
@@ -227,7 +195,7 @@ const char *cli_escape(const char *s, char *buf, size_t size)
 		return buf;
 	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
 		char e[8];
-		size_t n = utf8_seq_len(p), elen;
+		size_t n = pgc__utf8_len(p), elen;
 		const char *piece = e;
 		if (n == 0 || *p < 0x20 || *p == 0x7f) {
 			switch (*p) {

@@ -117,41 +117,6 @@ pgc_key pgc_key_pair(int32_t key1, int32_t key2)
 	return k;
 }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. A NUL byte
- * ends any sequence early, so reading never passes the terminator. */
-static size_t utf8_seq_len(const unsigned char *p)
-{
-	unsigned char c = p[0];
-	if (c < 0x80)
-		return 1;
-	size_t n;
-	unsigned char lo = 0x80, hi = 0xBF; /* the range allowed for the second byte */
-	if (c >= 0xC2 && c <= 0xDF) {
-		n = 2;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		n = 3;
-		if (c == 0xE0)
-			lo = 0xA0; /* overlong */
-		else if (c == 0xED)
-			hi = 0x9F; /* surrogates */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		n = 4;
-		if (c == 0xF0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xF4)
-			hi = 0x8F; /* above U+10FFFF */
-	} else {
-		return 0;
-	}
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xBF)
-			return 0;
-	return n;
-}
-
 int pgc_name_check(const char *what, const char *name, size_t max, pgc_error *err)
 {
 	if (what == NULL)
@@ -165,7 +130,7 @@ int pgc_name_check(const char *what, const char *name, size_t max, pgc_error *er
 		return pgc__err(err, PGC_EUSAGE, "%s is longer than %zu bytes", what, max);
 	const unsigned char *p = (const unsigned char *)name;
 	for (size_t off = 0; off < len;) {
-		size_t n = utf8_seq_len(p + off);
+		size_t n = pgc__utf8_len(p + off);
 		if (n == 0)
 			return pgc__err(err, PGC_EUSAGE, "%s is not valid UTF-8: byte 0x%02x at offset %zu",
 			                what, p[off], off);

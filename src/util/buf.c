@@ -1,4 +1,4 @@
-/* buf.c - growable arrays and strings, and the PostgreSQL array literals built with them
+/* buf.c - growable arrays and strings, the PostgreSQL array literals built with them, UTF-8
  *
  * Values that go to the server as arrays (ids, tokens, payloads, queue names) are written as
  * one array literal and sent as one text parameter: never pasted into SQL. */
@@ -110,4 +110,38 @@ void pgc__sb_int_array(pgc__sb *b, size_t n, const int64_t *v)
 		pgc__sb_puts(b, num);
 	}
 	pgc__sb_putc(b, '}');
+}
+
+/* ---- UTF-8 ----------------------------------------------------------------------------- */
+
+size_t pgc__utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF; /* the range allowed for the second byte */
+	if (c >= 0xC2 && c <= 0xDF) {
+		n = 2;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		n = 3;
+		if (c == 0xE0)
+			lo = 0xA0; /* overlong */
+		else if (c == 0xED)
+			hi = 0x9F; /* surrogates */
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		n = 4;
+		if (c == 0xF0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xF4)
+			hi = 0x8F; /* above U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xBF)
+			return 0;
+	return n;
 }

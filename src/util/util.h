@@ -20,6 +20,13 @@ int64_t pgc__now_ms(void);
 /* Sleeps ms milliseconds (nothing for ms <= 0), resuming after signals. */
 void pgc__sleep_ms(int64_t ms);
 
+/* ---- UTF-8 (buf.c) ------------------------------------------------------------------------ */
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. A NUL byte ends
+ * any sequence early, so reading never passes the terminator. */
+size_t pgc__utf8_len(const unsigned char *p);
+
 /* ---- string buffer (buf.c) ---------------------------------------------------------------- */
 
 /* Makes room for need elements of elem bytes in the array *p, which has room for *cap: the

@@ -76,7 +76,7 @@ run 1 "$PG" lock status --schema "$S" "$lk"
 no_raw_controls
 out_has "^lock out\\\\t$$ (key [-0-9]*): held$"
 out_has "^  PID  *MODE  *SINCE  *SESSION STATE  *APPLICATION  *CLIENT$"
-out_has "exclusive holds -  *idle since $ISO  *pgcoord/run"
+out_has "exclusive holds $ISO idle since $ISO  *pgcoord/run"
 out_has "exclusive waits $ISO  *active since $ISO  *pgcoord/run"
 
 # 4. blockers and activity describe pgcoord's own sessions by their lock, not their SQL.
