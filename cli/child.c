@@ -58,6 +58,15 @@ int cli_signal_fd(void)
 	return sig_pipe[0];
 }
 
+void cli_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+}
+
 int cli_signal_take(void)
 {
 	return atomic_exchange(&pending_signal, 0);

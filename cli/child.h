@@ -7,6 +7,7 @@
 #ifndef PGCOORD_CLI_CHILD_H
 #define PGCOORD_CLI_CHILD_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -27,6 +28,10 @@ typedef struct cli_child_io {
  * (wakes the loop), and returns the read end of a self-pipe that becomes readable whenever one
  * arrives. Idempotent. Returns -1 on failure. */
 int cli_signal_fd(void);
+
+/* The signals that stop pgcoord (SIGINT, SIGTERM, SIGHUP, SIGQUIT), as a set for sigwait and
+ * pthread_sigmask. */
+void cli_stop_signals(sigset_t *set);
 
 /* The last forwarded-kind signal received and not yet taken (0 when none), and clears it. */
 int cli_signal_take(void);

@@ -291,11 +291,7 @@ static void *once_signals(void *arg)
 {
 	second_arg *sa = arg;
 	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGQUIT);
+	cli_stop_signals(&s);
 	for (int round = 0; round < 2; round++) {
 		int sig;
 		if (sigwait(&s, &sig) != 0)
@@ -316,11 +312,7 @@ static void *second_signal(void *arg)
 {
 	second_arg *sa = arg;
 	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGQUIT);
+	cli_stop_signals(&s);
 	int sig;
 	if (sigwait(&s, &sig) == 0) {
 		if (!g_cli.quiet)
@@ -449,11 +441,7 @@ int cmd_worker(int argc, char **argv)
 
 	/* Every thread inherits this mask: only the main thread takes these signals. */
 	sigset_t stop_sigs;
-	sigemptyset(&stop_sigs);
-	sigaddset(&stop_sigs, SIGINT);
-	sigaddset(&stop_sigs, SIGTERM);
-	sigaddset(&stop_sigs, SIGHUP);
-	sigaddset(&stop_sigs, SIGQUIT);
+	cli_stop_signals(&stop_sigs);
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (cli_signal_fd() < 0) {

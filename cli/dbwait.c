@@ -68,11 +68,7 @@ static int sleep_for_signal(int64_t ms)
 	if (sigismember(&cur, SIGTERM)) {
 		/* The caller takes its signals with sigwait: they stay pending until taken here. */
 		sigset_t stop;
-		sigemptyset(&stop);
-		sigaddset(&stop, SIGINT);
-		sigaddset(&stop, SIGTERM);
-		sigaddset(&stop, SIGHUP);
-		sigaddset(&stop, SIGQUIT);
+		cli_stop_signals(&stop);
 		int64_t until = pgc__now_ms() + ms;
 		for (;;) {
 			int64_t left = until - pgc__now_ms();
