@@ -111,11 +111,9 @@ int cli_dbwait_failed(cli_dbwait *w, const pgc_error *err)
 		w->started_ms = now;
 		w->next_log_ms = now + CLI_DBWAIT_LOG_MS;
 		if (!g_cli.quiet) {
-			char limit[48] = "";
-			if (w->limit_ms > 0) {
-				fmt_elapsed(w->limit_ms, took, sizeof took);
-				snprintf(limit, sizeof limit, ", for at most %s", took);
-			}
+			char limit[48] = "", d[PGC_DURATION_FORMAT_MAX];
+			if (w->limit_ms > 0)
+				snprintf(limit, sizeof limit, ", for at most %s", cli_duration_str(w->limit_ms, d));
 			cli_errorf("%s; waiting for the database (--wait-for-db%s)", err->message, limit);
 		}
 	} else if (now >= w->next_log_ms) {
@@ -132,8 +130,8 @@ int cli_dbwait_failed(cli_dbwait *w, const pgc_error *err)
 		int64_t left = w->started_ms + w->limit_ms - now;
 		if (left <= 0) {
 			fmt_elapsed(now - w->started_ms, took, sizeof took);
-			cli_errorf("database still unavailable after %s (%ld attempts), giving up: %s", took,
-			           w->attempts, err->message);
+			cli_errorf("database still unavailable after %s (%ld attempt%s), giving up: %s", took,
+			           w->attempts, w->attempts == 1 ? "" : "s", err->message);
 			return EXIT_UNAVAILABLE;
 		}
 		if (delay > left)
@@ -150,7 +148,8 @@ void cli_dbwait_done(cli_dbwait *w)
 		return;
 	char took[32];
 	fmt_elapsed(pgc__now_ms() - w->started_ms, took, sizeof took);
-	cli_errorf("database available after %s (%ld failed attempts)", took, w->attempts);
+	cli_errorf("database available after %s (%ld failed attempt%s)", took, w->attempts,
+	           w->attempts == 1 ? "" : "s");
 }
 
 int cli_connect_wait(const char *cmd, int64_t limit_ms, pgc_conn **out)
