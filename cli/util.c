@@ -1,6 +1,7 @@
 /* util.c - error reporting, connecting and JSON output for the subcommands */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,17 @@ static struct {
 	pgc_error err; /* klass PGC_CLASS_NONE: no class known (a message of the tool's own) */
 } first_error;
 
+/* Errors may be reported from the worker's and elect's threads too. */
+static pthread_mutex_t first_error_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void record(const pgc_error *err)
 {
-	if (first_error.set)
-		return;
-	first_error.set = true;
-	first_error.err = *err;
+	pthread_mutex_lock(&first_error_mu);
+	if (!first_error.set) {
+		first_error.set = true;
+		first_error.err = *err;
+	}
+	pthread_mutex_unlock(&first_error_mu);
 }
 
 static void verror(pgc_error_class klass, const char *fmt, va_list ap)
@@ -120,14 +126,20 @@ static void json_field(FILE *f, const char *key, const char *s)
 
 void cli_json_error_shown(void)
 {
+	pthread_mutex_lock(&first_error_mu);
 	first_error.shown = true;
+	pthread_mutex_unlock(&first_error_mu);
 }
 
 void cli_json_error(int rc)
 {
-	if (!g_cli.json || rc == 0 || !first_error.set || first_error.shown)
+	pthread_mutex_lock(&first_error_mu);
+	bool print = g_cli.json && rc != 0 && first_error.set && !first_error.shown;
+	pgc_error copy = first_error.err;
+	pthread_mutex_unlock(&first_error_mu);
+	if (!print)
 		return;
-	const pgc_error *e = &first_error.err;
+	const pgc_error *e = &copy;
 	fputs("{\"error\":{\"message\":", stdout);
 	json_str(stdout, e->message);
 	json_field(stdout, "detail", e->detail);
