@@ -323,7 +323,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 		if (e->wait_ms >= 0) {
 			left = started + e->wait_ms - pgc__now_ms();
 			if (left <= 0) {
-				cli_errorf("not elected for \"%s\" within the --wait time", e->name);
+				cli_errorf("not elected for \"%s\" within the --wait time", cli_esc(e->name));
 				return EXIT_CONFLICT;
 			}
 		}
@@ -347,7 +347,7 @@ static int campaign(elect *e, pgc_lease *lease, int64_t started)
 			continue; /* SIGCHLD or a stray wake-up */
 		}
 		if (rc == PGC_ETIMEDOUT && e->wait_ms >= 0 && pgc__now_ms() >= started + e->wait_ms) {
-			cli_errorf("not elected for \"%s\" within the --wait time", e->name);
+			cli_errorf("not elected for \"%s\" within the --wait time", cli_esc(e->name));
 			return EXIT_CONFLICT;
 		}
 		if (transient(&err)) {
@@ -387,7 +387,7 @@ static void release(elect *e, const pgc_lease *lease)
 	o.timeout_ms = 2000;
 	int rc = pgc_lease_release(e->conn, lease->name, lease->token, &o, &err);
 	if (rc != PGC_OK && rc != PGC_ESTALE)
-		say("warning: lease \"%s\" not released (it expires by itself): %s", e->name, err.message);
+		say("warning: lease \"%s\" not released (it expires by itself): %s", cli_esc(e->name), err.message);
 	if (rc == PGC_ECONNLOST || rc == PGC_ETIMEDOUT)
 		drop_conn(e);
 }
@@ -433,7 +433,7 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 	snprintf(sch, sizeof sch, "PGCOORD_LEASE_SCHEMA=%s", e->schema);
 	char *env[] = { tok, nm, exp, hol, sch, NULL };
 
-	say("elected for \"%s\" with token %" PRId64 " (holder %s)", e->name, lease->token, e->holder);
+	say("elected for \"%s\" with token %" PRId64 " (holder %s)", cli_esc(e->name), lease->token, cli_esc(e->holder));
 	cli_child child;
 	int rc = cli_child_spawn(&child, e->argv, env, NULL);
 	if (rc != 0) {
@@ -487,12 +487,12 @@ static enum lead_end lead(elect *e, pgc_lease *lease, int *code)
 			break;
 		}
 		if (!e->warned)
-			say("warning: renewing \"%s\": %s; retrying", e->name, err.message[0] ? err.message : pgc_strerror(rc));
+			say("warning: renewing \"%s\": %s; retrying", cli_esc(e->name), err.message[0] ? err.message : pgc_strerror(rc));
 		e->warned = true;
 		next_renew = pgc__now_ms() + RETRY_MS;
 	}
 
-	say("lease \"%s\" lost (token %" PRId64 "): %s; stopping the command", e->name, lease->token, why);
+	say("lease \"%s\" lost (token %" PRId64 "): %s; stopping the command", cli_esc(e->name), lease->token, why);
 	int64_t grace = refused ? e->kill_after_ms : lease->deadline_ms - pgc__now_ms();
 	cli_child_terminate(&child, grace > 0 ? (int)grace : 0);
 	watchdog_set(e, 0);
@@ -676,7 +676,7 @@ int cmd_elect(int argc, char **argv)
 		if (conn_ok(&e))
 			release(&e, &lease);
 		started = pgc__now_ms();
-		say("campaigning again for \"%s\"", e.name);
+		say("campaigning again for \"%s\"", cli_esc(e.name));
 	}
 	pgc_conn_close(e.conn);
 	watchdog_stop(&e);

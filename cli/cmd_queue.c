@@ -399,7 +399,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 		json_str(stdout, queue);
 		printf(",\"enqueued\":%zu,\"skipped\":%zu}\n", total, l.n - total);
 	} else if (!g_cli.quiet) {
-		printf("enqueued %zu job%s in queue %s", total, total == 1 ? "" : "s", queue);
+		printf("enqueued %zu job%s in queue %s", total, total == 1 ? "" : "s", cli_esc(queue));
 		if (l.n > total)
 			printf(" (%zu skipped: unique key taken)", l.n - total);
 		putchar('\n');
