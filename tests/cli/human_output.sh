@@ -43,17 +43,26 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["queue"] =
 	fail "queue show --json"
 
 # 2. queue stats --watch: each screen starts with the time; on a terminal the screen is cleared.
-timeout 10 "$PG" queue stats --schema "$S" --watch 200ms >"$TMP/out" 2>"$TMP/err" &
+# (Waits of up to 60 s for the screens: under valgrind each one takes a while.)
+header="^pgcoord queue stats, every 200ms, at $ISO$"
+timeout 90 "$PG" queue stats --schema "$S" --watch 200ms >"$TMP/out" 2>"$TMP/err" &
 wpid=$!
-sleep 1.2
+for _ in $(seq 600); do
+	[ "$(grep -c "$header" "$TMP/out")" -ge 2 ] && break
+	sleep 0.1
+done
 kill -TERM "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
-[ "$(grep -c "^pgcoord queue stats, every 200ms, at $ISO$" "$TMP/out")" -ge 2 ] ||
+[ "$(grep -c "$header" "$TMP/out")" -ge 2 ] ||
 	{ cat "$TMP/out"; fail "queue stats --watch: no screen headers"; }
-script -qfec "timeout 10 $PG queue stats --schema $S --watch 200ms" /dev/null >"$TMP/tty" 2>&1 &
+cleared="${ESC}\[H${ESC}\[2Jpgcoord queue stats, every 200ms, at .*(Ctrl-C to stop)"
+script -qfec "timeout 90 $PG queue stats --schema $S --watch 200ms" /dev/null >"$TMP/tty" 2>&1 &
 wpid=$!
-sleep 1.2
+for _ in $(seq 600); do
+	grep -q "$cleared" "$TMP/tty" && break
+	sleep 0.1
+done
 kill -TERM "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
-grep -q "${ESC}\[H${ESC}\[2Jpgcoord queue stats, every 200ms, at .*(Ctrl-C to stop)" "$TMP/tty" ||
+grep -q "$cleared" "$TMP/tty" ||
 	{ cat -A "$TMP/tty" | head -5; fail "queue stats --watch on a terminal does not clear the screen"; }
 
 # 3. Lock status: a lock name with a tab, the holder's and the waiter's times, the session
