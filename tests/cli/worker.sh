@@ -51,12 +51,15 @@ case "$p" in
 *fail*) echo "first line" >&2; echo "the real reason" >&2; exit 3 ;;
 *later*) exit 75 ;;
 *junk*) printf 'junk \377\376 end\n' >&2; exit 1 ;;
-*hang*) sh -c 'echo $$ >"$OUT.sleeper"; exec sleep 30' & wait ;;
+*hang*) sh -c 'echo $$ >"$OUT.sleeper"; exec sleep "$SLEEP_FOR"' & wait ;;
 esac
 exit 0
 SH
 chmod +x "$TMP/job.sh"
 export OUT=$TMP/ran
+# The hanging job's child sleeps for a time of this test's own, so that it is known by its
+# command line (on a busy machine a pid is soon reused).
+export SLEEP_FOR=30.$$
 q enqueue w --payload '{"k":"ok"}'
 q enqueue w --payload '{"k":"fail"}' --max-attempts 2
 q enqueue w --payload '{"k":"later"}'
@@ -89,7 +92,12 @@ the real reason" ] || fail "stderr tail is not the error: $(psql_q "SELECT last_
 [ "$(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")" = \
   "timed out after 1s (process group killed)" ] || fail "timeout: $(psql_q "SELECT last_error FROM $S.job_history WHERE payload->>'k' = 'hang'")"
 sleeper=$(cat "$OUT.sleeper")
-alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+[ -n "$sleeper" ] || fail "the hanging job did not start its child"
+# alive PID: that process, still the job's sleep.
+alive() {
+	[ "$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline")" = "sleep $SLEEP_FOR " ] &&
+		[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
 end=$((SECONDS + 5))
 while alive "$sleeper" && [ $SECONDS -lt $end ]; do sleep 0.1; done
 ! alive "$sleeper" || fail "the timed-out command's child $sleeper survived"
