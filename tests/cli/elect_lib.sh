@@ -7,6 +7,10 @@ export PGCOORD_DSN="$PGCOORD_TEST_DSN"
 SCHEMA="pgc_elect_$$"
 LOG="$TMP/log"
 : >"$LOG"
+# Every process this test starts carries this mark in its environment, so that a pid another
+# process has taken since (on a busy machine pids are soon reused) is not mistaken for ours.
+export PGCOORD_TEST_MARK="elect-$$"
+ours() { grep -qzx "PGCOORD_TEST_MARK=$PGCOORD_TEST_MARK" "/proc/$1/environ" 2>/dev/null; }
 "$PG" init --schema "$SCHEMA" >/dev/null || fail "pgcoord init failed"
 
 elect_cleanup() {
@@ -15,7 +19,7 @@ elect_cleanup() {
 	sleep 0.3
 	for p in $(jobs -p); do kill -KILL "$p" 2>/dev/null; done
 	# Children that outlived everything (a failed test) go too.
-	for p in $(awk '$1 == "start" { print $2 }' "$LOG" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+	for p in $(awk '$1 == "start" { print $2 }' "$LOG" 2>/dev/null); do ours "$p" && kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	psql -X -q "$PGCOORD_TEST_DSN" -c "DROP SCHEMA IF EXISTS \"$SCHEMA\" CASCADE" >/dev/null 2>&1
 	rm -rf "$TMP"
@@ -55,7 +59,7 @@ last_child_pid() { awk '$1 == "start" { p = $2 } END { print p }' "$LOG"; }
 last_token() { awk '$1 == "start" { t = $3 } END { print t }' "$LOG"; }
 # The pgcoord pid of the current holder of lease $1 (the default holder is HOST:PID).
 holder_pid() { psql_q "SELECT split_part(holder, ':', 2) FROM \"$SCHEMA\".leases WHERE name = '$1'"; }
-alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ] && ours "$1"; }
 dead() { ! alive "$1"; }
 
 # check_log MARGIN: children's intervals never overlap by more than MARGIN seconds, and tokens
