@@ -47,6 +47,8 @@ typedef struct lock_table {
 	pgc_lock *hold;         /* the held transaction's lock, or NULL */
 	int registry;           /* 0 unknown, 1 present, -1 absent, for registry_schema */
 	char registry_schema[64];
+	int holds;              /* the same for lock_holds in holds_schema (PGC_LOCK_RECORD) */
+	char holds_schema[64];
 	int64_t verified[VERIFIED_MAX];
 	size_t nverified;
 	bool pooler_checked;    /* session locks were found safe on this session */
@@ -125,6 +127,7 @@ static void table_lost(pgc_conn *c, void *state, const char *reason)
 	t->nheld = 0;
 	t->hold = NULL;
 	t->registry = 0;
+	t->holds = 0;
 	t->nverified = 0;
 	t->pooler_checked = false;
 	for (pgc_lock *l = t->handles; l; l = l->next)
@@ -378,10 +381,11 @@ static int granted_now(pgc_conn *conn, const pgc_key *key, bool shared, bool *ou
 
 /* ---- the name registry ------------------------------------------------------------------ */
 
-static const char sql_registry_exists[] =
+/* Whether schema $1 has table $2 (the registry, lock_holds): read from the catalog. */
+static const char sql_table_exists[] =
 	"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
 	" JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-	" WHERE n.nspname = $1 AND c.relname = 'lock_names')";
+	" WHERE n.nspname = $1 AND c.relname = $2)";
 
 /* One row always: whether this statement inserted the name, and what the registry held for
  * this key and for this name before it (the CTE's insert is not visible to the subqueries).
@@ -412,8 +416,8 @@ static int registry_check(pgc_conn *conn, lock_table *t, const pgc_key *key, uns
 		if (t->verified[i] == key->id)
 			return PGC_OK;
 	if (t->registry == 0) {
-		const char *p[1] = { schema };
-		PGresult *r = pgc__exec_cached(conn, sql_registry_exists, 1, p, &rc, err);
+		const char *p[2] = { schema, "lock_names" };
+		PGresult *r = pgc__exec_cached(conn, sql_table_exists, 2, p, &rc, err);
 		bool present;
 		if (r == NULL || (rc = answer_bool(r, &present, err)) != PGC_OK)
 			return rc;
@@ -490,8 +494,8 @@ int pgc_key_lookup_name(pgc_conn *conn, const char *schema, pgc_key *key, pgc_er
 	key->name[0] = '\0';
 	if (key->kind != PGC_KEY_INT64)
 		return PGC_OK;
-	const char *p[1] = { schema };
-	PGresult *r = pgc__exec(conn, sql_registry_exists, 1, p, &rc, err);
+	const char *p[2] = { schema, "lock_names" };
+	PGresult *r = pgc__exec(conn, sql_table_exists, 2, p, &rc, err);
 	bool present;
 	if (r == NULL || (rc = answer_bool(r, &present, err)) != PGC_OK)
 		return rc;
@@ -722,40 +726,44 @@ static const char sql_hold_record[] =
 static const char sql_hold_forget[] =
 	"DELETE FROM @S@.lock_holds WHERE pid = pg_backend_pid()"
 	" AND classid = $1::oid AND objid = $2::oid AND objsubid = $3::int2";
-static const char sql_holds_exist[] = "SELECT to_regclass($1) IS NOT NULL";
 
-/* Whether schema has a lock_holds (it is older than the recording, or not installed, when not).
- * *quoted (PQfreemem) is the quoted schema name on success. */
-static int holds_present(pgc_conn *conn, const char *schema, char **quoted, bool *present, pgc_error *err)
+/* Whether schema has a lock_holds (it is older than the recording, or not installed, when not),
+ * remembered in cache (the session's lock table, or NULL) until the session changes. *quoted
+ * (PQfreemem) is the quoted schema name when it has. */
+static int holds_present(pgc_conn *conn, lock_table *cache, const char *schema, char **quoted,
+                         bool *present, pgc_error *err)
 {
 	*present = false;
 	*quoted = NULL;
 	int rc = pgc__check_schema(schema, err);
 	if (rc != PGC_OK)
 		return rc;
-	char *q = pgc__quote_ident(conn, schema, err);
-	if (q == NULL)
-		return PGC_EUSAGE;
-	char rel[160];
-	snprintf(rel, sizeof rel, "%s.lock_holds", q);
-	const char *p[1] = { rel };
-	PGresult *r = pgc__exec_cached(conn, sql_holds_exist, 1, p, &rc, err);
-	if (r == NULL || (rc = answer_bool(r, present, err)) != PGC_OK) {
-		PQfreemem(q);
-		return rc;
+	if (cache == NULL || cache->holds == 0 || strcmp(cache->holds_schema, schema) != 0) {
+		const char *p[2] = { schema, "lock_holds" };
+		PGresult *r = pgc__exec_cached(conn, sql_table_exists, 2, p, &rc, err);
+		if (r == NULL || (rc = answer_bool(r, present, err)) != PGC_OK)
+			return rc;
+		if (cache != NULL) {
+			snprintf(cache->holds_schema, sizeof cache->holds_schema, "%s", schema);
+			cache->holds = *present ? 1 : -1;
+		}
 	}
-	*quoted = q;
-	return PGC_OK;
+	if (cache != NULL)
+		*present = cache->holds > 0;
+	if (!*present)
+		return PGC_OK;
+	*quoted = pgc__quote_ident(conn, schema, err);
+	return *quoted != NULL ? PGC_OK : PGC_EUSAGE;
 }
 
 /* Runs tmpl (with @S@) for key on schema's lock_holds, when it has one; *quoted_out (free) is
  * then the quoted schema name. */
-static int holds_exec(pgc_conn *conn, const char *schema, const char *tmpl, const pgc_key *key,
-                      char **quoted_out, pgc_error *err)
+static int holds_exec(pgc_conn *conn, lock_table *t, const char *schema, const char *tmpl,
+                      const pgc_key *key, char **quoted_out, pgc_error *err)
 {
 	char *q;
 	bool present;
-	int rc = holds_present(conn, schema, &q, &present, err);
+	int rc = holds_present(conn, t, schema, &q, &present, err);
 	if (rc != PGC_OK || !present) {
 		PQfreemem(q);
 		return rc;
@@ -788,7 +796,7 @@ static int hold_record(pgc_conn *conn, lock_table *t, pgc_lock *l, const char *s
 	pgc_held_lock *h = held_find(t, &l->key, l->shared);
 	if (h == NULL || h->count != 1)
 		return PGC_OK; /* stacked: the first acquisition's time stands */
-	return holds_exec(conn, schema ? schema : PGC_SCHEMA_DEFAULT, sql_hold_record, &l->key,
+	return holds_exec(conn, t, schema ? schema : PGC_SCHEMA_DEFAULT, sql_hold_record, &l->key,
 	                  &l->recorded, err);
 }
 
@@ -1416,7 +1424,7 @@ int pgc_lock_holders_recorded(pgc_conn *conn, const pgc_key *key, const char *sc
 		return rc;
 	char *q;
 	bool present;
-	rc = holds_present(conn, schema ? schema : PGC_SCHEMA_DEFAULT, &q, &present, err);
+	rc = holds_present(conn, NULL, schema ? schema : PGC_SCHEMA_DEFAULT, &q, &present, err);
 	if (rc == PGC_OK)
 		rc = holders(conn, key, present ? q : NULL, out, n, err);
 	PQfreemem(q);

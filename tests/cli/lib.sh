@@ -41,6 +41,18 @@ out_has() { grep -q -- "$1" "$TMP/out" || { cat "$TMP/out"; fail "stdout lacks \
 err_has() { grep -q -- "$1" "$TMP/err" || { cat "$TMP/err"; fail "stderr lacks \"$1\""; }; }
 err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/err"; fail "stderr has $n lines, expected $1"; }; }
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }
+# own_schema PREFIX: installs a pgcoord schema of the test's own, $S (PREFIX_PID), dropped on
+# exit together with the worker $wpid if one still runs.
+own_schema() {
+	S=$1_$$
+	trap own_schema_cleanup EXIT
+	run 0 "$PG" init --schema "$S"
+}
+own_schema_cleanup() {
+	[ -n "${wpid:-}" ] && kill -KILL "$wpid" 2>/dev/null
+	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
+	rm -rf "$TMP"
+}
 # dsn_with_db DSN DB: DSN (URI or keyword form) naming database DB instead.
 dsn_with_db() {
 	case "$1" in

@@ -24,14 +24,7 @@ err_has "\-\-max-deferrals must be an integer from 1"
 
 skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
-S=pgc_qbulk_$$
-cleanup() {
-	[ -n "${wpid:-}" ] && kill -KILL "$wpid" 2>/dev/null
-	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-run 0 "$PG" init --schema "$S"
+own_schema pgc_qbulk
 q() { "$PG" queue "$@" --schema "$S" >/dev/null || fail "queue $*"; }
 live() { psql_q "SELECT count(*) FROM $S.jobs WHERE queue = '$1'"; }
 

@@ -5,14 +5,7 @@
 
 skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
-S=pgc_wonce_$$
-cleanup() {
-	[ -n "${wpid:-}" ] && kill -KILL "$wpid" 2>/dev/null
-	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-run 0 "$PG" init --schema "$S"
+own_schema pgc_wonce
 q() { "$PG" queue "$@" --schema "$S" >/dev/null || fail "queue $*"; }
 
 seq 1 30 | sed 's/.*/{"n":&}/' >"$TMP/jobs.jsonl"

@@ -12,14 +12,7 @@ pgctl() {
 	if [ "$(id -u)" -eq 0 ]; then runuser -u "$owner" -- "$bindir/pg_ctl" "$@"; else "$bindir/pg_ctl" "$@"; fi
 }
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
-S=pgc_restart_$$
-cleanup() {
-	[ -n "${wpid:-}" ] && kill -KILL "$wpid" 2>/dev/null
-	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-run 0 "$PG" init --schema "$S"
+own_schema pgc_restart
 seq 1 60 | sed 's/.*/{"n":&}/' >"$TMP/jobs"
 run 0 "$PG" queue enqueue r --schema "$S" --file "$TMP/jobs"
 cat >"$TMP/job.sh" <<'SH'
