@@ -3,6 +3,7 @@
 # and without -w it waits until the lock comes.
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
+. "$(dirname "$0")/run_lib.sh"
 role=pgc_rto_$$
 psql_q "CREATE ROLE $role LOGIN; ALTER ROLE $role SET statement_timeout = '2s';
         ALTER ROLE $role SET lock_timeout = '1s'" >/dev/null || fail "create role"
@@ -18,13 +19,9 @@ as_role="host=$host port=$port dbname=$db user=$role"
 [ "$(psql -X -A -t -q "$as_role" -c 'SHOW statement_timeout')" = 2s ] || fail "the role's setting did not apply"
 name=rto-$$
 
-# Another session holds the lock for 7 s.
+# Another session holds the lock for 7 s (this lock: other tests hold advisory locks too).
 "$PG" -d "$PGCOORD_TEST_DSN" run --no-register "$name" -- sleep 7 >/dev/null 2>&1 &
-end=$((SECONDS + 15))
-until [ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" -ge 1 ]; do
-	[ $SECONDS -lt $end ] || fail "the holder did not take the lock"
-	sleep 0.1
-done
+wait_sessions "$name" granted 1
 t0=$(date +%s%N)
 run 1 "$PG" -d "$as_role" run --no-register -v -w 4s "$name" -- echo got
 el=$((($(date +%s%N) - t0) / 1000000))
