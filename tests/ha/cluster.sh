@@ -25,7 +25,7 @@ reach_within() {
 		[ $SECONDS -lt "$end" ] || { cat "$TMP/out" "$TMP/err"; fail "pgcoord did not reach the primary $2 within $1 s $3"; }
 		sleep 0.2
 	done
-	echo "pgcoord reached the primary $2 $(secs_since "$t0") s $3"
+	note "pgcoord reached the primary $2 $(secs_since "$t0") s $3"
 }
 # probe_codes FILE: pgcoord info every 0.2 s until FILE.stop exists, each exit status a line.
 probe_codes() {
@@ -39,7 +39,7 @@ check_codes() {
 	local bad
 	bad=$(grep -v -x -e 0 -e 69 "$1" | sort | uniq -c)
 	[ -z "$bad" ] || { cat "$1.err"; fail "pgcoord info exited with other than 0 or 69 $2: $bad"; }
-	echo "pgcoord info $2: $(sort "$1" | uniq -c | awk '{printf "%s%s x exit %s", s, $1, $2; s=", "}')"
+	note "pgcoord info $2: $(sort "$1" | uniq -c | awk '{printf "%s%s x exit %s", s, $1, $2; s=", "}')"
 	sed 's/[0-9][0-9]*/N/g' "$1.err" | sort | uniq -c | sort -rn | head -n 3 | sed 's/^/  /'
 }
 
@@ -48,6 +48,7 @@ reach_within 10 "$first" "at start"
 
 probe_codes "$TMP/sw" &
 probe=$!
+note "pg-ha switchover"
 "$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
 second=$(ha_leader) || fail "no leader after the switchover"
 [ "$second" != "$first" ] || fail "the switchover left $first the primary"
@@ -58,6 +59,7 @@ check_codes "$TMP/sw" "during the switchover"
 
 probe_codes "$TMP/fo" &
 probe=$!
+note "pg-ha failover"
 "$HA" failover "$HA_DIR" || fail "pg-ha failover"
 third=$(ha_leader) || fail "no leader after the failover"
 [ "$third" != "$second" ] || fail "the failover left $second the primary"
@@ -70,6 +72,8 @@ got=$(hq "SELECT count(*) FROM ha_where")
 [ "$got" -ge "$writes" ] || fail "the new primary has $got of the $writes committed writes"
 tl=$(nq "$third" "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
 [ "$tl" -ge 3 ] || fail "timeline $tl after a switchover and a failover, expected 3 or more"
+
+note "pg-ha rejoin"
 
 "$HA" rejoin "$HA_DIR" || fail "pg-ha rejoin"
 [ "$(nq "$second" "SELECT pg_is_in_recovery()")" = t ] || fail "$second did not rejoin as a standby"

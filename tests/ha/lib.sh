@@ -21,7 +21,9 @@ ha_exit() {
 			echo "--- the cluster at the end:" >&2
 			"$HA" status "$HA_DIR" >&2 2>&1 || true
 		fi
+		note "pg-ha stop"
 		"$HA" stop "$HA_DIR" >&2 || echo "pg-ha stop $HA_DIR failed" >&2
+		note "stopped"
 	fi
 	rm -rf "$TMP"
 	exit "$st"
@@ -32,8 +34,10 @@ trap 'exit 143' TERM HUP
 
 ha_start() {
 	HA_DIR=$(mktemp -d /tmp/pgc-ha.XXXXXX)
+	note "pg-ha start $*"
 	HA_DSN=$("$HA" start "$HA_DIR" "$@") || { HA_DIR=""; fail "pg-ha start $*"; }
 	export HA_DSN
+	note "cluster up: $HA_DSN"
 }
 # hq SQL: one query on the primary, through the multi-host DSN.
 hq() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$HA_DSN" -c "$1"; }
@@ -41,4 +45,7 @@ hq() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$HA_DSN" -c "$1"; }
 nq() { psql -X -A -t -q -v ON_ERROR_STOP=1 "postgresql://postgres@$1/postgres?connect_timeout=2" -c "$2"; }
 ha_leader() { "$HA" leader "$HA_DIR"; }
 now_s() { date +%s.%N; }
+HA_T0=$(now_s)
+# note TEXT: TEXT on stdout after the seconds since the test started, so that a slow step shows.
+note() { printf '[%6.1f s] %s\n' "$(python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$HA_T0" "$(date +%s.%N)")" "$*"; }
 secs_since() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$(now_s)"; }

@@ -25,6 +25,7 @@ until [ "$(advisory "$old")" = 1 ] && [ -s "$TMP/child" ]; do
 	sleep 0.1
 done
 child=$(cat "$TMP/child")
+note "pg-ha failover"
 "$HA" failover "$HA_DIR" >"$TMP/fo.out" 2>&1 &
 fpid=$!
 # run must notice before the promotion: check interval + heartbeat timeout + kill-after, with
@@ -41,7 +42,7 @@ st=$?
 hpid=""
 killed_at=$(cat "$HA_DIR/killed-at") || fail "pg-ha failover did not record the kill"
 took=$(python3 -c 'import sys; print("%.1f" % (float(sys.argv[1]) - float(sys.argv[2])))' "$t_exit" "$killed_at")
-echo "pgcoord run exited $st $took s after the primary was killed"
+note "pgcoord run exited $st $took s after the primary was killed"
 cat "$TMP/h.err"
 [ "$st" -eq 75 ] || fail "pgcoord run exited $st after the crash of the primary, expected 75 (lock lost)"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$took" "$bound" ||
@@ -73,5 +74,6 @@ done
 run 1 "$PG" -d "$HA_DSN" run -n "$name" -- true
 wait "$hpid" || fail "the holder on the new primary exited $?"
 hpid=""
+note "pg-ha rejoin"
 "$HA" rejoin "$HA_DIR" || fail "pg-ha rejoin"
 echo ok

@@ -47,10 +47,12 @@ wait_done() {
 	fail "waited $2 s for $1 jobs done $3; $got done"
 }
 wait_done 200 60 "before the switchover"
-echo "switchover with $(done_count) of $JOBS jobs done"
+note "switchover with $(done_count) of $JOBS jobs done"
+note "pg-ha switchover"
 "$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
 wait_done 800 180 "after the switchover"
-echo "failover once a standby can take over, with $(done_count) of $JOBS jobs done"
+note "failover once a standby can take over, with $(done_count) of $JOBS jobs done"
+note "pg-ha failover"
 "$HA" failover "$HA_DIR" || fail "pg-ha failover"
 fault_end=$SECONDS
 read -r fo_ts fo_addr <"$HA_DIR/last-failover"
@@ -58,9 +60,9 @@ read -r fo_ts fo_addr <"$HA_DIR/last-failover"
 # write was done at the kill.
 left=$(( JOBS - $(hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q' AND finished_at < to_timestamp($fo_ts)") ))
 [ "$left" -ge 200 ] || fail "only $left jobs were left at the failover: the test would prove nothing"
-echo "$left jobs were left at the failover"
+note "$left jobs were left at the failover"
 wait_done "$JOBS" 180 "within 180 s after the failover"
-echo "all $JOBS jobs done $((SECONDS - fault_end)) s after the new primary accepted writes"
+note "all $JOBS jobs done $((SECONDS - fault_end)) s after the new primary accepted writes"
 
 # Nothing left, every job succeeded exactly once in the history, every one ran.
 [ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = 0 ] || { hq "SELECT id, status, attempts FROM pgcoord.jobs LIMIT 10"; fail "jobs left pending or running"; }
@@ -70,7 +72,7 @@ read -r total ok distinct < <(hq "SELECT count(*), count(*) FILTER (WHERE status
 read -r execs ran dups < <(hq "SELECT count(*), count(DISTINCT job), count(*) - count(DISTINCT job) FROM results" | tr '|' ' ')
 [ "$ran" = "$JOBS" ] || fail "$ran of $JOBS jobs recorded an execution"
 [ "$execs" -ge "$JOBS" ] || fail "$execs executions for $JOBS jobs"
-echo "executions: $execs for $JOBS jobs, $dups duplicates"
+note "executions: $execs for $JOBS jobs, $dups duplicates"
 # Each duplicate: its executions (attempt@port at time) and its history row.
 hq "SELECT r.job, string_agg(r.attempt || '@' || r.port || ' at ' || to_char(r.at, 'HH24:MI:SS.MS'), ', ' ORDER BY r.id),
            max(h.attempts), max(to_char(h.started_at, 'HH24:MI:SS.MS')), max(to_char(h.finished_at, 'HH24:MI:SS.MS')),
@@ -83,7 +85,7 @@ for f in last-switchover last-failover; do
 	read -r ts addr <"$HA_DIR/$f"
 	gap=$(hq "SELECT round((extract(epoch FROM min(finished_at)) - $ts)::numeric, 2) FROM pgcoord.job_history
 	           WHERE queue = 'q' AND finished_at >= to_timestamp($ts)")
-	echo "${f#last-}: first job completed on the new primary $addr $gap s after it first accepted a write"
+	note "${f#last-}: first job completed on the new primary $addr $gap s after it first accepted a write"
 done
 # The workers are still there, and stop as asked.
 for p in "${wpids[@]}"; do kill -TERM "$p"; done
@@ -93,11 +95,12 @@ for p in "${wpids[@]}"; do
 	[ "$st" -eq 0 ] || { cat "$TMP"/worker*.err; fail "worker exited $st after SIGTERM"; }
 done
 wpids=()
-echo "completions per 5 s (seconds since the first completion, count):"
+note "completions per 5 s (seconds since the first completion, count):"
 hq "SELECT b * 5, count(*) FROM (SELECT floor(extract(epoch FROM finished_at - min(finished_at) OVER ()) / 5)::int AS b
       FROM pgcoord.job_history WHERE queue = 'q') x GROUP BY b ORDER BY b" | tr '|' ' ' | sed 's/^/  /' | tr '\n' ';'
 echo
-echo "worker messages:"
+note "worker messages:"
 cat "$TMP"/worker*.err | sed 's/[0-9][0-9]*/N/g' | sort | uniq -c | sort -rn | head -n 10
+note "pg-ha rejoin"
 "$HA" rejoin "$HA_DIR" || fail "pg-ha rejoin"
 echo ok
