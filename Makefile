@@ -1,5 +1,5 @@
 # The README's commands. Meson builds everything; this file only names the steps.
-.PHONY: all build test demo bench asan tsan valgrind fuzz chaos clean
+.PHONY: all build test test-ha demo demo-ha bench asan tsan valgrind fuzz chaos clean
 
 all: build
 
@@ -11,6 +11,10 @@ build:
 test:
 	@scripts/run-tests build
 
+# The HA suite on Patroni clusters of its own (scripts/pg-ha); make test leaves it out.
+test-ha:
+	@scripts/test-ha build
+
 asan:
 	@scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all
@@ -20,6 +24,10 @@ tsan:
 
 demo:
 	@scripts/demo
+
+# pgcoord across a switchover of a Patroni cluster on loopback.
+demo-ha:
+	@scripts/demo-ha
 
 bench:
 	@scripts/bench

@@ -1,0 +1,90 @@
+# cluster.sh - pgcoord on a Patroni cluster through a multi-host DSN with
+# target_session_attrs=read-write: info and a write reach the primary; after a switchover and
+# after a crash of the primary, they reach the new one within a bounded time, and meanwhile
+# fail only as "try again later" (69); no committed write is lost (synchronous mode); the
+# crashed node rejoins as a standby.
+. "$(dirname "$0")/lib.sh"
+ha_start --nodes 2 --sync
+run 0 "$PG" -d "$HA_DSN" init
+hq "CREATE TABLE ha_where (n serial PRIMARY KEY, port int NOT NULL)" >/dev/null || fail "create ha_where"
+writes=0
+# lands_on HOST:PORT: pgcoord info works and a write through pgcoord lands on that node.
+lands_on() {
+	"$PG" -d "$HA_DSN" info >"$TMP/out" 2>"$TMP/err" || return 1
+	grep -q "^server: *PostgreSQL" "$TMP/out" || return 1
+	"$PG" -d "$HA_DSN" tx -c "INSERT INTO ha_where (port) SELECT inet_server_port()" >/dev/null 2>"$TMP/err" || return 1
+	writes=$((writes + 1))
+	[ "$(nq "$1" "SELECT port FROM ha_where ORDER BY n DESC LIMIT 1")" = "${1#*:}" ]
+}
+# reach_within SECONDS HOST:PORT WHAT
+reach_within() {
+	local t0 end
+	t0=$(now_s)
+	end=$((SECONDS + $1))
+	until lands_on "$2"; do
+		[ $SECONDS -lt "$end" ] || { cat "$TMP/out" "$TMP/err"; fail "pgcoord did not reach the primary $2 within $1 s $3"; }
+		sleep 0.2
+	done
+	note "pgcoord reached the primary $2 $(secs_since "$t0") s $3"
+}
+# probe_codes FILE: pgcoord info every 0.2 s until FILE.stop exists, each exit status a line.
+probe_codes() {
+	while [ ! -e "$1.stop" ]; do
+		timeout 30 "$PG" -d "$HA_DSN" info >/dev/null 2>>"$1.err"
+		echo $? >>"$1"
+		sleep 0.2
+	done
+}
+check_codes() {
+	local bad
+	bad=$(grep -v -x -e 0 -e 69 "$1" | sort | uniq -c)
+	[ -z "$bad" ] || { cat "$1.err"; fail "pgcoord info exited with other than 0 or 69 $2: $bad"; }
+	note "pgcoord info $2: $(sort "$1" | uniq -c | awk '{printf "%s%s x exit %s", s, $1, $2; s=", "}')"
+	sed 's/[0-9][0-9]*/N/g' "$1.err" | sort | uniq -c | sort -rn | head -n 3 | sed 's/^/  /'
+}
+
+first=$(ha_leader) || fail "no leader"
+reach_within 10 "$first" "at start"
+
+probe_codes "$TMP/sw" &
+probe=$!
+note "pg-ha switchover"
+"$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
+second=$(ha_leader) || fail "no leader after the switchover"
+[ "$second" != "$first" ] || fail "the switchover left $first the primary"
+reach_within 30 "$second" "after the switchover"
+touch "$TMP/sw.stop"
+wait "$probe"
+check_codes "$TMP/sw" "during the switchover"
+
+probe_codes "$TMP/fo" &
+probe=$!
+note "pg-ha failover"
+"$HA" failover "$HA_DIR" || fail "pg-ha failover"
+third=$(ha_leader) || fail "no leader after the failover"
+[ "$third" != "$second" ] || fail "the failover left $second the primary"
+reach_within 30 "$third" "after the failover"
+touch "$TMP/fo.stop"
+wait "$probe"
+check_codes "$TMP/fo" "during the failover"
+# Synchronous mode: every write pgcoord saw committed is on the new primary.
+got=$(hq "SELECT count(*) FROM ha_where")
+[ "$got" -ge "$writes" ] || fail "the new primary has $got of the $writes committed writes"
+tl=$(nq "$third" "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
+[ "$tl" -ge 3 ] || fail "timeline $tl after a switchover and a failover, expected 3 or more"
+
+note "pg-ha rejoin"
+
+"$HA" rejoin "$HA_DIR" || fail "pg-ha rejoin"
+[ "$(nq "$second" "SELECT pg_is_in_recovery()")" = t ] || fail "$second did not rejoin as a standby"
+# The rejoined standby replays what the primary writes now.
+hq "INSERT INTO ha_where (port) VALUES (0)" >/dev/null || fail "write after the rejoin"
+want=$(hq "SELECT max(n) FROM ha_where")
+end=$((SECONDS + 30))
+until [ "$(nq "$second" "SELECT coalesce(max(n), 0) FROM ha_where")" = "$want" ]; do
+	[ $SECONDS -lt $end ] || fail "the rejoined standby $second did not replay row $want within 30 s"
+	sleep 0.2
+done
+reach_within 10 "$third" "after the rejoin"
+"$HA" status "$HA_DIR"
+echo ok

@@ -1,0 +1,106 @@
+# worker_failover.sh - two command workers drain 2,000 jobs through a switchover and then a
+# crash of the primary (synchronous mode): every job ends succeeded, exactly once in
+# job_history, nothing pending or running; each execution is recorded by the command itself,
+# so the duplicates (a job run again when its completion was lost with the old primary) are
+# counted and printed. Prints how long after the new primary first accepted a write the first
+# job completed on it. Functional bounds only: everything done within 120 s of the last fault.
+. "$(dirname "$0")/lib.sh"
+JOBS=2000
+ha_start --nodes 2 --sync
+run 0 "$PG" -d "$HA_DSN" init
+hq "CREATE TABLE results (id bigserial PRIMARY KEY, job bigint NOT NULL, attempt int NOT NULL,
+                          port int NOT NULL DEFAULT inet_server_port(),
+                          at timestamptz NOT NULL DEFAULT clock_timestamp())" >/dev/null ||
+	fail "create results"
+seq 1 "$JOBS" | sed 's/.*/{"n":&}/' >"$TMP/jobs"
+run 0 "$PG" -d "$HA_DSN" queue enqueue q --file "$TMP/jobs"
+[ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = "$JOBS" ] || fail "not $JOBS jobs enqueued"
+
+# Each execution records itself on whichever node is the primary (a psql of its own, which is
+# enough for the drain to span both faults on this machine).
+cat >"$TMP/job.sh" <<'SH'
+#!/bin/sh
+cat >/dev/null
+exec psql -X -q -v ON_ERROR_STOP=1 "$HA_DSN" \
+	-c "INSERT INTO results (job, attempt) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT)" >/dev/null
+SH
+chmod +x "$TMP/job.sh"
+wpids=()
+ha_on_exit() {
+	local p
+	for p in "${wpids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+}
+for w in 1 2; do
+	"$PG" -d "$HA_DSN" worker --queue q -c 4 -- "$TMP/job.sh" 2>"$TMP/worker$w.err" &
+	wpids+=($!)
+done
+done_count() { hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q'" 2>/dev/null; }
+# wait_done N SECONDS WHAT: until N jobs are done.
+wait_done() {
+	local end=$((SECONDS + $2)) got=""
+	while [ $SECONDS -lt "$end" ]; do
+		got=$(done_count) && [ -n "$got" ] && [ "$got" -ge "$1" ] && return 0
+		for p in "${wpids[@]}"; do kill -0 "$p" 2>/dev/null || { cat "$TMP"/worker*.err; fail "a worker exited ($3)"; }; done
+		sleep 0.2
+	done
+	cat "$TMP"/worker*.err | tail -n 20
+	fail "waited $2 s for $1 jobs done $3; $got done"
+}
+wait_done 200 60 "before the switchover"
+note "switchover with $(done_count) of $JOBS jobs done"
+note "pg-ha switchover"
+"$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
+wait_done 800 180 "after the switchover"
+note "failover once a standby can take over, with $(done_count) of $JOBS jobs done"
+note "pg-ha failover"
+"$HA" failover "$HA_DIR" || fail "pg-ha failover"
+fault_end=$SECONDS
+read -r fo_ts fo_addr <"$HA_DIR/last-failover"
+# Nothing completes while no node accepts writes: what was done before the new primary's first
+# write was done at the kill.
+left=$(( JOBS - $(hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q' AND finished_at < to_timestamp($fo_ts)") ))
+[ "$left" -ge 200 ] || fail "only $left jobs were left at the failover: the test would prove nothing"
+note "$left jobs were left at the failover"
+wait_done "$JOBS" 180 "within 180 s after the failover"
+note "all $JOBS jobs done $((SECONDS - fault_end)) s after the new primary accepted writes"
+
+# Nothing left, every job succeeded exactly once in the history, every one ran.
+[ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = 0 ] || { hq "SELECT id, status, attempts FROM pgcoord.jobs LIMIT 10"; fail "jobs left pending or running"; }
+read -r total ok distinct < <(hq "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'), count(DISTINCT id) FROM pgcoord.job_history WHERE queue = 'q'" | tr '|' ' ')
+[ "$total" = "$JOBS" ] && [ "$ok" = "$JOBS" ] && [ "$distinct" = "$JOBS" ] ||
+	fail "job_history: $total rows, $ok succeeded, $distinct distinct ids; expected $JOBS each"
+read -r execs ran dups < <(hq "SELECT count(*), count(DISTINCT job), count(*) - count(DISTINCT job) FROM results" | tr '|' ' ')
+[ "$ran" = "$JOBS" ] || fail "$ran of $JOBS jobs recorded an execution"
+[ "$execs" -ge "$JOBS" ] || fail "$execs executions for $JOBS jobs"
+note "executions: $execs for $JOBS jobs, $dups duplicates"
+# Each duplicate: its executions (attempt@port at time) and its history row.
+hq "SELECT r.job, string_agg(r.attempt || '@' || r.port || ' at ' || to_char(r.at, 'HH24:MI:SS.MS'), ', ' ORDER BY r.id),
+           max(h.attempts), max(to_char(h.started_at, 'HH24:MI:SS.MS')), max(to_char(h.finished_at, 'HH24:MI:SS.MS')),
+           max(h.errors::text)
+      FROM results r JOIN pgcoord.job_history h ON h.id = r.job
+     GROUP BY r.job HAVING count(*) > 1 ORDER BY r.job LIMIT 20" |
+	sed 's/^/  duplicate (job|executions|attempts|started|finished|errors): /'
+# From the first write on the new primary to the first completion on it.
+for f in last-switchover last-failover; do
+	read -r ts addr <"$HA_DIR/$f"
+	gap=$(hq "SELECT round((extract(epoch FROM min(finished_at)) - $ts)::numeric, 2) FROM pgcoord.job_history
+	           WHERE queue = 'q' AND finished_at >= to_timestamp($ts)")
+	note "${f#last-}: first job completed on the new primary $addr $gap s after it first accepted a write"
+done
+# The workers are still there, and stop as asked.
+for p in "${wpids[@]}"; do kill -TERM "$p"; done
+for p in "${wpids[@]}"; do
+	wait "$p"
+	st=$?
+	[ "$st" -eq 0 ] || { cat "$TMP"/worker*.err; fail "worker exited $st after SIGTERM"; }
+done
+wpids=()
+note "completions per 5 s (seconds since the first completion, count):"
+hq "SELECT b * 5, count(*) FROM (SELECT floor(extract(epoch FROM finished_at - min(finished_at) OVER ()) / 5)::int AS b
+      FROM pgcoord.job_history WHERE queue = 'q') x GROUP BY b ORDER BY b" | tr '|' ' ' | sed 's/^/  /' | tr '\n' ';'
+echo
+note "worker messages:"
+cat "$TMP"/worker*.err | sed 's/[0-9][0-9]*/N/g' | sort | uniq -c | sort -rn | head -n 10
+note "pg-ha rejoin"
+"$HA" rejoin "$HA_DIR" || fail "pg-ha rejoin"
+echo ok
