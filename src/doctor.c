@@ -63,6 +63,75 @@ static void say(char *dst, size_t n, const char *fmt, ...)
 		}                                                                                  \
 	} while (0)
 
+/* One value of a one-row answer; NULL with *rc set on failure. */
+static PGresult *one_row(pgc_conn *conn, const char *sql, int *rc, pgc_error *e)
+{
+	PGresult *res = pgc__exec(conn, sql, 0, NULL, rc, e);
+	if (res != NULL && PQntuples(res) != 1) {
+		PQclear(res);
+		*rc = pgc__err(e, PGC_EINTERNAL, "expected one row from: %.60s", sql);
+		return NULL;
+	}
+	return res;
+}
+
+int pgc_server_role_get(pgc_conn *conn, pgc_server_role *out, pgc_error *err)
+{
+	pgc_error local, *e = err ? err : &local;
+	pgc_error_clear(e);
+	if (conn == NULL || out == NULL)
+		return pgc__err(e, PGC_EUSAGE, "pgc_server_role_get: conn and out must not be NULL");
+	memset(out, 0, sizeof *out);
+	PGconn *pg = pgc_conn_pg(conn);
+	if (pg != NULL) {
+		snprintf(out->host, sizeof out->host, "%s", PQhost(pg) ? PQhost(pg) : "");
+		snprintf(out->port, sizeof out->port, "%s", PQport(pg) ? PQport(pg) : "");
+	}
+	int rc;
+	PGresult *res = one_row(conn, "SELECT pg_catalog.pg_is_in_recovery()", &rc, e);
+	if (res == NULL)
+		return rc;
+	out->standby = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!out->standby) {
+		/* The WAL insert position names the new timeline as soon as a promotion ends; the
+		 * checkpoint's timeline waits for the first checkpoint after it. */
+		res = one_row(conn, "SELECT ('x' || substr(pg_catalog.pg_walfile_name("
+		              "pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint", &rc, e);
+		if (res == NULL)
+			return rc;
+		out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		snprintf(out->timeline_source, sizeof out->timeline_source, "wal");
+		PQclear(res);
+		return PGC_OK;
+	}
+	/* A standby: its walreceiver's timeline needs pg_read_all_stats (others see NULL); the last
+	 * restartpoint's is readable by every role but lags behind a timeline switch upstream. */
+	res = one_row(conn, "SELECT (SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver LIMIT 1)",
+	              &rc, e);
+	if (res == NULL)
+		return rc;
+	if (!PQgetisnull(res, 0, 0)) {
+		out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		snprintf(out->timeline_source, sizeof out->timeline_source, "walreceiver");
+	}
+	PQclear(res);
+	if (out->timeline > 0)
+		return PGC_OK;
+	pgc_error ce = PGC_ERROR_INIT;
+	res = one_row(conn, "SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()", &rc, &ce);
+	if (res == NULL) {
+		if (strcmp(ce.sqlstate, "42501") == 0)
+			return PGC_OK; /* not allowed to see it: timeline 0 */
+		*e = ce;
+		return rc;
+	}
+	out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	snprintf(out->timeline_source, sizeof out->timeline_source, "checkpoint");
+	PQclear(res);
+	return PGC_OK;
+}
+
 /* One run: what the checks share. */
 typedef struct doctor {
 	pgc_conn *conn;
