@@ -23,8 +23,7 @@
 -- taking timeline T + 1) share a band and can issue the same token: the fold protects against
 -- lost commits, not against two primaries. A database restored into a new cluster whose
 -- timeline is lower than the one its tokens came from keeps tokens above its band: they still
--- grow, but a failover there can repeat tokens until the timeline catches up (pgcoord doctor
--- warns about such names).
+-- grow, but a failover there can repeat tokens until the timeline catches up.
 --
 -- The timeline is read from the WAL insert position, pg_walfile_name(pg_current_wal_lsn()):
 -- executable by every role on PostgreSQL 13 to 17, and it names the new timeline as soon as
