@@ -9,8 +9,10 @@ static void usage(FILE *f)
 {
 	fputs("Usage: pgcoord [-d DSN] info [--schema NAME]\n"
 	      "\n"
-	      "Connects and shows the server version, this session's backend pid, the DSN\n"
-	      "(password masked) and the installed pgcoord schema version.\n"
+	      "Connects and shows the server version, which host of the DSN answered,\n"
+	      "whether it is a primary or a standby and its timeline, this session's\n"
+	      "backend pid, the DSN (password masked) and the installed pgcoord schema\n"
+	      "version.\n"
 	      "\n"
 	      "Options:\n"
 	      "      --schema=NAME  schema to look at (default: pgcoord)\n"
@@ -55,6 +57,12 @@ int cmd_info(int argc, char **argv)
 		pgc_conn_close(conn);
 		return rc;
 	}
+	pgc_server_role role;
+	if (pgc_server_role_get(conn, &role, &err) != PGC_OK) {
+		rc = cli_report(&err);
+		pgc_conn_close(conn);
+		return rc;
+	}
 	PGconn *pg = pgc_conn_pg(conn);
 	const char *server = PQparameterStatus(pg, "server_version");
 	const char *user = PQuser(pg), *db = PQdb(pg);
@@ -68,6 +76,15 @@ int cmd_info(int argc, char **argv)
 		json_str(stdout, db);
 		fputs(",\"dsn\":", stdout);
 		json_str(stdout, pgc_conn_dsn_masked(conn));
+		fputs(",\"host\":", stdout);
+		json_str(stdout, role.host);
+		fputs(",\"port\":", stdout);
+		json_str(stdout, role.port);
+		fputs(",\"role\":", stdout);
+		json_str(stdout, role.standby ? "standby" : "primary");
+		printf(",\"in_recovery\":%s,\"timeline\":%lld,\"timeline_source\":",
+		       role.standby ? "true" : "false", (long long)role.timeline);
+		json_str(stdout, role.timeline_source);
 		fputs(",\"schema\":", stdout);
 		json_str(stdout, schema);
 		printf(",\"schema_version\":%d,\"schema_latest\":%d,\"pgcoord_version\":", version,
@@ -76,6 +93,16 @@ int cmd_info(int argc, char **argv)
 		fputs("}\n", stdout);
 	} else {
 		printf("server:   PostgreSQL %s\n", server ? server : "?");
+		printf("host:     %s port %s\n", cli_esc(role.host), cli_esc(role.port));
+		if (role.timeline == 0)
+			printf("role:     %s, timeline not visible to this role\n",
+			       role.standby ? "standby (in recovery)" : "primary");
+		else if (strcmp(role.timeline_source, "checkpoint") == 0)
+			printf("role:     standby (in recovery), timeline %lld (of its last restartpoint)\n",
+			       (long long)role.timeline);
+		else
+			printf("role:     %s, timeline %lld\n", role.standby ? "standby (in recovery)" : "primary",
+			       (long long)role.timeline);
 		printf("session:  backend pid %d, user %s, database %s\n", pgc_conn_backend_pid(conn),
 		       user ? cli_esc(user) : "?", db ? cli_esc(db) : "?");
 		const char *dsn = pgc_conn_dsn_masked(conn);

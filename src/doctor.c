@@ -63,6 +63,75 @@ static void say(char *dst, size_t n, const char *fmt, ...)
 		}                                                                                  \
 	} while (0)
 
+/* One value of a one-row answer; NULL with *rc set on failure. */
+static PGresult *one_row(pgc_conn *conn, const char *sql, int *rc, pgc_error *e)
+{
+	PGresult *res = pgc__exec(conn, sql, 0, NULL, rc, e);
+	if (res != NULL && PQntuples(res) != 1) {
+		PQclear(res);
+		*rc = pgc__err(e, PGC_EINTERNAL, "expected one row from: %.60s", sql);
+		return NULL;
+	}
+	return res;
+}
+
+int pgc_server_role_get(pgc_conn *conn, pgc_server_role *out, pgc_error *err)
+{
+	pgc_error local, *e = err ? err : &local;
+	pgc_error_clear(e);
+	if (conn == NULL || out == NULL)
+		return pgc__err(e, PGC_EUSAGE, "pgc_server_role_get: conn and out must not be NULL");
+	memset(out, 0, sizeof *out);
+	PGconn *pg = pgc_conn_pg(conn);
+	if (pg != NULL) {
+		snprintf(out->host, sizeof out->host, "%s", PQhost(pg) ? PQhost(pg) : "");
+		snprintf(out->port, sizeof out->port, "%s", PQport(pg) ? PQport(pg) : "");
+	}
+	int rc;
+	PGresult *res = one_row(conn, "SELECT pg_catalog.pg_is_in_recovery()", &rc, e);
+	if (res == NULL)
+		return rc;
+	out->standby = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!out->standby) {
+		/* The WAL insert position names the new timeline as soon as a promotion ends; the
+		 * checkpoint's timeline waits for the first checkpoint after it. */
+		res = one_row(conn, "SELECT ('x' || substr(pg_catalog.pg_walfile_name("
+		              "pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint", &rc, e);
+		if (res == NULL)
+			return rc;
+		out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		snprintf(out->timeline_source, sizeof out->timeline_source, "wal");
+		PQclear(res);
+		return PGC_OK;
+	}
+	/* A standby: its walreceiver's timeline needs pg_read_all_stats (others see NULL); the last
+	 * restartpoint's is readable by every role but lags behind a timeline switch upstream. */
+	res = one_row(conn, "SELECT (SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver LIMIT 1)",
+	              &rc, e);
+	if (res == NULL)
+		return rc;
+	if (!PQgetisnull(res, 0, 0)) {
+		out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		snprintf(out->timeline_source, sizeof out->timeline_source, "walreceiver");
+	}
+	PQclear(res);
+	if (out->timeline > 0)
+		return PGC_OK;
+	pgc_error ce = PGC_ERROR_INIT;
+	res = one_row(conn, "SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()", &rc, &ce);
+	if (res == NULL) {
+		if (strcmp(ce.sqlstate, "42501") == 0)
+			return PGC_OK; /* not allowed to see it: timeline 0 */
+		*e = ce;
+		return rc;
+	}
+	out->timeline = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	snprintf(out->timeline_source, sizeof out->timeline_source, "checkpoint");
+	PQclear(res);
+	return PGC_OK;
+}
+
 /* One run: what the checks share. */
 typedef struct doctor {
 	pgc_conn *conn;
@@ -76,6 +145,11 @@ typedef struct doctor {
 	char user[128];
 	char *quser;         /* user, quoted for the fixes */
 	bool sees_all;       /* pg_read_all_stats: every session's activity is visible */
+	pgc_server_role role; /* set by the replication check */
+	bool role_known;
+	int standbys;         /* visible in pg_stat_replication */
+	int sync_standbys;    /* of them, sync or quorum */
+	char lag[64];         /* the largest replay lag, "" when not visible */
 } doctor;
 
 typedef struct check check;
@@ -424,6 +498,148 @@ static void check_schema(doctor *d, const check *ck)
 		        "schema %s is at version %d, as this pgcoord expects", d->schema, sv);
 }
 
+/* Primary or standby, timeline, the standbys streaming from a primary and how. */
+static void check_replication(doctor *d, const check *ck)
+{
+	pgc_error e = PGC_ERROR_INIT;
+	int rc = pgc_server_role_get(d->conn, &d->role, &e);
+	if (rc != PGC_OK) {
+		fail(d, ck, rc, &e);
+		return;
+	}
+	d->role_known = true;
+	char tli[32];
+	if (d->role.timeline > 0)
+		snprintf(tli, sizeof tli, "timeline %lld", (long long)d->role.timeline);
+	else
+		snprintf(tli, sizeof tli, "timeline not visible to %s", d->user);
+	if (d->role.standby) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_ERROR, "standby",
+		        "connect to the primary: with several hosts in the DSN, add"
+		        " target_session_attrs=read-write",
+		        "%s:%s is a standby (in recovery, %s%s): leases, fencing tokens, the queue and"
+		        " pgcoord init need the primary (writes fail with 25006), and an advisory lock"
+		        " taken here excludes only sessions of this standby", d->role.host, d->role.port,
+		        tli, strcmp(d->role.timeline_source, "checkpoint") == 0 ? ", of its last restartpoint" : "");
+		return;
+	}
+	/* Every role sees the rows of pg_stat_replication; the state, the positions and the lags
+	 * only with pg_read_all_stats (or as superuser): else they are NULL. */
+	PGresult *res = query(d, ck, d->conn,
+	        "SELECT count(*), count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')),"
+	        " count(*) FILTER (WHERE state IS NOT NULL),"
+	        " coalesce(string_agg(coalesce(nullif(application_name, ''), client_addr::text, 'local')"
+	        "  || ' ' || coalesce(sync_state, '?'), ', ' ORDER BY application_name), ''),"
+	        " coalesce(max(replay_lag)::text, ''),"
+	        " current_setting('synchronous_standby_names'), current_setting('synchronous_commit')"
+	        " FROM pg_catalog.pg_stat_replication", 0, NULL);
+	if (res == NULL)
+		return;
+	d->standbys = atoi(PQgetvalue(res, 0, 0));
+	d->sync_standbys = atoi(PQgetvalue(res, 0, 1));
+	int visible = atoi(PQgetvalue(res, 0, 2));
+	char list[256], names[128], commit[32];
+	snprintf(list, sizeof list, "%s", PQgetvalue(res, 0, 3));
+	snprintf(d->lag, sizeof d->lag, "%s", PQgetvalue(res, 0, 4));
+	snprintf(names, sizeof names, "%s", PQgetvalue(res, 0, 5));
+	snprintf(commit, sizeof commit, "%s", PQgetvalue(res, 0, 6));
+	PQclear(res);
+	const char *scope = d->standbys > 0 && visible < d->standbys
+	                    ? " (their state and lag are visible only with pg_read_all_stats)" : "";
+	if (d->standbys == 0)
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "primary", "",
+		        "%s:%s is a primary, %s; no standby streams from it; synchronous_standby_names"
+		        " is '%s'", d->role.host, d->role.port, tli, names);
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "primary", "",
+		        "%s:%s is a primary, %s; %d standby(s) stream from it: %s%s%s; "
+		        "synchronous_standby_names is '%s', synchronous_commit %s%s", d->role.host,
+		        d->role.port, tli, d->standbys, list, d->lag[0] ? ", replay lag up to " : "",
+		        d->lag, names, commit, scope);
+}
+
+/* The hosts the DSN names, and whether it follows the primary. */
+static void check_dsn_hosts(doctor *d, const check *ck)
+{
+	/* The DSN as given: the layer connects host by host, so the session's own PGconn names
+	 * only the host that answered. */
+	const char *dsn = pgc_conn_dsn_masked(d->conn);
+	PQconninfoOption *opts = PQconninfoParse(dsn ? dsn : "", NULL);
+	char hosts[256] = "", tsa[32] = "";
+	const char *env_tsa = getenv("PGTARGETSESSIONATTRS"), *env_host = getenv("PGHOST");
+	for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++) {
+		if (o->val == NULL)
+			continue;
+		if (strcmp(o->keyword, "host") == 0 && hosts[0] == '\0')
+			snprintf(hosts, sizeof hosts, "%s", o->val);
+		else if (strcmp(o->keyword, "hostaddr") == 0 && hosts[0] == '\0')
+			snprintf(hosts, sizeof hosts, "%s", o->val);
+		else if (strcmp(o->keyword, "target_session_attrs") == 0)
+			snprintf(tsa, sizeof tsa, "%s", o->val);
+	}
+	PQconninfoFree(opts);
+	if (tsa[0] == '\0' && env_tsa != NULL)
+		snprintf(tsa, sizeof tsa, "%s", env_tsa);
+	if (hosts[0] == '\0' && env_host != NULL)
+		snprintf(hosts, sizeof hosts, "%s", env_host);
+	int n = 1;
+	for (const char *p = hosts; *p; p++)
+		n += *p == ',';
+	char n_s[16];
+	snprintf(n_s, sizeof n_s, "%d", n);
+	bool follows = strcmp(tsa, "read-write") == 0 || strcmp(tsa, "primary") == 0;
+	if (n > 1 && follows)
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, n_s, "",
+		        "the DSN names %d hosts with target_session_attrs=%s: after a failover, a new"
+		        " connection finds the new primary", n, tsa);
+	else if (n > 1)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, n_s, "add target_session_attrs=read-write to the DSN",
+		        "the DSN names %d hosts with target_session_attrs=%s: a connection may land on a"
+		        " standby, where leases and the queue fail and advisory locks exclude nothing"
+		        " on the primary", n, tsa[0] ? tsa : "any");
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, n_s, "",
+		        "the DSN names one host: after a failover it must lead to the new primary (a"
+		        " virtual IP, DNS or a proxy such as Patroni's), or list the hosts with"
+		        " target_session_attrs=read-write");
+}
+
+/* What a failover can lose, and what pgcoord still guarantees. */
+static void check_failover(doctor *d, const check *ck)
+{
+	if (!d->role_known || d->role.standby) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, "unknown", "run pgcoord doctor against the primary",
+		        "whether replication is synchronous is known on the primary only");
+		return;
+	}
+	char commit[32], source[64];
+	if (!setting(d, ck, "synchronous_commit", commit, sizeof commit, source, sizeof source, NULL))
+		return;
+	static const char keeps[] =
+	        "fencing tokens still never repeat nor go backwards (they fold in the timeline, which a"
+	        " promotion raises): fence_check refuses a lost holder's token once a newer one exists,"
+	        " and grants of names from before a promotion wait one TTL";
+	bool sync_commit = strcmp(commit, "on") == 0 || strcmp(commit, "remote_write") == 0 ||
+	                   strcmp(commit, "remote_apply") == 0;
+	if (d->standbys == 0)
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, "none", "",
+		        "no standby streams from this primary (as far as %s can see): a failover would"
+		        " be to a backup, which loses every commit since; %s", d->user, keeps);
+	else if (d->sync_standbys > 0 && sync_commit)
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "synchronous", "",
+		        "replication to %d standby(s) is synchronous (synchronous_commit %s): a failover to"
+		        " one of them loses no committed grant, renewal or job; %s", d->sync_standbys,
+		        commit, keeps);
+	else
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "asynchronous",
+		        "set synchronous_standby_names (and synchronous_commit = on for this role) to"
+		        " lose no commit in a failover",
+		        "replication is asynchronous%s%s%s: a failover loses the commits not yet streamed:"
+		        " the last lease grants and renewals, and jobs enqueued, claimed or completed in"
+		        " the last moments (they come back or run again); %s", d->lag[0] ? " (replay lag now up to " : "", d->lag,
+		        d->lag[0] ? ")" : "", keeps);
+}
+
 /* The catalogue, in the order of the findings. */
 static const check checks[] = {
 	{ "server", "the server's version, the user and the database", check_server, false },
@@ -445,6 +661,12 @@ static const check checks[] = {
 	  "the sessions idle in transaction now, apart from pgcoord's own lock holders",
 	  check_idle_in_transaction, false },
 	{ "schema", "the pgcoord schema's version against this binary's", check_schema, false },
+	{ "replication", "primary or standby, the timeline, and the standbys streaming from a primary",
+	  check_replication, false },
+	{ "dsn_hosts", "the hosts the DSN names, and whether it follows the primary after a failover",
+	  check_dsn_hosts, false },
+	{ "failover", "what a failover can lose (asynchronous replication), and what pgcoord keeps",
+	  check_failover, false },
 };
 
 int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_report *out,
@@ -467,7 +689,8 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: the schema name must be 1 to 63 bytes");
 	memset(out, 0, sizeof *out);
 
-	doctor d = { conn, opts, schema, out, err, PGC_OK, NULL, false, "", NULL, false };
+	doctor d = { conn, opts, schema, out, err, PGC_OK, NULL, false, "", NULL, false,
+	             { 0 }, false, 0, 0, "" };
 	for (size_t i = 0; i < sizeof checks / sizeof checks[0] && d.rc == PGC_OK; i++)
 		if (opts->check_pooler || !checks[i].pooler)
 			checks[i].fn(&d, &checks[i]);

@@ -194,6 +194,9 @@ static int acquire_once(call *c, const char *name, const char *holder, int64_t t
 	if (db_wait_ms != NULL)
 		*db_wait_ms = out->expires_at_us > now_us ? (out->expires_at_us - now_us + 999) / 1000 : 0;
 	double left = out->expires_at_us > now_us ? (out->expires_at_us - now_us) / 1e6 : 0;
+	if (out->token == 0) /* no row: held back after a promotion (migration 007) */
+		return pgc__err(e, PGC_EBUSY, "lease \"%.80s\" is held back for %.3f s more: the server was promoted, "
+		                "and a grant the old primary made may still be in use", name, left);
 	return pgc__err(e, PGC_EBUSY, "lease \"%.80s\" is held by %.80s (token %" PRId64 ") for %.3f s more",
 	                name, out->holder, out->token, left);
 }

@@ -4,11 +4,14 @@
  * unsafe through it), waits without timeouts, invisible lock waits, the size of the shared
  * lock table that advisory locks use, sessions idle in transaction now (pgcoord's own lock
  * holders, which stay idle in transaction by design, counted apart), and the pgcoord schema's
- * version. Each finding has a severity, a one-line message and the fix. */
+ * version, and the replication picture: primary or standby, timeline, standbys and their sync
+ * state, whether the DSN follows the primary, and what an asynchronous failover can lose. Each
+ * finding has a severity, a one-line message and the fix. */
 #ifndef PGCOORD_DOCTOR_H
 #define PGCOORD_DOCTOR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "common.h"
 #include "conn.h"
@@ -29,7 +32,8 @@ typedef enum pgc_doctor_severity {
 
 /* One finding. check is a stable identifier: "server", "pooler", "lock_timeout",
  * "statement_timeout", "idle_in_transaction_session_timeout", "log_lock_waits",
- * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema". */
+ * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema", "replication",
+ * "dsn_hosts", "failover". */
 typedef struct pgc_doctor_finding {
 	char check[40];
 	pgc_doctor_severity severity;
@@ -82,6 +86,26 @@ typedef struct pgc_doctor_options {
  * Not thread-safe with respect to conn. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts,
                                             pgc_doctor_report *out, pgc_error *err);
+
+/* Where conn landed in a replicated cluster (pgc_server_role_get). Plain memory owned by the
+ * caller; nothing to free. */
+typedef struct pgc_server_role {
+	bool standby;      /* pg_is_in_recovery(): a standby (or a server still recovering) */
+	int64_t timeline;  /* the server's timeline; 0 when this role cannot see it */
+	/* Where timeline comes from: "wal" (a primary's WAL insert position, current at once after
+	 * a promotion), "walreceiver" (a standby's, when the role may read pg_stat_wal_receiver:
+	 * pg_read_all_stats), "checkpoint" (a standby's last restartpoint: may lag), or "". */
+	char timeline_source[16];
+	char host[256];    /* the host (or socket directory) of a multi-host DSN that answered */
+	char port[16];
+} pgc_server_role;
+
+/* Asks the server behind conn whether it is a primary or a standby and for its timeline, and
+ * fills in which host and port of the DSN answered. Works for any role, on a primary and on a
+ * standby. Must be called outside a failed transaction.
+ * Errors: PGC_EUSAGE (conn or out is NULL), PGC_ECONNLOST, PGC_ETIMEDOUT, PGC_ESQL. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_server_role_get(pgc_conn *conn, pgc_server_role *out,
+                                                 pgc_error *err);
 
 /* "ok", "info", "warning", "error"; "unknown" for other values. Static string. */
 PGC_EXTERN const char *pgc_doctor_severity_name(pgc_doctor_severity severity);

@@ -6,6 +6,15 @@
  * statement that grants, committed durably, never lowered: tokens survive restarts and never
  * go backwards). Advisory-lock holders get tokens from the same counter (pgc_fence_next).
  *
+ * Failover. Tokens fold in the server's timeline T, which every promotion raises: a grant
+ * takes max(last + 1, (T - 1) << 40), so every token of timeline T is below T << 40 and below
+ * every token of a later timeline. A grant committed on an asynchronous primary and lost with
+ * it is therefore never handed out again by the promoted standby. Timeline 1 hands out 1, 2,
+ * 3, ...; a band holds 2^40 grants per name. On a new timeline, a name last granted on an
+ * earlier one (or unknown there) is granted only one TTL after the timeline's first grant
+ * attempt (PGC_EBUSY meanwhile): its holder may have renewed on the old primary and acts until
+ * its own deadline. Not covered: two servers promoted onto the same timeline (split brain).
+ *
  * A lease alone cannot stop a holder that was paused (GC, SIGSTOP, swap) or cut off from
  * acting after its lease expired. The fencing token can: every write the holder makes carries
  * the token, and the protected resource refuses a token older than the newest. When the
@@ -99,8 +108,9 @@ typedef struct pgc_lease_info {
 } pgc_lease_info;
 
 /* Tries once to take the lease name for holder for ttl_ms, by the database clock. It is
- * granted when the name is new, released or expired; the new token is one greater than the
- * last one for the name. Must be called outside a transaction (the grant commits at once).
+ * granted when the name is new, released or expired; the new token is greater than the last
+ * one for the name (one greater on the same timeline; see Failover above). Right after a
+ * promotion the grant may be held back for one TTL: PGC_EBUSY. Must be called outside a transaction (the grant commits at once).
  * opts may be NULL. name: 1 to PGC_LEASE_NAME_MAX bytes; holder: up to PGC_LEASE_HOLDER_MAX
  * bytes (an empty holder is allowed but shows nothing useful); ttl_ms > 0.
  * On success *out is the lease, with deadline_ms set. On PGC_EBUSY *out describes the current
