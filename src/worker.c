@@ -181,12 +181,26 @@ static void on_notice(const char *severity, const char *message, void *arg)
 }
 
 /* The options of the worker's sessions. */
-static pgc_conn_options conn_options(pgc_worker *w)
+/* The dispatcher's session must find out that its server stopped answering (frozen, or cut
+ * off with its sockets open: nothing tells the client) while the leases it renews still run:
+ * a tenth of the lease for a statement (then the cancel, answered or not within 5 s) and for
+ * each host's connection attempt, so that a heartbeat sent a third of the way into the lease
+ * has reached the new primary well before the lease ends. Between 2 s (the shortest
+ * connect_timeout libpq keeps) and the usual 60 s and 10 s. The vacuum thread's session keeps
+ * the defaults: a VACUUM may take long, and it holds no lease. */
+static pgc_conn_options conn_options(pgc_worker *w, bool dispatcher)
 {
 	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
 	co.application_name = w->app;
 	co.notice_fn = on_notice;
 	co.notice_arg = w;
+	if (dispatcher) {
+		int64_t bound = w->o.lease_ms / 10;
+		bound = bound < 2000 ? 2000 : bound > PGC__CALL_TIMEOUT_DEFAULT_MS ? PGC__CALL_TIMEOUT_DEFAULT_MS : bound;
+		co.call_timeout_ms = bound;
+		if (bound / 1000 < co.connect_timeout_s)
+			co.connect_timeout_s = (int)(bound / 1000);
+	}
 	return co;
 }
 
@@ -746,8 +760,10 @@ static bool reconnect(pgc_worker *w, dstate *d)
 			}
 			wlog(w, PGC_LOG_WARN, "after reconnecting: %s", e.message);
 		}
+		/* At most a second between attempts: the worker is back within a second of a new
+		 * primary accepting writes. */
 		pipe_wait(w->wake[0], delay);
-		delay = delay * 2 > 5000 ? 5000 : delay * 2;
+		delay = delay * 2 > 1000 ? 1000 : delay * 2;
 	}
 	return false;
 }
@@ -1038,7 +1054,7 @@ static void *vacuum_main(void *arg)
 			break;
 		pgc_error e;
 		if (c == NULL) {
-			pgc_conn_options co = conn_options(w);
+			pgc_conn_options co = conn_options(w, false);
 			pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 			qo.schema = w->schema;
 			qo.prepare = false;
@@ -1144,7 +1160,7 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
 	}
-	pgc_conn_options co = conn_options(w);
+	pgc_conn_options co = conn_options(w, true);
 	int rc = pgc_connect(w->dsn, &co, &w->conn, err);
 	if (rc == PGC_OK) {
 		pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
