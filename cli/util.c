@@ -96,7 +96,7 @@ int cli_exit_code(const pgc_error *err)
 		const char *s = err->sqlstate;
 		if (strncmp(s, "22", 2) == 0 || strncmp(s, "23", 2) == 0 || strncmp(s, "42", 2) == 0)
 			return EXIT_DATAERR;
-		if (err->klass == PGC_CLASS_RETRY_LATER && strncmp(s, "08", 2) == 0)
+		if (err->klass == PGC_CLASS_RETRY_LATER && (strncmp(s, "08", 2) == 0 || strncmp(s, "57P0", 4) == 0))
 			return EXIT_UNAVAILABLE;
 		return EXIT_SOFTWARE;
 	}

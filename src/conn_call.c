@@ -621,6 +621,40 @@ static int collect(pgc__batch *b, pgc__call *call)
 	return pgc__conn_ok(c) ? PGC_OK : PGC_ECONNLOST;
 }
 
+/* A refusal that comes from the server being a standby: a write (25006) or a WAL function
+ * (55000) on a hot standby. The server reports in_hot_standby (PostgreSQL 14+) and tells the
+ * session when a promotion ends recovery. A 25006 on a primary is a read-only transaction the
+ * caller asked for, and stays the caller's error. */
+static bool standby_refusal(pgc_conn *c, const char *state)
+{
+	if (state == NULL || (strcmp(state, "25006") != 0 && strcmp(state, "55000") != 0))
+		return false;
+	const char *hs = c->pg ? PQparameterStatus(c->pg, "in_hot_standby") : NULL;
+	return hs != NULL && strcmp(hs, "on") == 0;
+}
+
+/* What the session had on a standby (a primary that was demoted, or a host picked without
+ * target_session_attrs) is not what a writer needs: the session is given up, its state counts
+ * as lost, and the next session goes to whichever host is the primary now. Retry later. */
+static int standby_error(pgc_conn *c, pgc_error *err)
+{
+	char where[160];
+	snprintf(where, sizeof where, "%s:%s", PQhost(c->pg) ? PQhost(c->pg) : "?", PQport(c->pg) ? PQport(c->pg) : "?");
+	pgc__drop(c);
+	pgc__session_lost(c, "the server is a standby (in recovery)");
+	if (err != NULL) {
+		char msg[PGC_ERROR_MESSAGE_MAX];
+		snprintf(msg, sizeof msg, "%s: the server at %s is a standby (in recovery); the session was closed",
+		         err->message, where);
+		pgc__copy_line(err->message, sizeof err->message, msg);
+		snprintf(err->hint, sizeof err->hint, "%s",
+		         "writes need the primary: name every host in the DSN with target_session_attrs=read-write, and retry");
+		err->code = PGC_ECONNLOST;
+		err->klass = PGC_CLASS_RETRY_LATER;
+	}
+	return PGC_ECONNLOST;
+}
+
 /* The error of a batch that did not succeed, into err; returns its code. */
 static int batch_error(pgc__batch *b, const pgc__call *call, int collected, pgc_error *err)
 {
@@ -648,6 +682,8 @@ static int batch_error(pgc__batch *b, const pgc__call *call, int collected, pgc_
 		return pgc__err(err, PGC_EINTERNAL, "a statement of the batch did not run, and the server named no error");
 	int rc = pgc__err_result(err, c->pg, first, NULL);
 	const char *state = PQresultErrorField(first, PG_DIAG_SQLSTATE);
+	if (standby_refusal(c, state))
+		return standby_error(c, err);
 	bool canceled = state && strcmp(state, "57014") == 0;
 	if (canceled && call->hit_cancel) {
 		rc = pgc__err(err, PGC_EINTR, "interrupted: the statement was cancelled");
