@@ -53,10 +53,11 @@ static void usage(FILE *f)
 	      "The script must not contain BEGIN, COMMIT, ROLLBACK (ROLLBACK TO SAVEPOINT is\n"
 	      "fine), psql meta-commands or COPY FROM STDIN. Query results are not shown.\n"
 	      "\n"
-	      "Exit status: 0 committed (or rolled back by --dry-run); 1 retries exhausted,\n"
-	      "lock or statement timeout; 64 usage; 65 the script is invalid or the server\n"
-	      "rejected it (syntax, constraint, data); 69 database unavailable, or the\n"
-	      "session died after COMMIT was sent (outcome unknown); 70 internal error.\n", f);
+	      "Exit status: 0 committed (or rolled back by --dry-run); 1 retries exhausted\n"
+	      "on conflicts, lock or statement timeout; 64 usage; 65 the script is invalid\n"
+	      "or the server rejected it (syntax, constraint, data); 69 database unavailable\n"
+	      "(also a standby, or retries exhausted on lost sessions), or the session died\n"
+	      "after COMMIT was sent (outcome unknown); 70 internal error.\n", f);
 }
 
 /* ---- the scanner ---- */
@@ -375,7 +376,11 @@ static void print_json(const char *status, const pgc_tx_stats *st, const script_
 static int tx_exit_code(int rc, const pgc_error *err)
 {
 	switch (rc) {
-	case PGC_ERETRY_EXHAUSTED: return EXIT_CONFLICT;
+	case PGC_ERETRY_EXHAUSTED:
+		/* Deadlocks and serialization failures to the last: a conflict. A server that stayed
+		 * unreachable, or a standby, to the last: the database is unavailable. */
+		return err->klass == PGC_CLASS_RETRY_TX || strcmp(err->sqlstate, "55P03") == 0 ? EXIT_CONFLICT
+		                                                                               : EXIT_UNAVAILABLE;
 	case PGC_ECOMMIT_UNKNOWN: return EXIT_UNAVAILABLE;
 	case PGC_EINTR: return EXIT_CONFLICT;
 	default: break;
