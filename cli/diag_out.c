@@ -1,5 +1,6 @@
 /* diag_out.c - rendering shared by blockers, locks, activity, cancel, terminate and probe */
 #include <langinfo.h>
+#include <libpq-fe.h>
 #include <stdlib.h>
 #include <locale.h>
 #include <string.h>
@@ -288,9 +289,32 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
 	fputc('}', f);
 }
 
+/* A standby has sessions and locks of its own (advisory locks work there), but not the
+ * primary's: say so on stderr, once per change (blockers --watch may follow a failover). The
+ * server reports in_hot_standby to the session (PostgreSQL 14+). */
+static void standby_note(pgc_conn *conn)
+{
+	static int told = -1;
+	PGconn *pg = pgc_conn_pg(conn);
+	const char *hs = pg ? PQparameterStatus(pg, "in_hot_standby") : NULL;
+	int standby = hs != NULL && strcmp(hs, "on") == 0;
+	if (standby == told || (told == -1 && !standby))
+		return;
+	told = standby;
+	if (g_cli.quiet)
+		return;
+	if (standby)
+		fprintf(stderr, "pgcoord: %s:%s is a standby (in recovery): these are its own sessions and locks, "
+		        "not the primary's; pgcoord's locks, leases and jobs live on the primary\n",
+		        PQhost(pg) ? PQhost(pg) : "?", PQport(pg) ? PQport(pg) : "?");
+	else
+		fprintf(stderr, "pgcoord: %s:%s is a primary\n", PQhost(pg) ? PQhost(pg) : "?", PQport(pg) ? PQport(pg) : "?");
+}
+
 int diag_take(pgc_conn *conn, const pgc_diag_options *opts, pgc_diag_snapshot **out)
 {
 	pgc_error err = PGC_ERROR_INIT;
+	standby_note(conn);
 	if (pgc_diag_snapshot_take(conn, opts, out, &err) != PGC_OK)
 		return cli_report(&err);
 	return 0;
