@@ -3,7 +3,9 @@
 # job_history, nothing pending or running; each execution is recorded by the command itself,
 # so the duplicates (a job run again when its completion was lost with the old primary) are
 # counted and printed. Prints how long after the new primary first accepted a write the first
-# job completed on it. Functional bounds only: everything done within 120 s of the last fault.
+# job completed on it. Meanwhile a loop of `pgcoord tx` runs through both faults: every
+# transaction that reported a commit is on the new primary, and one whose session died before
+# COMMIT was sent ran again on a new one. Functional bounds only: everything done within 120 s of the last fault.
 . "$(dirname "$0")/lib.sh"
 JOBS=2000
 ha_start --nodes 2 --sync
@@ -34,6 +36,24 @@ for w in 1 2; do
 	"$PG" -d "$HA_DSN" worker --queue q -c 4 -- "$TMP/job.sh" 2>"$TMP/worker$w.err" &
 	wpids+=($!)
 done
+# Transactions through both faults: a loop of pgcoord tx, each inserting a key of its own and
+# then sleeping in its body, so that a fault often finds one before its COMMIT was sent.
+hq "CREATE TABLE tx_rows (k int PRIMARY KEY, port int NOT NULL DEFAULT inet_server_port())" >/dev/null ||
+	fail "create tx_rows"
+tx_loop() {
+	local i=0 st
+	while [ ! -e "$TMP/tx.stop" ]; do
+		i=$((i + 1))
+		timeout 120 "$PG" -d "$HA_DSN" tx --retries 40 --max-backoff 1s \
+			-c "INSERT INTO tx_rows (k) VALUES ($i); SELECT pg_sleep(0.2)" >/dev/null 2>"$TMP/tx.$i.err"
+		st=$?
+		echo "$i $st" >>"$TMP/tx.status"
+		[ "$st" -eq 0 ] || sleep 0.2
+	done
+}
+tx_loop &
+txpid=$!
+wpids+=($txpid)
 done_count() { hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q'" 2>/dev/null; }
 # wait_done N SECONDS WHAT: until N jobs are done.
 wait_done() {
@@ -63,6 +83,36 @@ left=$(( JOBS - $(hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q'
 note "$left jobs were left at the failover"
 wait_done "$JOBS" 180 "within 180 s after the failover"
 note "all $JOBS jobs done $((SECONDS - fault_end)) s after the new primary accepted writes"
+
+# The transactions: committed ones are there (synchronous mode), refused ones are not, and
+# those whose COMMIT was sent without an answer said so; a session lost before COMMIT was
+# sent was replaced and the transaction run again.
+touch "$TMP/tx.stop"
+for _ in $(seq 1 1300); do kill -0 "$txpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$txpid" 2>/dev/null && fail "the transaction loop did not stop within 130 s"
+wpids=("${wpids[@]:0:2}")
+txs=$(wc -l <"$TMP/tx.status")
+[ "$txs" -ge 20 ] || fail "only $txs transactions ran"
+present=" $(hq "SELECT string_agg(k::text, ' ') FROM tx_rows") "
+ok_tx=0 unknown=0 refused=0 rerun=0
+while read -r i st; do
+	case "$st" in
+	0)
+		ok_tx=$((ok_tx + 1))
+		[[ "$present" == *" $i "* ]] || fail "transaction $i committed (exit 0) but its row is not on the new primary"
+		grep -q "reconnecting and retrying" "$TMP/tx.$i.err" && rerun=$((rerun + 1)) ;;
+	69)
+		if grep -q "may or may not have committed" "$TMP/tx.$i.err"; then
+			unknown=$((unknown + 1))
+		else
+			refused=$((refused + 1))
+			[[ "$present" != *" $i "* ]] || { cat "$TMP/tx.$i.err"; fail "transaction $i failed (exit 69) but its row is there"; }
+		fi ;;
+	*) cat "$TMP/tx.$i.err"; fail "transaction $i exited $st: only 0 and 69 are expected across a failover" ;;
+	esac
+done <"$TMP/tx.status"
+note "transactions: $txs run, $ok_tx committed ($rerun of them run again on a new session), $unknown commit unknown, $refused unavailable"
+[ "$rerun" -ge 1 ] || { tail -n 5 "$TMP"/tx.*.err; fail "no transaction was run again after losing its session before COMMIT"; }
 
 # Nothing left, every job succeeded exactly once in the history, every one ran.
 [ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = 0 ] || { hq "SELECT id, status, attempts FROM pgcoord.jobs LIMIT 10"; fail "jobs left pending or running"; }
