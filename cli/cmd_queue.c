@@ -466,7 +466,12 @@ static int do_enqueue(int argc, char **argv)
 				snprintf(msg, sizeof msg, "--payload is %s", err.message + 13);
 				snprintf(err.message, sizeof err.message, "%s", msg);
 			}
+			bool standby = strcmp(err.sqlstate, "25006") == 0 || strcmp(err.sqlstate, "55000") == 0;
 			rc = qreport(&err);
+			/* The statement commits by itself: a session lost while it was on its way leaves
+			 * the outcome unknown (a standby's refusal is known: nothing was written). */
+			if (err.code == PGC_ECONNLOST && !standby)
+				cli_errorf("the session was lost while the job was sent: it may or may not have been enqueued");
 		} else if (g_cli.json) {
 			fputs("{\"queue\":", stdout);
 			json_str(stdout, queue);
