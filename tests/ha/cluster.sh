@@ -46,27 +46,25 @@ check_codes() {
 first=$(ha_leader) || fail "no leader"
 reach_within 10 "$first" "at start"
 
-probe_codes "$TMP/sw" &
-probe=$!
-note "pg-ha switchover"
-"$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
-second=$(ha_leader) || fail "no leader after the switchover"
-[ "$second" != "$first" ] || fail "the switchover left $first the primary"
-reach_within 30 "$second" "after the switchover"
-touch "$TMP/sw.stop"
-wait "$probe"
-check_codes "$TMP/sw" "during the switchover"
-
-probe_codes "$TMP/fo" &
-probe=$!
-note "pg-ha failover"
-"$HA" failover "$HA_DIR" || fail "pg-ha failover"
-third=$(ha_leader) || fail "no leader after the failover"
-[ "$third" != "$second" ] || fail "the failover left $second the primary"
-reach_within 30 "$third" "after the failover"
-touch "$TMP/fo.stop"
-wait "$probe"
-check_codes "$TMP/fo" "during the failover"
+# move KIND FROM: pg-ha KIND (switchover or failover) while the probe writes; the new primary,
+# which must not be FROM and must take writes within 30 s, goes into $moved_to.
+move() {
+	local kind=$1 from=$2 probe
+	probe_codes "$TMP/$kind" &
+	probe=$!
+	note "pg-ha $kind"
+	"$HA" "$kind" "$HA_DIR" || fail "pg-ha $kind"
+	moved_to=$(ha_leader) || fail "no leader after the $kind"
+	[ "$moved_to" != "$from" ] || fail "the $kind left $from the primary"
+	reach_within 30 "$moved_to" "after the $kind"
+	touch "$TMP/$kind.stop"
+	wait "$probe"
+	check_codes "$TMP/$kind" "during the $kind"
+}
+move switchover "$first"
+second=$moved_to
+move failover "$second"
+third=$moved_to
 # Synchronous mode: every write pgcoord saw committed is on the new primary.
 got=$(hq "SELECT count(*) FROM ha_where")
 [ "$got" -ge "$writes" ] || fail "the new primary has $got of the $writes committed writes"

@@ -49,3 +49,23 @@ HA_T0=$(now_s)
 # note TEXT: TEXT on stdout after the seconds since the test started, so that a slow step shows.
 note() { printf '[%6.1f s] %s\n' "$(python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$HA_T0" "$(date +%s.%N)")" "$*"; }
 secs_since() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$(now_s)"; }
+# ha_jobs N: pgcoord init, then N jobs in queue q, a results table and $TMP/job.sh, a command
+# that records each execution (job, attempt, node, time) on whichever node is the primary
+# through its own psql, so that duplicates show.
+ha_jobs() {
+	run 0 "$PG" -d "$HA_DSN" init
+	hq "CREATE TABLE results (id bigserial PRIMARY KEY, job bigint NOT NULL, attempt int NOT NULL,
+	                          port int NOT NULL DEFAULT inet_server_port(),
+	                          at timestamptz NOT NULL DEFAULT clock_timestamp())" >/dev/null ||
+		fail "create results"
+	seq 1 "$1" | sed 's/.*/{"n":&}/' >"$TMP/jobs"
+	run 0 "$PG" -d "$HA_DSN" queue enqueue q --file "$TMP/jobs"
+	[ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = "$1" ] || fail "not $1 jobs enqueued"
+	cat >"$TMP/job.sh" <<'SH'
+#!/bin/sh
+cat >/dev/null
+exec psql -X -q -v ON_ERROR_STOP=1 "$HA_DSN" \
+	-c "INSERT INTO results (job, attempt) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT)" >/dev/null
+SH
+	chmod +x "$TMP/job.sh"
+}

@@ -9,24 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 JOBS=2000
 ha_start --nodes 2 --sync
-run 0 "$PG" -d "$HA_DSN" init
-hq "CREATE TABLE results (id bigserial PRIMARY KEY, job bigint NOT NULL, attempt int NOT NULL,
-                          port int NOT NULL DEFAULT inet_server_port(),
-                          at timestamptz NOT NULL DEFAULT clock_timestamp())" >/dev/null ||
-	fail "create results"
-seq 1 "$JOBS" | sed 's/.*/{"n":&}/' >"$TMP/jobs"
-run 0 "$PG" -d "$HA_DSN" queue enqueue q --file "$TMP/jobs"
-[ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = "$JOBS" ] || fail "not $JOBS jobs enqueued"
-
-# Each execution records itself on whichever node is the primary (a psql of its own, which is
-# enough for the drain to span both faults on this machine).
-cat >"$TMP/job.sh" <<'SH'
-#!/bin/sh
-cat >/dev/null
-exec psql -X -q -v ON_ERROR_STOP=1 "$HA_DSN" \
-	-c "INSERT INTO results (job, attempt) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT)" >/dev/null
-SH
-chmod +x "$TMP/job.sh"
+ha_jobs "$JOBS"
 wpids=()
 ha_on_exit() {
 	local p

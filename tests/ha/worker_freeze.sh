@@ -6,20 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 JOBS=400
 ha_start --nodes 2 --sync
-run 0 "$PG" -d "$HA_DSN" init
-hq "CREATE TABLE results (id bigserial PRIMARY KEY, job bigint NOT NULL, attempt int NOT NULL,
-                          port int NOT NULL DEFAULT inet_server_port(),
-                          at timestamptz NOT NULL DEFAULT clock_timestamp())" >/dev/null ||
-	fail "create results"
-seq 1 "$JOBS" | sed 's/.*/{"n":&}/' >"$TMP/jobs"
-run 0 "$PG" -d "$HA_DSN" queue enqueue q --file "$TMP/jobs"
-cat >"$TMP/job.sh" <<'SH'
-#!/bin/sh
-cat >/dev/null
-exec psql -X -q -v ON_ERROR_STOP=1 "$HA_DSN" \
-	-c "INSERT INTO results (job, attempt) VALUES ($PGCOORD_JOB_ID, $PGCOORD_JOB_ATTEMPT)" >/dev/null
-SH
-chmod +x "$TMP/job.sh"
+ha_jobs "$JOBS"
 # Each line of the workers' stderr with the epoch time it came.
 stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done; }
 wpids=()
