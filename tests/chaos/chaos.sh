@@ -323,9 +323,10 @@ J
 	while [ "$(date +%s)" -lt "$end" ]; do
 		sleep "0.$(( 3 + $(rand 6) ))"
 		if [ "$(rand 3)" -eq 0 ]; then
-			# SIGKILL a pgcoord that is running a command: its command must not outlive it.
+			# SIGKILL a pgcoord that is running a command: its command must not outlive it. Only
+			# ours: others on the machine may run the same command line.
 			local victim
-			victim=$(pgrep -f "pgcoord run -w 30s --fence" | shuf -n 1)
+			victim=$(pgrep -f "pgcoord run -w 30s --fence .*-- $job\$" | shuf -n 1)
 			[ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null && kills=$((kills + 1))
 			continue
 		fi
