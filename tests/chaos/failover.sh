@@ -93,19 +93,20 @@ hq "CREATE TABLE results (id bigserial PRIMARY KEY, job bigint NOT NULL, attempt
     CREATE TABLE lock_writes (seq bigserial PRIMARY KEY, token bigint NOT NULL,
                               at timestamptz NOT NULL DEFAULT clock_timestamp());
     CREATE TABLE told (k bigint PRIMARY KEY, batch bigint NOT NULL, size int NOT NULL,
-                       what text NOT NULL, rc int NOT NULL)" ||
+                       what text NOT NULL, rc int NOT NULL, at_ms bigint NOT NULL)" ||
 	{ echo "chaos failover: cannot create the tables" >&2; exit 1; }
 rows=()
 violations=0
 row() { rows+=("$(printf '%-15s %s' "$1" "$2")"); }
 
 # --- the load ----------------------------------------------------------------------------
-# The producer's log: "ack FROM TO", or "fail FROM TO STATUS WHAT MESSAGE" where WHAT is
-# unknown ("may or may not have been enqueued"), none ("nothing was enqueued") or unsaid.
+# The producer's log: "ack FROM TO MS", or "fail FROM TO STATUS WHAT MS MESSAGE" where WHAT is
+# unknown ("may or may not have been enqueued"), none ("nothing was enqueued") or unsaid, and
+# MS the time of the answer.
 seq 1 "$BACKLOG" | sed 's/.*/{"k":&}/' >"$work/backlog"
 "$PG" -q queue enqueue fq --max-attempts 100 --file "$work/backlog" ||
 	{ echo "chaos failover: the backlog was not enqueued" >&2; exit 1; }
-echo "ack 1 $BACKLOG" >"$work/producer.log"
+echo "ack 1 $BACKLOG $(now_ms)" >"$work/producer.log"
 producer() {
 	local n=$BACKLOG it=0 from out rc what
 	while [ ! -e "$work/stop-producer" ]; do
@@ -120,14 +121,14 @@ producer() {
 		fi
 		rc=$?
 		if [ $rc -eq 0 ]; then
-			echo "ack $from $n"
+			echo "ack $from $n $(now_ms)"
 		else
 			case $out in
 			*"may or may not have been enqueued"*) what=unknown ;;
 			*"nothing was enqueued"*) what=none ;;
 			*) what=unsaid ;;
 			esac
-			echo "fail $from $n $rc $what $(echo "$out" | tr '\n' ' ')"
+			echo "fail $from $n $rc $what $(now_ms) $(echo "$out" | tr '\n' ' ')"
 		fi
 		sleep 0.2
 	done
@@ -203,7 +204,7 @@ J
 contender() {
 	local rc
 	while [ ! -e "$work/stop-locks" ]; do
-		"$PG" run -w 30s --fence --check-interval "${LOCK_CHECK_MS}ms" \
+		"$PG" run --fence -w 30s --check-interval "${LOCK_CHECK_MS}ms" \
 			--heartbeat-timeout "${LOCK_HEARTBEAT_MS}ms" --kill-after 1s chaos-lock \
 			-- "$work/lockjob.sh" 2>>"$work/run.$1.log"
 		rc=$?
@@ -309,12 +310,12 @@ left_running=$(pgrep -f "$scripts" | wc -l)
 [ "$left_running" -eq 0 ] && [ "$bad_worker_exits" -eq 0 ] || pgrep -a -f "$scripts" >&2
 
 # --- the queue's promises ------------------------------------------------------------------
-awk '{ for (k = $2; k <= $3; k++) printf "%d\t%d\t%d\t%s\t%d\n", k, $2, $3 - $2 + 1,
-	($1 == "ack" ? "ack" : $5), ($1 == "ack" ? 0 : $4) }' "$work/producer.log" >"$work/told.tsv"
+awk '{ for (k = $2; k <= $3; k++) printf "%d\t%d\t%d\t%s\t%d\t%s\n", k, $2, $3 - $2 + 1,
+	($1 == "ack" ? "ack" : $5), ($1 == "ack" ? 0 : $4), ($1 == "ack" ? $4 : $6) }' "$work/producer.log" >"$work/told.tsv"
 psql -X -q -v ON_ERROR_STOP=1 "$DSN" -c "\\copy told FROM '$work/told.tsv'" ||
 	{ echo "chaos failover: cannot load what the producer was told" >&2; violations=$((violations + 1)); }
 hq "CREATE VIEW fate AS
-    SELECT t.k, t.batch, t.size, t.what, t.rc, coalesce(h.n, 0) AS hist, coalesce(h.ok, 0) AS ok,
+    SELECT t.k, t.batch, t.size, t.what, t.rc, t.at_ms, coalesce(h.n, 0) AS hist, coalesce(h.ok, 0) AS ok,
            coalesce(j.n, 0) AS live
       FROM told t
       LEFT JOIN (SELECT (payload->>'k')::bigint AS k, count(*) AS n,
@@ -349,15 +350,18 @@ v=$((bad_rc + doubled + not_ok + half + unreported + phantom + left))
 [ "$mode" = sync ] && v=$((v + lost + mismatch))
 [ "$finished" -gt 0 ] || { v=$((v + 1)); echo "chaos failover: no job finished at all" >&2; }
 if [ "$v" -gt 0 ] || [ "$lost" -gt 0 ]; then
-	echo "--- what the producer was told, for the jobs that broke a promise or were lost:" >&2
-	hq "SELECT k, batch, size, what, rc, hist, ok, live FROM fate
+	kills=$(awk '$1 == "failover" { printf "%s%s", sep, $3; sep = "," }' "$work/faults")
+	echo "--- the jobs that broke a promise or were lost (key|batch|size|told|status|ms before the next crash|in history|succeeded|live):" >&2
+	hq "SELECT k, batch, size, what, rc,
+               coalesce(((SELECT min(x) FROM unnest('{${kills}}'::bigint[]) x WHERE x >= at_ms) - at_ms)::text, 'none'),
+               hist, ok, live FROM fate
          WHERE (what = 'ack' AND hist + live <> 1) OR hist + live > 1 OR (hist = 1 AND ok = 0)
             OR (what IN ('none', 'unsaid') AND hist + live > 0) ORDER BY k LIMIT 20" >&2
-	grep '^fail' "$work/producer.log" | head -n 20 >&2
+	[ "$v" -eq 0 ] || grep '^fail' "$work/producer.log" | cut -c 1-240 | head -n 10 >&2
 	[ "$left" -eq 0 ] || hq "SELECT id, status, attempts, payload FROM pgcoord.jobs LIMIT 10" >&2
 fi
 echo "  enqueue failures (count, status, what the producer was told):"
-awk '$1 == "fail" { rc = $4; what = $5; $1 = $2 = $3 = $4 = $5 = ""; gsub(/[0-9]+/, "N"); sub(/^ +/, "")
+awk '$1 == "fail" { rc = $4; what = $5; $1 = $2 = $3 = $4 = $5 = $6 = ""; gsub(/[0-9]+/, "N"); sub(/^ +/, "")
                    print rc, what, substr($0, 1, 150) }' "$work/producer.log" | sort | uniq -c | sort -rn |
 	head -n 8 | sed 's/^/   /'
 violations=$((violations + v))
