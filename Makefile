@@ -44,7 +44,9 @@ clean:
 
 chaos:
 	@scripts/deps && ([ -f build/build.ninja ] || meson setup build) && ninja -C build >/dev/null
-	@tests/chaos/chaos.sh long
+	@if command -v patroni >/dev/null && command -v etcd >/dev/null; then \
+		tests/chaos/chaos.sh long queue locks elect failover-sync failover-async; \
+	else tests/chaos/chaos.sh long; fi
 
 # pgcoord's queue beside graphile-worker and pg-boss (needs Node.js 20+ and npm).
 .PHONY: bench-peers

@@ -11,6 +11,7 @@
 # then checks its promises and prints one summary row; the run ends with a summary table and
 # exits non-zero on any violation. The server is its own (scripts/pg-tmp), so that restarting
 # it cannot disturb anything else.
+# Not run by default: failover-sync, failover-async (tests/chaos/failover.sh, on a Patroni cluster of its own).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 PG=${PGCOORD_BIN:-$top/build/pgcoord}
@@ -25,6 +26,12 @@ long) ELECT_SECS=180 LOCK_SECS=180 QUEUE_JOBS=1000000 QUEUE_FAULT_SECS=300 ;;
 *) echo "chaos: unknown profile $profile (short or long)" >&2; exit 64 ;;
 esac
 
+# The failover parts bring a cluster of their own: no server is started for them alone.
+need_server=0
+for part in "${parts[@]}"; do
+	case "$part" in failover-*) ;; *) need_server=1 ;; esac
+done
+
 work=$(mktemp -d /tmp/pgcoord-chaos.XXXXXX)
 chmod 711 "$work" # the server runs as another user when we are root
 pids_to_kill=()
@@ -38,10 +45,12 @@ trap 'exit 130' INT TERM
 
 PGBIN=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -n 1)")
 [ -x "$PGBIN/pg_ctl" ] || PGBIN=$(dirname "$(command -v pg_ctl)")
-DSN=$("$top/scripts/pg-tmp" start "$work/pg") || { echo "chaos: cannot start a server" >&2; exit 1; }
-export PGCOORD_DSN="$DSN"
+if [ "$need_server" = 1 ]; then
+	DSN=$("$top/scripts/pg-tmp" start "$work/pg") || { echo "chaos: cannot start a server" >&2; exit 1; }
+	export PGCOORD_DSN="$DSN"
+	"$PG" -q init || { echo "chaos: init failed" >&2; exit 1; }
+fi
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$DSN" -c "$1"; }
-"$PG" -q init || { echo "chaos: init failed" >&2; exit 1; }
 
 rows=()
 violations=0
@@ -314,9 +323,10 @@ J
 	while [ "$(date +%s)" -lt "$end" ]; do
 		sleep "0.$(( 3 + $(rand 6) ))"
 		if [ "$(rand 3)" -eq 0 ]; then
-			# SIGKILL a pgcoord that is running a command: its command must not outlive it.
+			# SIGKILL a pgcoord that is running a command: its command must not outlive it. Only
+			# ours: others on the machine may run the same command line.
 			local victim
-			victim=$(pgrep -f "pgcoord run -w 30s --fence" | shuf -n 1)
+			victim=$(pgrep -f "pgcoord run -w 30s --fence .*-- $job\$" | shuf -n 1)
 			[ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null && kills=$((kills + 1))
 			continue
 		fi
@@ -362,8 +372,23 @@ J
 	row locks "faults: terminate=$terms sigkill=$kills; commands=$runs max-loss-detection=${detect_max}ms late=$late missed=$missed stale-writes-committed=$backwards overlaps-while-fenced=$overlap held-at-end=$held violations=$v"
 }
 
+# --- failover-sync, failover-async ------------------------------------------------------------
+# tests/chaos/failover.sh runs the part on a cluster of its own; its summary rows join ours.
+chaos_failover() {
+	local out="$work/failover-$1.out" st line
+	PGCOORD_BIN="$PG" "$top/tests/chaos/failover.sh" "$profile" "$1" 2>&1 | tee "$out"
+	st=${PIPESTATUS[0]}
+	[ "$st" -eq 77 ] && { row "failover-$1" "skipped: $(tail -n 1 "$out")"; return; }
+	while IFS= read -r line; do rows+=("${line#  }"); done < <(sed -n '/^chaos failover (/,/^violations:/p' "$out" | grep '^  ')
+	line=$(sed -n 's/^violations: //p' "$out")
+	[ "$st" -eq 0 ] || [ "${line:-0}" -gt 0 ] || line=1
+	violations=$((violations + ${line:-0}))
+}
+
 for part in "${parts[@]}"; do
 	case "$part" in
+	failover-sync) chaos_failover sync ;;
+	failover-async) chaos_failover async ;;
 	queue) chaos_queue ;;
 	locks) chaos_locks ;;
 	elect) chaos_elect ;;
