@@ -2,7 +2,9 @@
 # target_session_attrs=read-write: info and a write reach the primary; after a switchover and
 # after a crash of the primary, they reach the new one within a bounded time, and meanwhile
 # fail only as "try again later" (69); no committed write is lost (synchronous mode); the
-# crashed node rejoins as a standby.
+# crashed node rejoins as a standby. A leader elected before both moves, with a TTL longer than
+# either takes, keeps leading through them: one term, one fencing token, its fenced writes
+# going on on each new primary (its lease is in the WAL the standby had).
 . "$(dirname "$0")/lib.sh"
 ha_start --nodes 2 --sync
 run 0 "$PG" -d "$HA_DSN" init
@@ -46,6 +48,26 @@ check_codes() {
 first=$(ha_leader) || fail "no leader"
 reach_within 10 "$first" "at start"
 
+hq "CREATE TABLE led (n bigserial PRIMARY KEY, token bigint NOT NULL, port int NOT NULL DEFAULT inet_server_port())" >/dev/null ||
+	fail "create led"
+cat >"$TMP/leader.sh" <<'SH'
+#!/bin/sh
+echo "lead $PGCOORD_FENCE_TOKEN" >>"$TMP/terms"
+while :; do
+	timeout 10 psql -X -q "$HA_DSN" -c "BEGIN; SELECT pgcoord.fence_check('ha-leader', $PGCOORD_FENCE_TOKEN);
+		INSERT INTO led (token) VALUES ($PGCOORD_FENCE_TOKEN); COMMIT" >/dev/null 2>&1
+	sleep 0.2
+done
+SH
+chmod +x "$TMP/leader.sh"
+TMP=$TMP "$PG" -d "$HA_DSN" elect --ttl 30s ha-leader -- "$TMP/leader.sh" 2>"$TMP/elect.err" &
+epid=$!
+ha_on_exit() { kill -TERM "$epid" 2>/dev/null; }
+# led_on HOST:PORT [N]: the primary has writes the leader made on that node (after row N).
+led_on() { [ "$(hq "SELECT count(*) FROM led WHERE port = ${1#*:} AND n > ${2:-0}" 2>/dev/null)" -gt 0 ] 2>/dev/null; }
+end=$((SECONDS + 30))
+until led_on "$first"; do [ $SECONDS -lt $end ] || { cat "$TMP/elect.err"; fail "no fenced write by the leader within 30 s"; }; sleep 0.2; done
+
 # move KIND FROM: pg-ha KIND (switchover or failover) while the probe writes; the new primary,
 # which must not be FROM and must take writes within 30 s, goes into $moved_to.
 move() {
@@ -63,11 +85,32 @@ move() {
 }
 move switchover "$first"
 second=$moved_to
+led_before_second=$(hq "SELECT coalesce(max(n), 0) FROM led")
 move failover "$second"
 third=$moved_to
+led_before_third=$(hq "SELECT coalesce(max(n), 0) FROM led")
 # Synchronous mode: every write pgcoord saw committed is on the new primary.
 got=$(hq "SELECT count(*) FROM ha_where")
 [ "$got" -ge "$writes" ] || fail "the new primary has $got of the $writes committed writes"
+# The leader, still the one: its writes reach each new primary, with its one token.
+for node_since in "$second $led_before_second" "$third $led_before_third"; do
+	read -r node since <<<"$node_since"
+	end=$((SECONDS + 30))
+	until led_on "$node" "$since"; do
+		kill -0 "$epid" 2>/dev/null || { cat "$TMP/elect.err"; fail "elect exited"; }
+		[ $SECONDS -lt $end ] || { cat "$TMP/elect.err"; fail "the leader wrote nothing on $node within 30 s"; }
+		sleep 0.2
+	done
+done
+kill -0 "$epid" 2>/dev/null || { cat "$TMP/elect.err"; fail "elect exited"; }
+[ "$(wc -l <"$TMP/terms")" = 1 ] || { cat "$TMP/terms" "$TMP/elect.err"; fail "the leader's command was started again: leadership was lost"; }
+[ "$(hq "SELECT count(DISTINCT token) FROM led")" = 1 ] || fail "the leader's writes carry more than one token"
+note "the leader kept leading through both moves with token $(cut -d' ' -f2 "$TMP/terms"): $(hq "SELECT string_agg(port || ' x ' || c, ', ') FROM (SELECT port, count(*) c FROM led GROUP BY port) x") writes"
+kill -TERM "$epid"
+for _ in $(seq 1 100); do kill -0 "$epid" 2>/dev/null || break; sleep 0.1; done
+wait "$epid"
+est=$?
+[ "$est" = 143 ] || { cat "$TMP/elect.err"; fail "elect exited $est after SIGTERM, expected 143 (its command's)"; }
 tl=$(nq "$third" "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
 [ "$tl" -ge 3 ] || fail "timeline $tl after a switchover and a failover, expected 3 or more"
 
