@@ -9,10 +9,10 @@ own_schema qlost
 lost_during() {
 	local mark="qlost-$$-$RANDOM"
 	PGAPPNAME=$mark-locker psql -X -q "$PGCOORD_TEST_DSN" >/dev/null 2>&1 <<SQL &
-BEGIN; LOCK TABLE $S.jobs IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(20); COMMIT;
+BEGIN; LOCK TABLE $S.jobs IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT;
 SQL
 	local locker=$!
-	local end=$((SECONDS + 20))
+	local end=$((SECONDS + 45))
 	until [ "$(psql_q "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
 	             JOIN pg_namespace n ON n.oid = c.relnamespace
 	            WHERE n.nspname = '$S' AND c.relname = 'jobs' AND l.mode = 'AccessExclusiveLock' AND l.granted")" = 1 ]; do
@@ -21,7 +21,7 @@ SQL
 	done
 	PGAPPNAME=$mark "$PG" queue enqueue --schema "$S" "$@" >"$TMP/out" 2>"$TMP/err" &
 	local enq=$!
-	end=$((SECONDS + 20))
+	end=$((SECONDS + 45))
 	until [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$mark' AND wait_event_type = 'Lock'")" = 1 ]; do
 		[ $SECONDS -lt $end ] || fail "the enqueue did not wait for the lock"
 		sleep 0.1
