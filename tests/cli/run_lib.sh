@@ -13,10 +13,11 @@ print(sum(1 for s in d["sessions"] if want == "all" or s["granted"] == (want == 
 }
 # wait_sessions NAME KIND COUNT: waits (at most 60 s) until exactly COUNT sessions match.
 wait_sessions() {
-	local i n
-	for i in $(seq 1 1200); do
+	local n end=$((SECONDS + 60))
+	while :; do
 		n=$(sessions "$1" "$2")
-		[ "$n" -eq "$3" ] && return 0
+		[ "$n" -eq "$3" ] 2>/dev/null && return 0
+		[ $SECONDS -lt $end ] || break
 		sleep 0.05
 	done
 	fail "lock $1: $n $2 sessions after 60 s, expected $3"

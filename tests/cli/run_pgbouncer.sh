@@ -85,7 +85,8 @@ run 0 "$PG" -d "$PGCOORD_TEST_DSN" run -n "$name" --schema "$S" -- true
 #    removes dead rows and CREATE INDEX CONCURRENTLY completes while it is held.
 psql_q "CREATE TABLE $S.t (id int PRIMARY KEY, v text)" >/dev/null
 psql_q "INSERT INTO $S.t SELECT g, 'x' FROM generate_series(1, 1000) g" >/dev/null
-"$PG" -d "$tx" run "$name" --schema "$S" -- sleep 30 >"$TMP/h.out" 2>"$TMP/h.err" &
+# The command's duration carries the test's pid, so that its clean-up kills no one else's.
+"$PG" -d "$tx" run "$name" --schema "$S" -- sleep "30.$$" >"$TMP/h.out" 2>"$TMP/h.err" &
 h=$!
 end=$((SECONDS + 15))
 until [ "$(holders "$name")" = 1 ]; do
@@ -124,7 +125,7 @@ PY
 # 4. SIGKILL of pgcoord: the pooler ends the transaction with the client, and the lock is free.
 kill -KILL "$h"
 wait "$h" 2>/dev/null
-pkill -KILL -f "sleep 30" 2>/dev/null
+pkill -KILL -x -f "sleep 30\.$$" 2>/dev/null
 end=$((SECONDS + 10))
 until [ "$(holders "$name")" = 0 ]; do
 	[ $SECONDS -lt $end ] || fail "the lock stayed held after pgcoord was SIGKILLed"
