@@ -586,24 +586,30 @@ static int check_name(const char *name, pgc_error *err)
 	size_t len = strlen(name);
 	if (len > PGC_CRON_TZ_MAX)
 		return pgc__err(err, PGC_EUSAGE, "time zone name is longer than %d bytes", PGC_CRON_TZ_MAX);
+	/* The name as messages show it: printable ASCII, the rest as '?'. */
+	char shown[104];
+	size_t n = 0;
+	for (; n < len && n < 100; n++)
+		shown[n] = name[n] >= 0x20 && name[n] < 0x7f ? name[n] : '?';
+	shown[n] = '\0';
 	if (name[0] == '/')
 		return pgc__err(err, PGC_EUSAGE,
-		                "time zone \"%.100s\": give a zone name such as Europe/Berlin, not a path", name);
+		                "time zone \"%s\": give a zone name such as Europe/Berlin, not a path", shown);
 	for (const char *p = name; *p; p++) {
 		char ch = *p;
 		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
 		      ch == '/' || ch == '_' || ch == '+' || ch == '-' || ch == '.'))
 			return pgc__err(err, PGC_EUSAGE,
-			                "time zone \"%.100s\": a zone name has only letters, digits and / _ + - . "
-			                "(such as Europe/Berlin)", name);
+			                "time zone \"%s\": a zone name has only letters, digits and / _ + - . "
+			                "(such as Europe/Berlin)", shown);
 	}
 	for (const char *p = name;;) {
 		const char *e = strchr(p, '/');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.'))
 			return pgc__err(err, PGC_EUSAGE,
-			                "time zone \"%.100s\": empty, \".\" and \"..\" parts are not allowed in a zone name",
-			                name);
+			                "time zone \"%s\": empty, \".\" and \"..\" parts are not allowed in a zone name",
+			                shown);
 		if (e == NULL)
 			break;
 		p = e + 1;

@@ -518,6 +518,7 @@ static void cron__zones(void)
 		{ "./UTC", "\".\"" },
 		{ "Europe/Berlin;rm", "a zone name has only letters, digits and / _ + - ." },
 		{ "Europe Berlin", "only letters" },
+		{ "Europe/\xc3\xa9\n", "time zone \"Europe/???\": a zone name has only letters" },
 		{ "Europe", "is a directory of zones" },
 		{ "zone.tab", "is not a usable zone file: not TZif data" },
 		{ "CET-1CEST,M3.5.0,M10.5.0/3", "only letters" },
