@@ -49,7 +49,7 @@ typedef struct pgc_cron pgc_cron;
 #define PGC_CRON_TZ_MAX 255
 
 /* The size of a buffer that holds any time pgc_cron_format_local() writes, terminator
- * included ("-0001-01-01T00:00:00+00:00:00" is 29 bytes). */
+ * included (the longest, "10000-01-01T14:59:59+15:00:00", is 29 bytes). */
 #define PGC_CRON_TIME_MAX 40
 
 /* How far pgc_cron_next() looks: the Gregorian calendar repeats every 400 years (146097
@@ -79,9 +79,10 @@ PGC_EXTERN void pgc_cron_free(pgc_cron *c);
 
 /* The first fire time strictly after after_unix_s, into *next_unix_s. Pure: the result
  * depends only on the schedule and the argument (and the zone's rules). Bounded: it looks at
- * most PGC_CRON_HORIZON_DAYS (400 years) ahead, and not past PGC_CRON_TIME_LAST, in steps of
- * whole months, days, hours, minutes or seconds that cannot match (a few microseconds for
- * common schedules; about a millisecond for the rarest, such as Feb 29 on a Monday).
+ * most PGC_CRON_HORIZON_DAYS (400 years) ahead, and not past PGC_CRON_TIME_LAST, skipping
+ * whole months, days, hours and minutes that cannot match: a few steps per day searched,
+ * so that even a schedule as rare as "Feb 29 that is a Sunday" (40 years apart across 2100)
+ * is found, and one that never fires is reported, without an unbounded loop.
  * Errors: PGC_EUSAGE (NULL arguments, after_unix_s before PGC_CRON_TIME_MIN or after
  * PGC_CRON_TIME_LAST), PGC_ENOTFOUND (no fire time within that span: the year 10000 is
  * reached, or the zone's DST rules skip every time the schedule has, as "30 2 25-31 3 *\/7"
