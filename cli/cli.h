@@ -146,5 +146,6 @@ int cmd_terminate(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
+int cmd_cron(int argc, char **argv);
 
 #endif

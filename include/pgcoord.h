@@ -10,6 +10,7 @@
 #include "pgcoord/error.h"
 #include "pgcoord/conn.h"
 #include "pgcoord/duration.h"
+#include "pgcoord/cron.h"
 #include "pgcoord/schema.h"
 #include "pgcoord/lockmode.h"
 #include "pgcoord/lab.h"

@@ -85,6 +85,15 @@ for v in "${values[@]}"; do
 	check "queue enqueue q --max-deferrals <value>" queue enqueue q --max-deferrals "$v"
 done
 check "worker --once <stray>" worker --once --queue q stray
+# cron next: the schedule and each option, with every shape of value (no database either way).
+for v in "${values[@]}"; do
+	check "cron next <value>" cron next "$v"
+	check "cron next <value> --tz UTC" cron next "$v" --tz UTC
+	check "cron next --tz=<value>" cron next '*/5 * * * *' "--tz=$v"
+	check "cron next --from=<value>" cron next '*/5 * * * *' "--from=$v"
+	check "cron next -n <value>" cron next '*/5 * * * *' -n "$v"
+	check "cron <value> as subcommand" cron "$v" '* * * * *'
+done
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

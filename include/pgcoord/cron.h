@@ -1,0 +1,153 @@
+/* pgcoord/cron.h - cron expressions, their next fire times, and time zones
+ *
+ * A schedule is a cron expression and an IANA time zone. The expression language is Vixie
+ * cron's (cronie's), with an optional leading seconds field:
+ *
+ *   [second] minute hour day-of-month month day-of-week
+ *
+ * Each field is a list ("1,15") of values, ranges ("1-5"), steps ("*\/15", "1-30/3", and
+ * "5/10", which means 5 to the field's maximum by 10), or "*". Months take JAN..DEC and days
+ * of the week SUN..SAT, in any case; day-of-week 0 and 7 are both Sunday. The macros
+ * @yearly (@annually), @monthly, @weekly, @daily (@midnight) and @hourly stand for
+ * "0 0 1 1 *", "0 0 1 * *", "0 0 * * 0", "0 0 * * *" and "0 * * * *". @reboot is refused: a
+ * fleet has no single boot to follow. When both day-of-month and day-of-week are restricted
+ * (neither starts with "*"), a day matches when EITHER does; otherwise both must match.
+ * An expression that can never fire ("0 0 30 2 *") is refused.
+ *
+ * Times are UTC instants in whole seconds since the Unix epoch (int64_t). Fire times are
+ * computed in the schedule's zone, whose rules come from the host's tzdata (the TZif files
+ * under /usr/share/zoneinfo, or $TZDIR): hosts that share schedules should have the same
+ * tzdata version. A zone is read once per process and cached, and read again when its file
+ * changes. Nothing here uses the process's TZ or localtime(): every function is thread-safe.
+ *
+ * Daylight saving time, as cronie does it:
+ * - A fixed-time schedule (its minute and hour fields both do not start with "*", e.g.
+ *   "30 2 * * *") fires once per matching local day. A time that a spring-forward skips fires
+ *   at the first instant after the gap (02:30 in a 02:00-03:00 gap fires at 03:00); a time
+ *   that a fall-back repeats fires at its first occurrence only.
+ * - Any other schedule ("*\/15 * * * *", "0 * * * *", "*\/10 2 * * *") fires at every real
+ *   occurrence of its times: twice in a repeated hour, not at all for skipped wall times.
+ * The seconds field does not change which kind a schedule is. */
+#ifndef PGCOORD_CRON_H
+#define PGCOORD_CRON_H
+
+#include <stdbool.h>
+
+#include "common.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A parsed schedule: an expression and its zone. Immutable once parsed, so one schedule may
+ * be used by any number of threads at once. */
+typedef struct pgc_cron pgc_cron;
+
+/* Longest expression and zone name accepted, in bytes. */
+#define PGC_CRON_EXPR_MAX 1024
+#define PGC_CRON_TZ_MAX 255
+
+/* The size of a buffer that holds any time pgc_cron_format_local() writes, terminator
+ * included (the longest, "10000-01-01T14:59:59+15:00:00", is 29 bytes). */
+#define PGC_CRON_TIME_MAX 40
+
+/* How far pgc_cron_next() looks: the Gregorian calendar repeats every 400 years (146097
+ * days), so a day pattern that ever matches matches within that span. Fire times are
+ * computed up to the end of the year 9999 (UTC). */
+#define PGC_CRON_HORIZON_DAYS 146097
+#define PGC_CRON_TIME_MIN INT64_C(-62135596800) /* 0001-01-01T00:00:00Z */
+#define PGC_CRON_TIME_LAST INT64_C(253402300799) /* 9999-12-31T23:59:59Z */
+
+/* Parses expr in the time zone tz (an IANA name such as "Europe/Berlin"; NULL or "" is UTC)
+ * into *out, which the caller frees with pgc_cron_free(). Leading and trailing blanks are
+ * ignored; fields are separated by spaces or tabs.
+ *
+ * Errors, all PGC_EUSAGE with a message that names the field, quotes its text and says what is
+ * allowed ("hour field \"25\": out of range 0-23", "month field \"FOO\": unknown month name
+ * (JAN..DEC or 1-12)", "expected 5 fields (minute hour day-of-month month day-of-week) or 6
+ * (seconds first), got 4"), an expression that can never fire ("\"0 0 30 2 *\" can never
+ * fire: ..."), @reboot, an unknown macro; a zone name that is unsafe (absolute, with a ".."
+ * or empty component, characters outside A-Z a-z 0-9 / _ + - .), unknown ("unknown time zone
+ * \"Europe/Berln\" (no such file in /usr/share/zoneinfo)"), or not a TZif file, or with leap
+ * seconds (the right/ zones: instants here are POSIX seconds); PGC_ENOMEM. Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_parse(const char *expr, const char *tz, pgc_cron **out,
+                                            pgc_error *err);
+
+/* Frees a schedule. NULL is accepted and ignored. */
+PGC_EXTERN void pgc_cron_free(pgc_cron *c);
+
+/* The first fire time strictly after after_unix_s, into *next_unix_s. Pure: the result
+ * depends only on the schedule and the argument (and the zone's rules). Bounded: it looks at
+ * most PGC_CRON_HORIZON_DAYS (400 years) ahead, and not past PGC_CRON_TIME_LAST, skipping
+ * whole months, days, hours and minutes that cannot match: a few steps per day searched,
+ * so that even a schedule as rare as "Feb 29 that is a Sunday" (40 years apart across 2100)
+ * is found, and one that never fires is reported, without an unbounded loop.
+ * Errors: PGC_EUSAGE (NULL arguments, after_unix_s before PGC_CRON_TIME_MIN or after
+ * PGC_CRON_TIME_LAST), PGC_ENOTFOUND (no fire time within that span: the year 10000 is
+ * reached, or the zone's DST rules skip every time the schedule has, as "30 2 25-31 3 *\/7"
+ * in Europe/Berlin does). Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_next(const pgc_cron *c, int64_t after_unix_s,
+                                           int64_t *next_unix_s, pgc_error *err);
+
+/* The normalized expression: the same schedule in a canonical form that pgc_cron_parse()
+ * reads back to the same schedule: numbers instead of names, Sunday as 0, macros expanded,
+ * lists sorted with runs as ranges ("1-5", "5-55/10"), and fields that start with "*" kept
+ * as "*" or "*\/N" (which decides the day and DST rules). Six fields when the expression has
+ * a seconds field. Owned by c; valid until pgc_cron_free(c). NULL for a NULL c. */
+PGC_EXTERN const char *pgc_cron_normalized(const pgc_cron *c);
+
+/* Whether the expression has a seconds field (six fields). false for a NULL c. */
+PGC_EXTERN bool pgc_cron_has_seconds(const pgc_cron *c);
+
+/* The zone's name as given, "UTC" for NULL or "". Owned by c. NULL for a NULL c. */
+PGC_EXTERN const char *pgc_cron_tz(const pgc_cron *c);
+
+/* Longest zone abbreviation kept ("CEST", "+1030", "LMT"), terminator included. */
+#define PGC_CRON_ABBREV_MAX 16
+
+/* An instant as a wall clock in the schedule's zone shows it. */
+typedef struct pgc_cron_local {
+	int year;        /* 1..9999 */
+	int month;       /* 1..12 */
+	int day;         /* 1..31 */
+	int hour;        /* 0..23 */
+	int minute;      /* 0..59 */
+	int second;      /* 0..59 */
+	int weekday;     /* 0 (Sunday)..6 */
+	int32_t utoff_s; /* offset from UTC in seconds, east positive (Berlin summer: 7200) */
+	bool dst;        /* daylight saving time is in effect */
+	char abbrev[PGC_CRON_ABBREV_MAX]; /* the zone's abbreviation, "CEST" */
+} pgc_cron_local;
+
+/* Fills *out with unix_s as local time in c's zone.
+ * Errors: PGC_EUSAGE (NULL arguments, unix_s outside PGC_CRON_TIME_MIN..PGC_CRON_TIME_LAST).
+ * Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_local_time(const pgc_cron *c, int64_t unix_s,
+                                                 pgc_cron_local *out, pgc_error *err);
+
+/* Writes unix_s as ISO 8601 local time in c's zone with its offset,
+ * "2026-03-29T03:00:00+02:00" ("+00:00" for UTC; an offset with seconds, as local mean times
+ * before 1900 have, as "+00:53:28"). buf must hold PGC_CRON_TIME_MAX bytes.
+ * Errors: PGC_EUSAGE (NULL c or buf, size below PGC_CRON_TIME_MAX, unix_s out of range; buf
+ * is then "" when it can hold that). Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_format_local(const pgc_cron *c, int64_t unix_s, char *buf,
+                                                   size_t size, pgc_error *err);
+
+/* Parses a time as people give one to a schedule, into *out_unix_s:
+ * - ISO 8601 with an offset or Z: "2026-03-29T01:30:00Z", "2026-03-29 03:30+02:00",
+ *   "2026-03-29T03:30:00.250+0200" (fractions of a second are dropped);
+ * - a local time in c's zone, without an offset: "2026-03-29 02:30", "2026-03-29T02:30:15",
+ *   "2026-03-29" (midnight). A local time that a spring-forward skips means the first instant
+ *   after the gap (02:30 in Berlin's 02:00-03:00 gap is 03:00+02:00); one that a fall-back
+ *   repeats means its first occurrence (02:30 on 2026-10-25 in Berlin is 02:30+02:00), as
+ *   the fixed-time schedules' rule;
+ * - "@N": N seconds since the Unix epoch.
+ * Years 0001 to 9999. Errors: PGC_EUSAGE naming what is wrong. Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_parse_time(const pgc_cron *c, const char *text,
+                                                 int64_t *out_unix_s, pgc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
