@@ -108,12 +108,17 @@ def sh_words(words):
     return " ".join(words)
 
 
+def merged(own, common):
+    """A subcommand's own options, then the command's, each once."""
+    return own + [o for o in common if o not in own]
+
+
 def gen_bash(globals_, tool):
     opts_cases, subs_cases, cmd_cases = [], [], []
     for c in tool:
         opts_cases.append("\t%s) echo '%s' ;;" % (c["name"], sh_words(c["opts"])))
         for sub, own in c["subs"].items():
-            opts_cases.append("\t%s/%s) echo '%s' ;;" % (c["name"], sub, sh_words(own + c["opts"])))
+            opts_cases.append("\t%s/%s) echo '%s' ;;" % (c["name"], sub, sh_words(merged(own, c["opts"]))))
         if c["subs"]:
             subs_cases.append("\t%s) echo '%s' ;;" % (c["name"], sh_words(c["subs"])))
         if c["takes_command"]:
@@ -200,7 +205,7 @@ def gen_zsh(globals_, tool):
     for c in tool:
         opts_cases.append("\t(%s) reply=(%s) ;;" % (c["name"], sh_words(c["opts"])))
         for sub, own in c["subs"].items():
-            opts_cases.append("\t(%s/%s) reply=(%s) ;;" % (c["name"], sub, sh_words(own + c["opts"])))
+            opts_cases.append("\t(%s/%s) reply=(%s) ;;" % (c["name"], sub, sh_words(merged(own, c["opts"]))))
         if c["subs"]:
             subs_cases.append("\t(%s) reply=(%s) ;;" % (c["name"], sh_words(c["subs"])))
         if c["takes_command"]:
