@@ -2,8 +2,9 @@
 # target_session_attrs=read-write: info and a write reach the primary; after a switchover and
 # after a crash of the primary, they reach the new one within a bounded time, and meanwhile
 # fail only as "try again later" (69); no committed write is lost (synchronous mode); the
-# crashed node rejoins as a standby. A leader elected before both moves, with a TTL longer than
-# either takes, keeps leading through them: one term, one fencing token, its fenced writes
+# crashed node rejoins as a standby. A leader elected before both moves, whose lease outlasts
+# either (--ttl 30s renewed every 2 s: 18 s from its last renewal to --kill-after), keeps
+# leading through them: one term, one fencing token, its fenced writes
 # going on on each new primary (its lease is in the WAL the standby had).
 . "$(dirname "$0")/lib.sh"
 ha_start --nodes 2 --sync
@@ -60,7 +61,7 @@ while :; do
 done
 SH
 chmod +x "$TMP/leader.sh"
-TMP=$TMP "$PG" -d "$HA_DSN" elect --ttl 30s ha-leader -- "$TMP/leader.sh" 2>"$TMP/elect.err" &
+TMP=$TMP "$PG" -d "$HA_DSN" elect --ttl 30s --renew-every 2s ha-leader -- "$TMP/leader.sh" 2>"$TMP/elect.err" &
 epid=$!
 ha_on_exit() { kill -TERM "$epid" 2>/dev/null; }
 # led_on HOST:PORT [N]: the primary has writes the leader made on that node (after row N).
