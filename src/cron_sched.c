@@ -831,3 +831,132 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 	ctx_end(&c);
 	return rc;
 }
+
+/* ---- the "cron" member of a job's payload -------------------------------------------------- */
+
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+/* A JSON string at p (at its opening quote): its text into out (size bytes; NULL: skipped),
+ * the position after it, or NULL when it is not one or does not fit. */
+static const char *json_string(const char *p, char *out, size_t size)
+{
+	if (*p != '"')
+		return NULL;
+	size_t n = 0;
+	for (p++; *p != '"'; p++) {
+		char ch = *p;
+		if (ch == '\0')
+			return NULL;
+		if (ch == '\\') {
+			ch = *++p;
+			if (out != NULL && ch != '"' && ch != '\\' && ch != '/')
+				return NULL;
+			if (ch == '\0')
+				return NULL;
+		}
+		if (out != NULL) {
+			if (n + 1 >= size)
+				return NULL;
+			out[n++] = ch;
+		}
+	}
+	if (out != NULL)
+		out[n] = '\0';
+	return p + 1;
+}
+
+/* Skips one JSON value at p; NULL when it is malformed. Nesting is bounded by depth. */
+static const char *json_skip(const char *p, int depth)
+{
+	p = ws(p);
+	if (*p == '"')
+		return json_string(p, NULL, 0);
+	if (*p == '{' || *p == '[') {
+		if (depth > 64)
+			return NULL;
+		char close = *p == '{' ? '}' : ']';
+		p = ws(p + 1);
+		if (*p == close)
+			return p + 1;
+		for (;;) {
+			if (close == '}') {
+				if ((p = json_string(ws(p), NULL, 0)) == NULL || *(p = ws(p)) != ':')
+					return NULL;
+				p++;
+			}
+			if ((p = json_skip(p, depth + 1)) == NULL)
+				return NULL;
+			p = ws(p);
+			if (*p == close)
+				return p + 1;
+			if (*p != ',')
+				return NULL;
+			p++;
+		}
+	}
+	while (*p && strchr(",}] \t\r\n", *p) == NULL)
+		p++;
+	return p;
+}
+
+bool pgc_cron_payload_tick(const char *payload, char *schedule, char *tick, size_t size)
+{
+	if (schedule == NULL || tick == NULL || size == 0)
+		return false;
+	schedule[0] = tick[0] = '\0';
+	if (payload == NULL)
+		return false;
+	const char *p = ws(payload);
+	if (*p++ != '{')
+		return false;
+	char key[16];
+	for (p = ws(p); *p == '"';) {
+		const char *k = json_string(p, key, sizeof key);
+		bool cron = k != NULL && strcmp(key, "cron") == 0;
+		if (k == NULL && (k = json_string(p, NULL, 0)) == NULL)
+			return false;
+		if (*(p = ws(k)) != ':')
+			return false;
+		p = ws(p + 1);
+		if (cron && *p == '{') {
+			/* The last "cron" wins, as for jsonb: keep looking after this one. */
+			const char *q = ws(p + 1);
+			char s[PGC_CRON_NAME_MAX + 1] = "", t[PGC_CRON_TIME_MAX] = "";
+			while (*q == '"') {
+				const char *v = json_string(q, key, sizeof key);
+				bool is_s = v != NULL && strcmp(key, "schedule") == 0, is_t = v != NULL && strcmp(key, "tick") == 0;
+				if (v == NULL && (v = json_string(q, NULL, 0)) == NULL)
+					return false;
+				if (*(q = ws(v)) != ':')
+					return false;
+				q = ws(q + 1);
+				if ((is_s || is_t) && *q == '"')
+					v = json_string(q, is_s ? s : t, is_s ? sizeof s : sizeof t);
+				else
+					v = json_skip(q, 1);
+				if (v == NULL)
+					return false;
+				q = ws(v);
+				if (*q == ',')
+					q = ws(q + 1);
+			}
+			if (s[0] != '\0' && t[0] != '\0' && strlen(s) < size && strlen(t) < size) {
+				strcpy(schedule, s);
+				strcpy(tick, t);
+			} else {
+				schedule[0] = tick[0] = '\0';
+			}
+		}
+		if ((p = json_skip(p, 1)) == NULL)
+			return false;
+		p = ws(p);
+		if (*p == ',')
+			p = ws(p + 1);
+	}
+	return schedule[0] != '\0';
+}

@@ -318,6 +318,14 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_cron_fire_due(pgc_conn *conn, const char *schem
                                                const char *scheduler, int max,
                                                pgc_cron_fire_result *out, pgc_error *err);
 
+/* Reads the "cron" member that a scheduled job's payload carries (a JSON object with
+ * "cron": {"schedule": NAME, "tick": TIME}, as top-level member): NAME into schedule and TIME
+ * into tick (each of size bytes, at least PGC_CRON_NAME_MAX + 1; JSON escapes other than
+ * \" \\ \/ are refused). Returns true when both were found; false (both "") for any other
+ * payload, or when either does not fit. Pure; thread-safe. pgcoord worker uses it for
+ * PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK. */
+PGC_EXTERN bool pgc_cron_payload_tick(const char *payload, char *schedule, char *tick, size_t size);
+
 #ifdef __cplusplus
 }
 #endif
