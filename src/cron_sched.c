@@ -814,10 +814,13 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 	PQclear(r);
 	r = NULL;
 	if (rc == PGC_OK)
-		r = run(&c, "SELECT greatest(" MS("min(next_tick) - now()") ", 0) FROM @S@.cron_schedules WHERE NOT paused",
-		        0, NULL, &rc, err);
-	if (rc == PGC_OK && !PQgetisnull(r, 0, 0))
-		out->next_due_ms = get_i64(r, 0, 0);
+		r = run(&c, "SELECT " MS("min(next_tick) - now()") " FROM @S@.cron_schedules WHERE NOT paused", 0, NULL, &rc,
+		        err);
+	/* NULL when every schedule is paused (or there is none). */
+	if (rc == PGC_OK && !PQgetisnull(r, 0, 0)) {
+		int64_t ms = get_i64(r, 0, 0);
+		out->next_due_ms = ms > 0 ? ms : 0;
+	}
 	PQclear(r);
 	if (rc == PGC_OK)
 		rc = pgc__command(conn, "COMMIT", err);
