@@ -59,6 +59,15 @@ run 0 "$PG" cron run --once --schema "$S"
 run 0 "$PG" cron history c_skip --schema "$S"
 out_has missed
 for p in skip once all all5; do run 0 "$PG" cron remove "c_$p" --schema "$S"; done
+# Jitter: the job starts at its tick plus up to the jitter (scheduled for later, here).
+run 0 "$PG" cron add jit '* * * * * *' --jitter 1h --queue q_jit --schema "$S"
+q "UPDATE $S.cron_schedules SET next_tick = date_trunc('second', now())" >/dev/null
+run 0 "$PG" cron run --once --schema "$S"
+[ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_jit' AND status = 'scheduled'
+	AND run_at > (payload->'cron'->>'tick')::timestamptz
+	AND run_at <= (payload->'cron'->>'tick')::timestamptz + interval '1 hour'")" = 1 ] ||
+	fail "jitter: $(q "SELECT status, run_at, payload FROM $S.jobs WHERE queue = 'q_jit'")"
+run 0 "$PG" cron remove jit --schema "$S"
 
 # ---- a running scheduler sees changes within about a second ----
 "$PG" cron run --schema "$S" 2>"$TMP/sched" &
