@@ -265,7 +265,7 @@ typedef struct pgc_cron_info {
 	bool paused;
 	int64_t next_tick_us, last_tick_us, last_fired_us, created_us, updated_us, seen_us;
 	char *last_outcome;   /* NULL before the first tick */
-	char *last_scheduler; /* NULL before a scheduler saw it */
+	char *last_scheduler; /* the one that last fired a tick (seen_us: when), or NULL */
 	int64_t fired, missed, skipped;
 	int64_t last_success_us; /* the latest tick whose job succeeded (job_history), or 0 */
 	int64_t db_now_us;       /* the server's now() when this was read */
