@@ -9,7 +9,7 @@ static const cli_command commands[] = {
 	{ "activity", cmd_activity, "list sessions by transaction age" },
 	{ "blockers", cmd_blockers, "show who waits for whom, root blockers first" },
 	{ "cancel", cmd_cancel, "cancel a session's query, after showing who it is" },
-	{ "cron", cmd_cron, "cron schedules: the next fire times of an expression" },
+	{ "cron", cmd_cron, "cron schedules fired once per tick on the database's clock" },
 	{ "doctor", cmd_doctor, "check the path to the server and its settings for hazards" },
 	{ "elect", cmd_elect, "campaign for a lease and run a command while leading" },
 	{ "info", cmd_info, "connect and show the server, the session and the pgcoord schema" },

@@ -1,26 +1,51 @@
-/* cmd_cron.c - pgcoord cron: cron schedules (next: the next fire times of an expression)
+/* cmd_cron.c - pgcoord cron: cron schedules (next: the next fire times of an expression; add,
+ * list, show, pause, resume, trigger, remove, history, sync: schedules in the database; run:
+ * the scheduler)
  *
  * One function per subcommand in subs[]; each parses its own options from argv[0] = its
- * name. cron next needs no database: the schedule and the host's tzdata decide. */
+ * name. cron next needs no database: the schedule and the host's tzdata decide. The others
+ * are thin clients of <pgcoord/cron.h>; cron run loops on pgc_cron_fire_due(). */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "child.h"
 #include "cli.h"
+#include "dbwait.h"
+#include "util.h"
 
 #define NEXT_DEFAULT 5
 #define NEXT_MAX 1000
 
 static void usage(FILE *f)
 {
-	fputs("Usage: pgcoord [--json] cron SUBCOMMAND [OPTIONS] [ARGS]\n"
+	fputs("Usage: pgcoord [-d DSN] [--json] cron SUBCOMMAND [OPTIONS] [ARGS]\n"
 	      "\n"
 	      "Subcommands:\n"
 	      "  next SCHEDULE [--tz ZONE] [--from TIME] [-n N] [--json]\n"
 	      "                       print the next N fire times of SCHEDULE, in ZONE's\n"
 	      "                       local time with its offset (needs no database)\n"
+	      "  add NAME SCHEDULE --queue Q [--tz ZONE] [--payload JSON] [--replace]\n"
+	      "      [--catch-up POLICY] [--catch-up-window D] [--catch-up-max N]\n"
+	      "      [--overlap allow|skip] [--jitter D]\n"
+	      "                       add a schedule whose ticks enqueue jobs into Q\n"
+	      "  list [--json]        the schedules: next and last run, missed, skipped\n"
+	      "  show NAME [--json]   one schedule in full\n"
+	      "  pause NAME           stop firing the schedule's ticks\n"
+	      "  resume NAME          fire again, from the next tick after now\n"
+	      "  trigger NAME         enqueue one job now (next tick unchanged)\n"
+	      "  remove NAME          remove the schedule and its history\n"
+	      "  history NAME [--limit N] [--json]\n"
+	      "                       the latest ticks and what became of them\n"
+	      "  sync FILE [--dry-run]\n"
+	      "                       make the schedules those of FILE, in one transaction\n"
+	      "  run [--batch N] [--once] [--wait-for-db[=D]]\n"
+	      "                       the scheduler: fire due ticks by the database's clock\n"
 	      "\n"
 	      "SCHEDULE is one argument, quoted: a cron expression \"[SECOND] MINUTE HOUR\n"
 	      "DAY-OF-MONTH MONTH DAY-OF-WEEK\" with lists, ranges, steps and names\n"
@@ -31,19 +56,42 @@ static void usage(FILE *f)
 	      "TIME: 2026-03-29T01:30:00Z, 2026-03-29T03:30+02:00, @SECONDS, or a local\n"
 	      "time in ZONE, \"2026-03-29 02:30\" (one that DST skips means the first\n"
 	      "instant after the gap; a repeated one its first occurrence).\n"
+	      "A tick is due when the DATABASE's clock reaches it; any number of cron run\n"
+	      "schedulers on any hosts fire each tick exactly once. Jobs get the payload\n"
+	      "object with \"cron\": {\"schedule\": NAME, \"tick\": ISO-8601} added.\n"
 	      "\n"
 	      "Options:\n"
 	      "      --tz=ZONE        IANA time zone of the schedule (default UTC), from the\n"
 	      "                       host's tzdata ($TZDIR or /usr/share/zoneinfo)\n"
 	      "      --from=TIME      fire times strictly after TIME (default: now)\n"
 	      "  -n, --count=N        how many fire times, 1 to 1000 (default 5)\n"
-	      "      --json           one JSON object: the schedule and its fire times\n"
+	      "      --queue=Q        the queue the schedule's jobs go to\n"
+	      "      --payload=JSON   a JSON object, the jobs' payload (default {})\n"
+	      "      --catch-up=POLICY  ticks missed while no scheduler ran: skip (default),\n"
+	      "                       once (one job for them all), all (each, bounded)\n"
+	      "      --catch-up-window=D  all: catch up ticks at most D old (default 1h)\n"
+	      "      --catch-up-max=N   all: at most N late ticks, 1 to 1000 (default 100)\n"
+	      "      --overlap=WHAT   allow (default), or skip a tick while the previous\n"
+	      "                       tick's job is pending or running\n"
+	      "      --jitter=D       start each job up to D after its tick, at random\n"
+	      "      --replace        add: change the schedule NAME if it exists\n"
+	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
+	      "      --dry-run        sync: print the changes, change nothing\n"
+	      "      --batch=N        run: schedules per transaction, 1 to 1000 (default 100)\n"
+	      "      --once           run: fire what is due now, then exit\n"
+	      "      --wait-for-db[=D]  run: retry until the database answers at start (or\n"
+	      "                       for at most D, then exit 69); default: 69 at once\n"
+	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
+	      "      --json           JSON output (next, list, show, history, trigger)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
-	      "Exit status: 0 ok (fewer than N times when the year 10000 comes first);\n"
-	      "64 usage (a bad expression, zone or time, an unknown subcommand); 65 the\n"
-	      "schedule never fires in ZONE (DST skips all its times).\n"
-	      "See pgcoord-cron(1).\n", f);
+	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok (next: fewer than N\n"
+	      "times when the year 10000 comes first); 1 the schedule does not exist, or\n"
+	      "exists (add without --replace), or trigger found its previous job still\n"
+	      "there (overlap skip); 64 usage (a bad expression, zone, time or option, an\n"
+	      "unknown subcommand); 65 bad data (a payload that is not a JSON object, a bad\n"
+	      "sync FILE line; next: the schedule never fires in ZONE); 69 database\n"
+	      "unavailable or schema missing. See pgcoord-cron(1).\n", f);
 }
 
 static void print_time_json(const pgc_cron *c, int64_t t)
@@ -179,12 +227,800 @@ static int cron_next(int argc, char **argv)
 	return rc;
 }
 
+
+/* ---- schedules in the database ------------------------------------------------------------- */
+
+#define HISTORY_DEFAULT 20
+#define BATCH_DEFAULT 100
+
+/* What each subcommand accepts, besides --schema, --json and --help. */
+enum {
+	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
+	A_LIMIT = 0x02,   /* --limit */
+	A_DRYRUN = 0x04,  /* --dry-run */
+	A_RUN = 0x08      /* --batch --once --wait-for-db */
+};
+
+typedef struct cron_args {
+	const char *sub;     /* "cron add", for messages */
+	const char *schema;
+	pgc_cron_schedule def;
+	bool replace, dry_run, once;
+	long long limit, batch;
+	int64_t dbwait_ms;
+	int argc;            /* the operands */
+	char **argv;
+} cron_args;
+
+/* Parses a policy-ish option's value; a usage error names the allowed ones. */
+static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
+
+enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_REPLACE,
+       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_SCHEMA, O_JSON2 };
+
+static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
+{
+	int rc = 0;
+	long long n;
+	switch (ch) {
+	case O_TZ2:
+		if (*v == '\0')
+			return cli_usage_error(cmd, "--tz must not be empty (leave it out for UTC)");
+		d->tz = v;
+		return 0;
+	case O_QUEUE:
+		d->queue = v;
+		return 0;
+	case O_PAYLOAD:
+		d->payload = v;
+		return 0;
+	case O_CATCHUP:
+		if (!pgc_cron_catch_up_parse(v, &d->catch_up))
+			return cli_usage_error(cmd, "--catch-up must be skip, once or all, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_WINDOW:
+		return cli_duration_opt(cmd, "--catch-up-window", v, 1000, INT64_C(366) * 86400000, &d->catch_up_window_ms, &rc)
+		       ? 0 : rc;
+	case O_CMAX:
+		if (!cli_parse_int(v, 1, PGC_CRON_CATCHUP_MAX_LIMIT, &n))
+			return cli_usage_error(cmd, "--catch-up-max must be an integer from 1 to %d, not \"%s\"",
+			                       PGC_CRON_CATCHUP_MAX_LIMIT, cli_esc(v));
+		d->catch_up_max = (int)n;
+		return 0;
+	case O_OVERLAP:
+		if (!pgc_cron_overlap_parse(v, &d->overlap))
+			return cli_usage_error(cmd, "--overlap must be allow or skip, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_JITTER:
+		return cli_duration_opt(cmd, "--jitter", v, 0, INT64_C(86400000), &d->jitter_ms, &rc) ? 0 : rc;
+	default:
+		return cli_usage_error(cmd, "internal: option %d", ch);
+	}
+}
+
+static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
+{
+	static const struct option longopts[] = {
+		{ "tz", required_argument, NULL, O_TZ2 },
+		{ "queue", required_argument, NULL, O_QUEUE },
+		{ "payload", required_argument, NULL, O_PAYLOAD },
+		{ "catch-up", required_argument, NULL, O_CATCHUP },
+		{ "catch-up-window", required_argument, NULL, O_WINDOW },
+		{ "catch-up-max", required_argument, NULL, O_CMAX },
+		{ "overlap", required_argument, NULL, O_OVERLAP },
+		{ "jitter", required_argument, NULL, O_JITTER },
+		{ "replace", no_argument, NULL, O_REPLACE },
+		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "dry-run", no_argument, NULL, O_DRYRUN },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "once", no_argument, NULL, O_ONCE },
+		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
+		{ "schema", required_argument, NULL, O_SCHEMA },
+		{ "json", no_argument, NULL, O_JSON2 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(a, 0, sizeof *a);
+	a->sub = sub;
+	a->schema = PGC_SCHEMA_DEFAULT;
+	a->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
+	a->limit = HISTORY_DEFAULT;
+	a->batch = BATCH_DEFAULT;
+	int ch, idx, rc;
+	optind = 0; /* glibc: start over */
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT : ch == O_DRYRUN ? A_DRYRUN
+		                : ch == O_BATCH || ch == O_ONCE || ch == O_DBWAIT ? A_RUN : 0;
+		if (need != 0 && !(allowed & need))
+			return cli_usage_error(sub, "%s does not take --%s", sub, longopts[idx].name);
+		switch (ch) {
+		case O_REPLACE: a->replace = true; break;
+		case O_LIMIT:
+			if (!cli_parse_int(optarg, 1, PGC_CRON_TICKS_KEPT, &a->limit))
+				return cli_usage_error(sub, "--limit must be an integer from 1 to %d, not \"%s\"",
+				                       PGC_CRON_TICKS_KEPT, cli_esc(optarg));
+			break;
+		case O_DRYRUN: a->dry_run = true; break;
+		case O_BATCH:
+			if (!cli_parse_int(optarg, 1, 1000, &a->batch))
+				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
+			break;
+		case O_ONCE: a->once = true; break;
+		case O_DBWAIT:
+			if (!cli_dbwait_opt(sub, optarg, &a->dbwait_ms, &rc))
+				return rc;
+			break;
+		case O_SCHEMA:
+			if (*optarg == '\0')
+				return cli_usage_error(sub, "--schema must not be empty");
+			a->schema = optarg;
+			break;
+		case O_JSON2: g_cli.json = true; break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			if (need == A_DEF) {
+				if ((rc = parse_def_opt(sub, ch, optarg, &a->def)) != 0)
+					return rc;
+				break;
+			}
+			return cli_getopt_error(sub, ch, argv);
+		}
+	}
+	a->argc = argc - optind;
+	a->argv = argv + optind;
+	return 0;
+}
+
+/* The operands a subcommand takes: exactly n, named in what ("NAME"). */
+static int want_args(const cron_args *a, int n, const char *what)
+{
+	if (a->argc < n)
+		return cli_usage_error(a->sub, "missing %s", what);
+	if (a->argc > n)
+		return cli_usage_error(a->sub, "unexpected argument \"%s\"%s", cli_esc(a->argv[n]),
+		                       n == 2 ? ": give the schedule as one quoted argument (\"30 2 * * *\")" : "");
+	return 0;
+}
+
+/* The exit code of a failed library call: 1 for "no such schedule" and "exists", 64 for a
+ * bad name, expression, zone or value, as cli_report says otherwise. */
+static int report(const char *sub, const pgc_error *err)
+{
+	if (err->code == PGC_EUSAGE)
+		return cli_usage_error(sub, "%s", err->message);
+	if (err->code == PGC_ENOTFOUND || err->code == PGC_EDUPLICATE) {
+		cli_report(err);
+		return EXIT_CONFLICT;
+	}
+	return cli_report(err);
+}
+
+static int open_conn(const char *sub, pgc_conn **conn)
+{
+	return cli_connect(sub, conn);
+}
+
+/* An instant (microseconds) in the schedule's zone, or "-" for none. */
+static const char *local_us(const pgc_cron *c, int64_t us, char *buf, size_t size)
+{
+	pgc_error err;
+	if (us == 0 || c == NULL || pgc_cron_format_local(c, us / 1000000 - (us % 1000000 < 0), buf, size, &err) != PGC_OK)
+		snprintf(buf, size, "-");
+	return buf;
+}
+
+static void json_time(const pgc_cron *c, int64_t us)
+{
+	char b[PGC_CRON_TIME_MAX];
+	if (us == 0)
+		fputs("null", stdout);
+	else
+		json_str(stdout, local_us(c, us, b, sizeof b));
+}
+
+static void info_json(const pgc_cron_info *x)
+{
+	pgc_cron *c = NULL;
+	pgc_error err;
+	if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
+		c = NULL;
+	char d[PGC_DURATION_FORMAT_MAX];
+	fputs("{\"name\":", stdout);
+	json_str(stdout, x->name);
+	fputs(",\"schedule\":", stdout);
+	json_str(stdout, x->expr);
+	fputs(",\"tz\":", stdout);
+	json_str(stdout, x->tz);
+	fputs(",\"queue\":", stdout);
+	json_str(stdout, x->queue);
+	printf(",\"payload\":%s,\"catch_up\":", x->payload);
+	json_str(stdout, pgc_cron_catch_up_name(x->catch_up));
+	fputs(",\"catch_up_window\":", stdout);
+	json_str(stdout, cli_duration_str(x->catch_up_window_ms, d));
+	printf(",\"catch_up_max\":%d,\"overlap\":", x->catch_up_max);
+	json_str(stdout, pgc_cron_overlap_name(x->overlap));
+	fputs(",\"jitter\":", stdout);
+	json_str(stdout, cli_duration_str(x->jitter_ms, d));
+	printf(",\"paused\":%s,\"next_run\":", x->paused ? "true" : "false");
+	if (x->paused)
+		fputs("null", stdout);
+	else
+		json_time(c, x->next_tick_us);
+	fputs(",\"last_run\":", stdout);
+	json_time(c, x->last_tick_us);
+	fputs(",\"last_outcome\":", stdout);
+	json_str(stdout, x->last_outcome);
+	fputs(",\"last_fired_at\":", stdout);
+	json_time(c, x->last_fired_us);
+	fputs(",\"last_success\":", stdout);
+	json_time(c, x->last_success_us);
+	printf(",\"fired\":%" PRId64 ",\"missed\":%" PRId64 ",\"skipped\":%" PRId64 ",\"last_scheduler\":", x->fired,
+	       x->missed, x->skipped);
+	json_str(stdout, x->last_scheduler);
+	fputs(",\"seen_at\":", stdout);
+	json_time(c, x->seen_us);
+	fputs(",\"created_at\":", stdout);
+	json_time(c, x->created_us);
+	fputs(",\"updated_at\":", stdout);
+	json_time(c, x->updated_us);
+	putchar('}');
+	pgc_cron_free(c);
+}
+
+static int cron_add(int argc, char **argv)
+{
+	cron_args a;
+	int rc = parse_args(argc, argv, "cron add", A_DEF, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q)")) != 0)
+		return rc;
+	if (a.def.queue == NULL)
+		return cli_usage_error(a.sub, "missing --queue (the queue the schedule's jobs go to)");
+	a.def.expr = a.argv[1];
+	/* The expression and zone first: a bad one is a usage error before any connection. */
+	pgc_cron *c;
+	pgc_error err = PGC_ERROR_INIT;
+	if (pgc_cron_parse(a.def.expr, a.def.tz, &c, &err) != PGC_OK)
+		return cli_usage_error(a.sub, "%s", err.message);
+	pgc_cron_free(c);
+	pgc_conn *conn;
+	if ((rc = open_conn(a.sub, &conn)) != 0)
+		return rc;
+	bool changed = false;
+	if (pgc_cron_add(conn, a.schema, a.argv[0], &a.def, a.replace ? PGC_CRON_REPLACE : 0, &changed, &err) != PGC_OK)
+		rc = report(a.sub, &err);
+	else if (!g_cli.quiet)
+		fprintf(stderr, "pgcoord: schedule %s %s\n", a.argv[0], changed ? "saved" : "unchanged");
+	pgc_conn_close(conn);
+	return rc;
+}
+
+static int cron_list(int argc, char **argv)
+{
+	cron_args a;
+	bool show = strcmp(argv[0], "show") == 0;
+	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", 0, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, show ? 1 : 0, "NAME")) != 0)
+		return rc;
+	pgc_conn *conn;
+	if ((rc = open_conn(a.sub, &conn)) != 0)
+		return rc;
+	pgc_cron_info *xs;
+	size_t n;
+	pgc_error err;
+	if (pgc_cron_list(conn, a.schema, show ? a.argv[0] : NULL, &xs, &n, &err) != PGC_OK) {
+		rc = report(a.sub, &err);
+		pgc_conn_close(conn);
+		return rc;
+	}
+	pgc_conn_close(conn);
+	if (g_cli.json) {
+		if (!show)
+			fputs("{\"schedules\":[", stdout);
+		for (size_t i = 0; i < n; i++) {
+			if (i > 0)
+				putchar(',');
+			info_json(&xs[i]);
+		}
+		puts(show ? "" : "]}");
+	} else if (show) {
+		const pgc_cron_info *x = &xs[0];
+		pgc_cron *c = NULL;
+		if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
+			c = NULL;
+		char b[PGC_CRON_TIME_MAX], d[PGC_DURATION_FORMAT_MAX];
+		printf("name:           %s\nschedule:       %s\nzone:           %s\nqueue:          %s\npayload:        %s\n",
+		       x->name, x->expr, x->tz, x->queue, x->payload);
+		printf("catch-up:       %s", pgc_cron_catch_up_name(x->catch_up));
+		if (x->catch_up == PGC_CRON_CATCHUP_ALL)
+			printf(" (window %s, at most %d)", cli_duration_str(x->catch_up_window_ms, d), x->catch_up_max);
+		printf("\noverlap:        %s\njitter:         %s\n", pgc_cron_overlap_name(x->overlap),
+		       cli_duration_str(x->jitter_ms, d));
+		printf("state:          %s\n", x->paused ? "paused" : "active");
+		printf("next run:       %s\n", x->paused ? "- (paused)" : local_us(c, x->next_tick_us, b, sizeof b));
+		printf("last run:       %s", local_us(c, x->last_tick_us, b, sizeof b));
+		printf("%s%s%s\n", x->last_outcome ? " (" : "", x->last_outcome ? x->last_outcome : "", x->last_outcome ? ")" : "");
+		printf("last success:   %s\n", local_us(c, x->last_success_us, b, sizeof b));
+		printf("fired:          %" PRId64 "\nmissed:         %" PRId64 "\nskipped:        %" PRId64 "\n", x->fired,
+		       x->missed, x->skipped);
+		printf("last scheduler: %s", x->last_scheduler ? x->last_scheduler : "-");
+		printf(" (seen %s)\n", local_us(c, x->seen_us, b, sizeof b));
+		printf("created:        %s\n", local_us(c, x->created_us, b, sizeof b));
+		printf("updated:        %s\n", local_us(c, x->updated_us, b, sizeof b));
+		pgc_cron_free(c);
+	} else if (n == 0) {
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord: no schedules (add one with pgcoord cron add)\n");
+	} else {
+		printf("%-20s %-16s %-16s %-25s %-25s %-15s %6s %7s\n", "NAME", "SCHEDULE", "ZONE", "NEXT RUN", "LAST RUN",
+		       "OUTCOME", "MISSED", "SKIPPED");
+		for (size_t i = 0; i < n; i++) {
+			const pgc_cron_info *x = &xs[i];
+			pgc_cron *c = NULL;
+			if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
+				c = NULL;
+			char nb[PGC_CRON_TIME_MAX], lb[PGC_CRON_TIME_MAX];
+			printf("%-20s %-16s %-16s %-25s %-25s %-15s %6" PRId64 " %7" PRId64 "\n", x->name, x->expr, x->tz,
+			       x->paused ? "paused" : local_us(c, x->next_tick_us, nb, sizeof nb),
+			       local_us(c, x->last_tick_us, lb, sizeof lb), x->last_outcome ? x->last_outcome : "-", x->missed,
+			       x->skipped);
+			pgc_cron_free(c);
+		}
+	}
+	pgc_cron_infos_free(xs, n);
+	return 0;
+}
+
+/* pause, resume, remove, trigger: NAME and nothing else. */
+static int cron_simple(int argc, char **argv)
+{
+	char sub[32];
+	snprintf(sub, sizeof sub, "cron %s", argv[0]);
+	cron_args a;
+	int rc = parse_args(argc, argv, sub, 0, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, 1, "NAME")) != 0)
+		return rc;
+	pgc_conn *conn;
+	if ((rc = open_conn(sub, &conn)) != 0)
+		return rc;
+	pgc_error err;
+	int64_t id = 0;
+	const char *name = a.argv[0];
+	if (strcmp(argv[0], "pause") == 0)
+		rc = pgc_cron_pause(conn, a.schema, name, true, &err);
+	else if (strcmp(argv[0], "resume") == 0)
+		rc = pgc_cron_pause(conn, a.schema, name, false, &err);
+	else if (strcmp(argv[0], "remove") == 0)
+		rc = pgc_cron_remove(conn, a.schema, name, &err);
+	else
+		rc = pgc_cron_trigger(conn, a.schema, name, &id, &err);
+	pgc_conn_close(conn);
+	if (rc != PGC_OK)
+		return report(sub, &err);
+	if (strcmp(argv[0], "trigger") == 0) {
+		if (g_cli.json) {
+			fputs("{\"schedule\":", stdout);
+			json_str(stdout, name);
+			printf(",\"job_id\":%" PRId64 "}\n", id);
+		} else {
+			printf("%" PRId64 "\n", id);
+		}
+	} else if (!g_cli.quiet) {
+		fprintf(stderr, "pgcoord: schedule %s %s\n", name,
+		        strcmp(argv[0], "pause") == 0 ? "paused" : strcmp(argv[0], "resume") == 0 ? "resumed" : "removed");
+	}
+	return 0;
+}
+
+static int cron_history(int argc, char **argv)
+{
+	cron_args a;
+	int rc = parse_args(argc, argv, "cron history", A_LIMIT, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, 1, "NAME")) != 0)
+		return rc;
+	pgc_conn *conn;
+	if ((rc = open_conn(a.sub, &conn)) != 0)
+		return rc;
+	pgc_error err;
+	pgc_cron_info *xs = NULL;
+	size_t nx = 0, n = 0;
+	pgc_cron_tick *t = NULL;
+	if (pgc_cron_list(conn, a.schema, a.argv[0], &xs, &nx, &err) != PGC_OK ||
+	    pgc_cron_history(conn, a.schema, a.argv[0], (int)a.limit, &t, &n, &err) != PGC_OK) {
+		rc = report(a.sub, &err);
+		pgc_cron_infos_free(xs, nx);
+		pgc_conn_close(conn);
+		return rc;
+	}
+	pgc_conn_close(conn);
+	pgc_cron *c = NULL;
+	if (pgc_cron_parse(xs[0].expr, xs[0].tz, &c, &err) != PGC_OK)
+		c = NULL;
+	char b1[PGC_CRON_TIME_MAX], b2[PGC_CRON_TIME_MAX];
+	if (g_cli.json)
+		fputs("{\"schedule\":", stdout), json_str(stdout, xs[0].name), fputs(",\"ticks\":[", stdout);
+	else if (n > 0)
+		printf("%-25s %-25s %-15s %5s %s\n", "TICK", "FIRED AT", "OUTCOME", "TICKS", "JOB");
+	for (size_t i = 0; i < n; i++) {
+		if (g_cli.json) {
+			fputs(i ? ",{\"tick\":" : "{\"tick\":", stdout);
+			json_time(c, t[i].tick_us);
+			fputs(",\"fired_at\":", stdout);
+			json_time(c, t[i].fired_us);
+			fputs(",\"outcome\":", stdout);
+			json_str(stdout, t[i].outcome);
+			printf(",\"ticks\":%d,\"job_id\":", t[i].ticks);
+			if (t[i].job_id > 0)
+				printf("%" PRId64 "}", t[i].job_id);
+			else
+				fputs("null}", stdout);
+		} else {
+			char job[24] = "-";
+			if (t[i].job_id > 0)
+				snprintf(job, sizeof job, "%" PRId64, t[i].job_id);
+			printf("%-25s %-25s %-15s %5d %s\n", local_us(c, t[i].tick_us, b1, sizeof b1),
+			       local_us(c, t[i].fired_us, b2, sizeof b2), t[i].outcome, t[i].ticks, job);
+		}
+	}
+	if (g_cli.json)
+		puts("]}");
+	pgc_cron_free(c);
+	free(t);
+	pgc_cron_infos_free(xs, nx);
+	return 0;
+}
+
+
+/* ---- sync ------------------------------------------------------------------------------------ */
+
+/* One schedule of a sync file. */
+typedef struct sync_entry {
+	const char *name;
+	pgc_cron_schedule def;
+	long lineno;
+	bool seen; /* exists in the database */
+} sync_entry;
+
+/* Parses one line, "NAME FIELD... [key=value...] [payload=JSON]", in place. Returns NULL, or
+ * a message (in msg) saying what is wrong. */
+static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t size)
+{
+	e->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
+	char *p = line;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	e->name = p;
+	while (*p && *p != ' ' && *p != '\t')
+		p++;
+	if (*p == '\0') {
+		snprintf(msg, size, "expected NAME SCHEDULE queue=Q [options], got only \"%.60s\"", e->name);
+		return msg;
+	}
+	*p++ = '\0';
+	/* The schedule's fields: the words up to the first with an '='. */
+	char *expr = NULL, *expr_end = NULL;
+	for (;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0' || (strchr(p, '=') != NULL && (size_t)(strchr(p, '=') - p) < strcspn(p, " \t")))
+			break;
+		if (expr == NULL)
+			expr = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+		expr_end = p;
+	}
+	if (expr == NULL) {
+		snprintf(msg, size, "schedule %.100s: no cron expression before the options", e->name);
+		return msg;
+	}
+	char *opts = p;
+	*expr_end = '\0';
+	e->def.expr = expr;
+	p = opts;
+	while (*p) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			break;
+		char *key = p, *eq = strchr(p, '=');
+		char *val = eq + 1;
+		*eq = '\0';
+		if (strcmp(key, "payload") == 0) {
+			/* The rest of the line: JSON may hold blanks. */
+			size_t n = strlen(val);
+			while (n > 0 && (val[n - 1] == ' ' || val[n - 1] == '\t'))
+				val[--n] = '\0';
+			e->def.payload = val;
+			break;
+		}
+		p = val + strcspn(val, " \t");
+		if (*p)
+			*p++ = '\0';
+		int64_t ms;
+		long long n;
+		pgc_error err;
+		if (strcmp(key, "queue") == 0) {
+			e->def.queue = val;
+		} else if (strcmp(key, "tz") == 0) {
+			e->def.tz = val;
+		} else if (strcmp(key, "catch-up") == 0) {
+			if (!pgc_cron_catch_up_parse(val, &e->def.catch_up))
+				snprintf(msg, size, "catch-up must be skip, once or all, not \"%.40s\"", val);
+			else
+				continue;
+			return msg;
+		} else if (strcmp(key, "overlap") == 0) {
+			if (!pgc_cron_overlap_parse(val, &e->def.overlap))
+				snprintf(msg, size, "overlap must be allow or skip, not \"%.40s\"", val);
+			else
+				continue;
+			return msg;
+		} else if (strcmp(key, "catch-up-max") == 0) {
+			if (!cli_parse_int(val, 1, PGC_CRON_CATCHUP_MAX_LIMIT, &n)) {
+				snprintf(msg, size, "catch-up-max must be an integer from 1 to %d, not \"%.40s\"",
+				         PGC_CRON_CATCHUP_MAX_LIMIT, val);
+				return msg;
+			}
+			e->def.catch_up_max = (int)n;
+		} else if (strcmp(key, "catch-up-window") == 0 || strcmp(key, "jitter") == 0) {
+			if (pgc_duration_parse(val, &ms, &err) != PGC_OK) {
+				snprintf(msg, size, "%s: %s", key, err.message);
+				return msg;
+			}
+			if (key[0] == 'j')
+				e->def.jitter_ms = ms;
+			else if (ms < 1000) {
+				snprintf(msg, size, "catch-up-window must be at least 1s");
+				return msg;
+			} else
+				e->def.catch_up_window_ms = ms;
+		} else {
+			snprintf(msg, size, "unknown option \"%.40s\" (queue, tz, catch-up, catch-up-window, catch-up-max, "
+			         "overlap, jitter, payload)", key);
+			return msg;
+		}
+	}
+	if (e->def.queue == NULL) {
+		snprintf(msg, size, "schedule %.100s: no queue=Q", e->name);
+		return msg;
+	}
+	pgc_cron *c;
+	pgc_error err;
+	if (pgc_cron_parse(e->def.expr, e->def.tz, &c, &err) != PGC_OK) {
+		snprintf(msg, size, "schedule %.100s: %s", e->name, err.message);
+		return msg;
+	}
+	pgc_cron_free(c);
+	return NULL;
+}
+
+static int cron_sync(int argc, char **argv)
+{
+	cron_args a;
+	int rc = parse_args(argc, argv, "cron sync", A_DRYRUN, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, 1, "FILE (a schedule a line: NAME SCHEDULE queue=Q [options])")) != 0)
+		return rc;
+	const char *file = a.argv[0];
+	cli_lines l;
+	if ((rc = cli_read_lines(file, &l)) != 0)
+		return rc;
+	sync_entry *es = calloc(l.n + 1, sizeof *es);
+	size_t ne = 0;
+	if (es == NULL) {
+		cli_lines_free(&l);
+		cli_errorf("out of memory");
+		return EXIT_SOFTWARE;
+	}
+	char msg[512];
+	rc = 0;
+	for (size_t i = 0; rc == 0 && i < l.n; i++) {
+		const char *p = l.line[i] + strspn(l.line[i], " \t");
+		if (*p == '#' || *p == '\0')
+			continue;
+		sync_entry *e = &es[ne];
+		e->lineno = l.lineno[i];
+		const char *bad = sync_parse_line(l.line[i], e, msg, sizeof msg);
+		for (size_t k = 0; bad == NULL && k < ne; k++)
+			if (strcmp(es[k].name, e->name) == 0) {
+				snprintf(msg, sizeof msg, "schedule %.100s is already on line %ld", e->name, es[k].lineno);
+				bad = msg;
+			}
+		if (bad != NULL) {
+			cli_errorf("%s:%ld: %s", file, e->lineno, bad);
+			rc = EXIT_DATAERR;
+		}
+		ne++;
+	}
+	pgc_conn *conn = NULL;
+	if (rc == 0)
+		rc = open_conn(a.sub, &conn);
+	pgc_error err = PGC_ERROR_INIT;
+	pgc_cron_info *xs = NULL;
+	size_t nx = 0;
+	if (rc == 0 && pgc_exec(conn, "BEGIN", &err) != PGC_OK)
+		rc = cli_report(&err);
+	if (rc == 0 && pgc_cron_list(conn, a.schema, NULL, &xs, &nx, &err) != PGC_OK)
+		rc = report(a.sub, &err);
+	long added = 0, changed = 0, removed = 0, same = 0;
+	const char *pre = a.dry_run ? "would be " : "";
+	for (size_t i = 0; rc == 0 && i < ne; i++) {
+		bool exists = false, ch = false;
+		for (size_t k = 0; k < nx; k++)
+			exists = exists || strcmp(xs[k].name, es[i].name) == 0;
+		if (pgc_cron_add(conn, a.schema, es[i].name, &es[i].def, PGC_CRON_REPLACE, &ch, &err) != PGC_OK) {
+			if (err.code == PGC_EUSAGE || err.code == PGC_ENOTFOUND || (err.code == PGC_ESQL && cli_exit_code(&err) == EXIT_DATAERR)) {
+				cli_errorf("%s:%ld: schedule %s: %s", file, es[i].lineno, es[i].name, err.message);
+				rc = EXIT_DATAERR;
+			} else {
+				rc = cli_report(&err);
+			}
+			break;
+		}
+		const char *what = !exists ? "added" : ch ? "changed" : "unchanged";
+		added += !exists;
+		changed += exists && ch;
+		same += exists && !ch;
+		if (!g_cli.json && (!g_cli.quiet || exists != ch))
+			printf("%s%s %s\n", exists && !ch ? "" : pre, what, es[i].name);
+	}
+	for (size_t k = 0; rc == 0 && k < nx; k++) {
+		bool kept = false;
+		for (size_t i = 0; i < ne; i++)
+			kept = kept || strcmp(xs[k].name, es[i].name) == 0;
+		if (kept)
+			continue;
+		if (pgc_cron_remove(conn, a.schema, xs[k].name, &err) != PGC_OK) {
+			rc = report(a.sub, &err);
+			break;
+		}
+		removed++;
+		if (!g_cli.json)
+			printf("%sremoved %s\n", pre, xs[k].name);
+	}
+	if (rc == 0 && pgc_exec(conn, a.dry_run ? "ROLLBACK" : "COMMIT", &err) != PGC_OK)
+		rc = cli_report(&err);
+	if (rc == 0 && g_cli.json)
+		printf("{\"dry_run\":%s,\"added\":%ld,\"changed\":%ld,\"removed\":%ld,\"unchanged\":%ld}\n",
+		       a.dry_run ? "true" : "false", added, changed, removed, same);
+	pgc_cron_infos_free(xs, nx);
+	pgc_conn_close(conn); /* an open transaction rolls back with the session */
+	free(es);
+	cli_lines_free(&l);
+	return rc;
+}
+
+/* ---- run: the scheduler --------------------------------------------------------------------- */
+
+/* Sleeps up to ms, woken by a stop signal: returns it, or 0. */
+static int nap(int64_t ms)
+{
+	int fd = cli_signal_fd();
+	struct pollfd p = { fd, POLLIN, 0 };
+	if (poll(&p, 1, (int)ms) > 0) {
+		char buf[64];
+		ssize_t r = read(fd, buf, sizeof buf);
+		(void)r;
+	}
+	return cli_signal_take();
+}
+
+/* Errors after which the scheduler reconnects rather than stops. */
+static bool transient(const pgc_error *e)
+{
+	return e->code == PGC_ECONNLOST || e->code == PGC_ECONNECT || e->code == PGC_ETIMEDOUT ||
+	       e->klass == PGC_CLASS_RETRY_LATER || e->klass == PGC_CLASS_RETRY_TX;
+}
+
+static int cron_run(int argc, char **argv)
+{
+	cron_args a;
+	int rc = parse_args(argc, argv, "cron run", A_RUN, &a);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if ((rc = want_args(&a, 0, "")) != 0)
+		return rc;
+	if (cli_signal_fd() < 0) {
+		cli_errorf("cannot set up signal handling");
+		return EXIT_SOFTWARE;
+	}
+	char host[256] = "?", id[300];
+	if (gethostname(host, sizeof host) != 0)
+		snprintf(host, sizeof host, "?");
+	host[sizeof host - 1] = '\0';
+	snprintf(id, sizeof id, "%.200s:%d", host, (int)getpid());
+	pgc_conn *conn = NULL;
+	if ((rc = cli_connect_wait("cron run", a.dbwait_ms, &conn)) != 0)
+		return rc >= 128 ? 0 : rc;
+	if (!g_cli.quiet && !a.once)
+		fprintf(stderr, "pgcoord cron: scheduler %s, schema %s, on the database's clock\n", id, a.schema);
+	int sig = 0;
+	int64_t last_warn = 0;
+	long total = 0;
+	for (;;) {
+		pgc_cron_fire_result res;
+		pgc_error err = PGC_ERROR_INIT;
+		if (pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, &res, &err) != PGC_OK) {
+			if (!transient(&err) || a.once) {
+				rc = err.code == PGC_ENOSCHEMA ? (cli_report(&err), EXIT_UNAVAILABLE) : cli_report(&err);
+				break;
+			}
+			if (!g_cli.quiet)
+				fprintf(stderr, "pgcoord cron: %s; reconnecting\n", err.message);
+			pgc_conn_close(conn);
+			conn = NULL;
+			if ((sig = nap(250)) != 0)
+				break;
+			if ((rc = cli_connect_wait("cron run", CLI_DBWAIT_FOREVER, &conn)) != 0) {
+				if (rc >= 128) {
+					rc = 0;
+					sig = -1;
+				}
+				break;
+			}
+			if (!g_cli.quiet)
+				fprintf(stderr, "pgcoord cron: reconnected\n");
+			continue;
+		}
+		total += res.enqueued;
+		if (!g_cli.quiet && (res.missed > 0 || res.skipped > 0))
+			fprintf(stderr, "pgcoord cron: %ld enqueued, %ld missed, %ld skipped (overlap)\n", res.enqueued,
+			        res.missed, res.skipped);
+		int64_t now = pgc__now_ms();
+		if (res.failed > 0 && !g_cli.quiet && now - last_warn >= 60000) {
+			fprintf(stderr, "pgcoord cron: warning: schedule %s cannot be fired on this host: %s\n", res.failed_name,
+			        res.failed_err.message);
+			last_warn = now;
+		}
+		if (res.schedules >= a.batch)
+			continue; /* more are due */
+		if (a.once)
+			break;
+		/* Until the next tick by the server's clock, and at most a second, so that edits,
+		 * pauses and new schedules are seen. A tick that is due but locked by another
+		 * scheduler (or that this host cannot compute) is looked at again shortly. */
+		int64_t ms = res.next_due_ms < 0 || res.next_due_ms > 1000 ? 1000 : res.next_due_ms;
+		if (res.failed > 0 && ms < 1000)
+			ms = 1000;
+		if (ms < 20)
+			ms = 20;
+		if ((sig = nap(ms)) != 0)
+			break;
+	}
+	if (sig > 0 && !g_cli.quiet)
+		fprintf(stderr, "pgcoord cron: %s: stopping (%ld jobs enqueued)\n", strsignal(sig), total);
+	pgc_conn_close(conn);
+	return rc;
+}
+
 /* The subcommands; one line each, so that adding one is one line and one function. */
 static const struct cron_sub {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 } subs[] = {
 	{ "next", cron_next },
+	{ "add", cron_add },
+	{ "list", cron_list },
+	{ "show", cron_list },
+	{ "pause", cron_simple },
+	{ "resume", cron_simple },
+	{ "trigger", cron_simple },
+	{ "remove", cron_simple },
+	{ "history", cron_history },
+	{ "sync", cron_sync },
+	{ "run", cron_run },
 	{ NULL, NULL },
 };
 
@@ -203,5 +1039,5 @@ int cmd_cron(int argc, char **argv)
 	for (const struct cron_sub *s = subs; s->name != NULL; s++)
 		if (strcmp(sub, s->name) == 0)
 			return s->fn(argc - 1, argv + 1);
-	return cli_usage_error("cron", "unknown cron subcommand \"%s\" (next)", cli_esc(sub));
+	return cli_usage_error("cron", "unknown cron subcommand \"%s\" (next, add, list, show, pause, resume, trigger, remove, history, sync, run)", cli_esc(sub));
 }

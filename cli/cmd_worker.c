@@ -39,10 +39,12 @@ static void usage(FILE *f)
 	      "\n"
 	      "Runs COMMAND once per job: the payload on its stdin, PGCOORD_JOB_ID,\n"
 	      "PGCOORD_JOB_QUEUE, PGCOORD_JOB_ATTEMPT and PGCOORD_JOB_MAX_ATTEMPTS in its\n"
-	      "environment. Exit 0 completes the job, 75 retries it later (the attempt is\n"
-	      "not counted, up to the job's max_deferrals, default 100; then it fails for\n"
-	      "good), anything else fails it; the last lines of its stderr become the\n"
-	      "job's error. SIGINT or SIGTERM stops gracefully; a second one at once.\n"
+	      "environment, and PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK for a job of\n"
+	      "a pgcoord cron schedule. Exit 0 completes the job, 75 retries it later (the\n"
+	      "attempt is not counted, up to the job's max_deferrals, default 100; then it\n"
+	      "fails for good), anything else fails it; the last lines of its stderr\n"
+	      "become the job's error. SIGINT or SIGTERM stops gracefully; a second one\n"
+	      "at once.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -q, --queue=Q          queue to take jobs from (repeat for more)\n"
@@ -194,7 +196,13 @@ static void run_job(const pgc_job *job, pgc_job_result *res, void *arg)
 	snprintf(e_queue, sizeof e_queue, "PGCOORD_JOB_QUEUE=%s", job->queue);
 	snprintf(e_att, sizeof e_att, "PGCOORD_JOB_ATTEMPT=%d", job->attempt);
 	snprintf(e_max, sizeof e_max, "PGCOORD_JOB_MAX_ATTEMPTS=%d", job->max_attempts);
-	char *env[] = { e_id, e_queue, e_att, e_max, NULL };
+	/* A job of a cron schedule: its name and tick too. */
+	char cs[PGC_CRON_NAME_MAX + 1], ct[PGC_CRON_NAME_MAX + 1];
+	char e_cs[sizeof cs + 32], e_ct[sizeof ct + 32];
+	bool cron = pgc_cron_payload_tick(job->payload, cs, ct, sizeof cs);
+	snprintf(e_cs, sizeof e_cs, "PGCOORD_CRON_SCHEDULE=%s", cs);
+	snprintf(e_ct, sizeof e_ct, "PGCOORD_CRON_TICK=%s", ct);
+	char *env[] = { e_id, e_queue, e_att, e_max, cron ? e_cs : NULL, e_ct, NULL };
 	cli_child_io io = { in, -1, errp[1] };
 	cli_child c;
 	int64_t t0 = pgc__now_ms();

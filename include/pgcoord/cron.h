@@ -34,6 +34,7 @@
 #include <stdbool.h>
 
 #include "common.h"
+#include "conn.h"
 #include "error.h"
 
 #ifdef __cplusplus
@@ -146,6 +147,184 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_cron_format_local(const pgc_cron *c, int64_t un
  * Years 0001 to 9999. Errors: PGC_EUSAGE naming what is wrong. Thread-safe. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_cron_parse_time(const pgc_cron *c, const char *text,
                                                  int64_t *out_unix_s, pgc_error *err);
+
+/* ---- schedules in the database: any number of schedulers, every tick once ---------------- *
+ *
+ * Schedules live in the cron_schedules table of a pgcoord schema (migration 008, applied by
+ * pgc_schema_init). A tick is due when its time is reached by the SERVER's clock: next_tick <=
+ * now(). pgc_cron_fire_due() fires due ticks in one transaction: it locks the due schedules
+ * (FOR UPDATE SKIP LOCKED), computes each one's next tick with this host's tzdata, records
+ * every tick in cron_ticks (primary key (schedule, tick_at): a tick fires once), enqueues its
+ * job into the schedule's queue and moves next_tick. A crash anywhere rolls it all back and
+ * another scheduler fires the tick. So any number of schedulers on any number of hosts, with
+ * any clock skew, fire each tick exactly once, with no leader.
+ *
+ * The job's payload is the schedule's payload object with a "cron" member added:
+ * {"cron": {"schedule": NAME, "tick": "2026-03-29T03:00:00+02:00"}} (the tick in the
+ * schedule's zone, ISO 8601 with its offset; a triggered job's tick is the server's time).
+ *
+ * Catch-up after downtime (no scheduler ran, or the server was down): a tick is late when it
+ * is more than its grace behind the server's clock; the grace is the schedule's period (the
+ * time to the tick after it), at least 5 seconds and at most 1 minute. Ticks that are not
+ * late fire whatever the policy:
+ * - PGC_CRON_CATCHUP_SKIP: late ticks are missed (counted; one 'missed' row per gap);
+ * - PGC_CRON_CATCHUP_ONCE: one job for all the late ticks, its tick the latest of them; the
+ *   older ones are recorded as missed;
+ * - PGC_CRON_CATCHUP_ALL: every due tick no older than catch_up_window fires, the newest
+ *   catch_up_max of them; older ones are missed.
+ *
+ * Overlap PGC_CRON_OVERLAP_SKIP enqueues with the queue's unique key "cron:NAME": while the
+ * previous tick's job is pending or running, a tick is recorded as 'skipped-overlap' and
+ * counted. A jitter D puts the job's run_at at the tick plus a random delay in [0, D].
+ *
+ * cron_ticks keeps the last 1000 rows per schedule; older rows are trimmed as ticks fire.
+ * Every function here takes a connection that is not shared with another thread meanwhile. */
+
+#define PGC_CRON_NAME_MAX 100           /* bytes; no white space or control characters */
+#define PGC_CRON_CATCHUP_MAX_LIMIT 1000 /* catch_up_max: 1..1000 */
+#define PGC_CRON_TICKS_KEPT 1000        /* cron_ticks rows kept per schedule */
+
+typedef enum pgc_cron_catch_up {
+	PGC_CRON_CATCHUP_SKIP = 0,
+	PGC_CRON_CATCHUP_ONCE = 1,
+	PGC_CRON_CATCHUP_ALL = 2
+} pgc_cron_catch_up;
+
+typedef enum pgc_cron_overlap {
+	PGC_CRON_OVERLAP_ALLOW = 0,
+	PGC_CRON_OVERLAP_SKIP = 1
+} pgc_cron_overlap;
+
+/* "skip", "once", "all"; "allow", "skip". NULL for a value out of range. */
+PGC_EXTERN const char *pgc_cron_catch_up_name(pgc_cron_catch_up c);
+PGC_EXTERN const char *pgc_cron_overlap_name(pgc_cron_overlap o);
+/* The reverse; false for an unknown name (*out unchanged). */
+PGC_EXTERN bool pgc_cron_catch_up_parse(const char *name, pgc_cron_catch_up *out);
+PGC_EXTERN bool pgc_cron_overlap_parse(const char *name, pgc_cron_overlap *out);
+
+/* A schedule's definition, for pgc_cron_add(). */
+typedef struct pgc_cron_schedule {
+	const char *expr;                /* the cron expression (pgc_cron_parse) */
+	const char *tz;                  /* IANA zone; NULL or "": UTC */
+	const char *queue;               /* the queue its jobs go to (required) */
+	const char *payload;             /* a JSON object; NULL: {} */
+	pgc_cron_catch_up catch_up;      /* default skip */
+	int64_t catch_up_window_ms;      /* ALL: how far back; 0: 1 hour */
+	int catch_up_max;                /* ALL: at most this many late ticks fire; 0: 100 */
+	pgc_cron_overlap overlap;        /* default allow */
+	int64_t jitter_ms;               /* >= 0 */
+} pgc_cron_schedule;
+
+#define PGC_CRON_SCHEDULE_INIT                                                              \
+	{ NULL, NULL, NULL, NULL, PGC_CRON_CATCHUP_SKIP, 0, 0, PGC_CRON_OVERLAP_ALLOW, 0 }
+
+/* Flags of pgc_cron_add(). */
+#define PGC_CRON_REPLACE 0x01u /* an existing schedule of that name is changed (its next tick
+                                  recomputed from now, its counters and history kept) */
+
+/* Adds the schedule name to schema (NULL: "pgcoord"), its first tick the first fire time
+ * after the server's now(). Runs inside the caller's transaction when one is open.
+ * *changed (may be NULL) says whether anything was written: false when REPLACE found the same
+ * definition (the next tick is then kept).
+ * Errors: PGC_EUSAGE (NULL conn, name or def; a bad name, expression, zone, queue, payload
+ * that is not a JSON object, window or maximum out of range, negative jitter: the message
+ * names it), PGC_EDUPLICATE (name exists and REPLACE is not given), PGC_ENOTFOUND (the
+ * expression never fires again), PGC_ESQL (the payload is not JSON, SQLSTATE 22P02, or not
+ * an object, 22023), PGC_ENOSCHEMA, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name,
+                                          const pgc_cron_schedule *def, unsigned int flags,
+                                          bool *changed, pgc_error *err);
+
+/* Removes a schedule and its ticks (jobs already enqueued stay). PGC_ENOTFOUND when there is
+ * none. Runs inside the caller's transaction when one is open. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_remove(pgc_conn *conn, const char *schema, const char *name,
+                                             pgc_error *err);
+
+/* Pauses (paused true) or resumes a schedule. A resumed schedule's next tick is recomputed
+ * from the server's now(): the ticks of a pause are not caught up. Pausing a paused schedule
+ * or resuming a running one changes nothing. PGC_ENOTFOUND when there is none. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_pause(pgc_conn *conn, const char *schema, const char *name,
+                                            bool paused, pgc_error *err);
+
+/* Enqueues one job of the schedule now (outcome 'triggered'; next_tick does not move), also
+ * when it is paused. *job_id (may be NULL) gets the job's id. Runs its own transaction
+ * (inside the caller's when one is open).
+ * Errors: PGC_ENOTFOUND, PGC_EDUPLICATE (overlap skip and the previous job is still pending
+ * or running: nothing is enqueued), and as pgc_cron_add. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name,
+                                              int64_t *job_id, pgc_error *err);
+
+/* A schedule as stored. Times are microseconds since the Unix epoch, 0 for none. */
+typedef struct pgc_cron_info {
+	char *name, *expr, *tz, *queue, *payload; /* payload: JSON text */
+	pgc_cron_catch_up catch_up;
+	int catch_up_max;
+	int64_t catch_up_window_ms;
+	pgc_cron_overlap overlap;
+	int64_t jitter_ms;
+	bool paused;
+	int64_t next_tick_us, last_tick_us, last_fired_us, created_us, updated_us, seen_us;
+	char *last_outcome;   /* NULL before the first tick */
+	char *last_scheduler; /* the one that last fired a tick (seen_us: when), or NULL */
+	int64_t fired, missed, skipped;
+	int64_t last_success_us; /* the latest tick whose job succeeded (job_history), or 0 */
+	int64_t db_now_us;       /* the server's now() when this was read */
+} pgc_cron_info;
+
+/* The schedules of schema by name, or only the one called name (NULL: all). *out (free with
+ * pgc_cron_infos_free) and *n. PGC_ENOTFOUND when name is given and does not exist. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name,
+                                           pgc_cron_info **out, size_t *n, pgc_error *err);
+PGC_EXTERN void pgc_cron_infos_free(pgc_cron_info *infos, size_t n);
+
+/* One row of cron_ticks. */
+typedef struct pgc_cron_tick {
+	int64_t tick_us, fired_us;
+	char outcome[24]; /* "enqueued", "skipped-overlap", "missed", "triggered" */
+	int ticks;        /* > 1: a gap of missed ticks starting at tick_us */
+	int64_t job_id;   /* 0 for none */
+} pgc_cron_tick;
+
+/* The latest limit (1..PGC_CRON_TICKS_KEPT) ticks of a schedule, newest first, into *out
+ * (free()) and *n. PGC_ENOTFOUND when the schedule does not exist. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_history(pgc_conn *conn, const char *schema, const char *name,
+                                              int limit, pgc_cron_tick **out, size_t *n,
+                                              pgc_error *err);
+
+/* What one pgc_cron_fire_due() did. */
+typedef struct pgc_cron_fire_result {
+	int schedules;       /* due schedules this call locked */
+	long enqueued;       /* jobs enqueued */
+	long missed;         /* ticks recorded as missed */
+	long skipped;        /* ticks skipped for an overlap */
+	/* Milliseconds until the earliest next tick of an unpaused schedule by the server's
+	 * clock (0 when one is due now, e.g. locked by another scheduler), -1 when there is none. */
+	int64_t next_due_ms;
+	/* Schedules that this host could not compute (a zone missing from its tzdata, say): they
+	 * are left due for another scheduler. The last one's name and error. */
+	int failed;
+	char failed_name[PGC_CRON_NAME_MAX + 1];
+	pgc_error failed_err;
+} pgc_cron_fire_result;
+
+/* The scheduler's step: fires the ticks due now of at most max (1..1000) schedules of schema
+ * in one transaction (see above), and says when the next one is due. scheduler (may be NULL)
+ * names the caller in last_scheduler ("host:pid"). Call it again at once when
+ * out->schedules == max; otherwise sleep for at most out->next_due_ms, and at most a second
+ * so that edits are seen. Must be called outside a transaction.
+ * Errors: PGC_EUSAGE, PGC_ENOSCHEMA, PGC_ESQL, PGC_ECONNLOST, PGC_ETIMEDOUT (nothing was
+ * fired then: the transaction rolled back). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_fire_due(pgc_conn *conn, const char *schema,
+                                               const char *scheduler, int max,
+                                               pgc_cron_fire_result *out, pgc_error *err);
+
+/* Reads the "cron" member that a scheduled job's payload carries (a JSON object with
+ * "cron": {"schedule": NAME, "tick": TIME}, as top-level member): NAME into schedule and TIME
+ * into tick (each of size bytes, at least PGC_CRON_NAME_MAX + 1; JSON escapes other than
+ * \" \\ \/ are refused). Returns true when both were found; false (both "") for any other
+ * payload, or when either does not fit. Pure; thread-safe. pgcoord worker uses it for
+ * PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK. */
+PGC_EXTERN bool pgc_cron_payload_tick(const char *payload, char *schedule, char *tick, size_t size);
 
 #ifdef __cplusplus
 }

@@ -94,6 +94,28 @@ for v in "${values[@]}"; do
 	check "cron next -n <value>" cron next '*/5 * * * *' -n "$v"
 	check "cron <value> as subcommand" cron "$v" '* * * * *'
 done
+# cron schedules: names, expressions, payloads and every option of add; the other subcommands'
+# operands; sync files made of hostile lines (refused, naming the line, before any connection).
+for v in "${values[@]}"; do
+	check "cron add <value> SCHEDULE" cron add "$v" '* * * * *' --queue q
+	check "cron add NAME <value>" cron add n "$v" --queue q
+	check "cron add --payload=<value>" cron add n '* * * * *' --queue q "--payload=$v"
+	for o in --tz --queue --catch-up --catch-up-window --catch-up-max --overlap --jitter; do
+		check "cron add $o=<value>" cron add n '* * * * *' --queue q "$o=$v"
+	done
+	for sub in show pause resume trigger remove history sync; do
+		check "cron $sub <value>" cron "$sub" "$v"
+	done
+	check "cron history --limit=<value>" cron history n "--limit=$v"
+	check "cron run --batch=<value>" cron run "--batch=$v"
+	check "cron run --wait-for-db=<value>" cron run "--wait-for-db=$v"
+	printf 'ok * * * * * queue=q\n%s\n' "$v" >"$TMP/crontab"
+	check "cron sync FILE with <value>" cron sync "$TMP/crontab"
+	printf 'n %s queue=q\n' "$v" >"$TMP/crontab"
+	check "cron sync FILE with schedule <value>" cron sync "$TMP/crontab"
+	printf 'n * * * * * queue=q payload=%s\n' "$v" >"$TMP/crontab"
+	check "cron sync FILE with payload <value>" cron sync "$TMP/crontab"
+done
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

@@ -135,8 +135,8 @@ run 65 "$PG" cron next '*/30 2 25-31 3 */7' --tz Europe/Berlin
 err_has 'does not fire in the 400 years after .* in Europe/Berlin'
 
 # Subcommands.
-run 64 "$PG" cron add '* * * * *'
-err_has 'unknown cron subcommand "add"'
+run 64 "$PG" cron frobnicate '* * * * *'
+err_has 'unknown cron subcommand "frobnicate"'
 run 64 "$PG" cron
 err_has 'no cron subcommand given'
 run 0 "$PG" cron --help

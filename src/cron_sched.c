@@ -1,0 +1,965 @@
+/* cron_sched.c - cron schedules in the database, and the scheduler's step that fires them
+ *
+ * The clock that decides is the server's: a tick is due when next_tick <= now(), and every
+ * "now" this file uses comes from the server in the same transaction. The host's clock is
+ * never read here. The next tick is computed on the client (pgc_cron_next, the host's
+ * tzdata) by the scheduler that fired the previous one, and stored: hosts never have to agree
+ * on a computation, only on the row.
+ *
+ * Exactly once: pgc_cron_fire_due() locks due rows FOR UPDATE SKIP LOCKED (in READ
+ * COMMITTED, a row another scheduler moved meanwhile is re-checked against next_tick <= now()
+ * and left out), inserts the tick into cron_ticks (primary key (schedule, tick_at), ON
+ * CONFLICT DO NOTHING: a second guard), enqueues the job on the same session and moves the
+ * row, in one transaction. A failure anywhere rolls all of it back. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define DEFAULT_WINDOW_MS INT64_C(3600000)
+#define DEFAULT_CATCHUP_MAX 100
+#define GRACE_MIN_S 5
+#define GRACE_MAX_S 60
+/* Due ticks remembered per schedule while counting a gap: only the newest can fire (at most
+ * PGC_CRON_CATCHUP_MAX_LIMIT under "all", at most GRACE_MAX_S + 1 on time). */
+#define RING 1024
+/* A gap longer than this many ticks is counted up to here and then skipped in one step. */
+#define COUNT_MAX 10000000L
+
+/* Database timestamps travel as microseconds since the Unix epoch, 0 for NULL. */
+#define US(x) "coalesce((extract(epoch FROM " x ") * 1000000)::int8, 0)"
+#define MS(x) "(extract(epoch FROM " x ") * 1000)::int8"
+
+static const char *const catch_up_names[] = { "skip", "once", "all" };
+static const char *const overlap_names[] = { "allow", "skip" };
+
+const char *pgc_cron_catch_up_name(pgc_cron_catch_up c)
+{
+	return (unsigned)c < 3 ? catch_up_names[c] : NULL;
+}
+
+const char *pgc_cron_overlap_name(pgc_cron_overlap o)
+{
+	return (unsigned)o < 2 ? overlap_names[o] : NULL;
+}
+
+bool pgc_cron_catch_up_parse(const char *name, pgc_cron_catch_up *out)
+{
+	for (int i = 0; name != NULL && out != NULL && i < 3; i++)
+		if (strcmp(name, catch_up_names[i]) == 0) {
+			*out = (pgc_cron_catch_up)i;
+			return true;
+		}
+	return false;
+}
+
+bool pgc_cron_overlap_parse(const char *name, pgc_cron_overlap *out)
+{
+	for (int i = 0; name != NULL && out != NULL && i < 2; i++)
+		if (strcmp(name, overlap_names[i]) == 0) {
+			*out = (pgc_cron_overlap)i;
+			return true;
+		}
+	return false;
+}
+
+/* ---- common ---------------------------------------------------------------------------------- */
+
+typedef struct ctx {
+	pgc_conn *conn;
+	char *quoted; /* PQescapeIdentifier(schema), PQfreemem */
+	const char *schema;
+} ctx;
+
+static int ctx_begin(ctx *c, pgc_conn *conn, const char *schema, const char *fn, pgc_error *err)
+{
+	memset(c, 0, sizeof *c);
+	if (conn == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: conn must not be NULL", fn);
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
+	c->conn = conn;
+	c->schema = schema != NULL ? schema : PGC_SCHEMA_DEFAULT;
+	c->quoted = pgc__quote_ident(conn, c->schema, err);
+	return c->quoted != NULL ? PGC_OK : err != NULL && err->code != PGC_OK ? err->code : PGC_ENOMEM;
+}
+
+static void ctx_end(ctx *c)
+{
+	PQfreemem(c->quoted);
+	c->quoted = NULL;
+}
+
+/* Runs tmpl with @S@ expanded; a missing table is PGC_ENOSCHEMA with the command to run. */
+static PGresult *run(ctx *c, const char *tmpl, int n, const char *const *v, int *rc, pgc_error *err)
+{
+	char *sql = pgc__sql_schema(tmpl, c->quoted);
+	if (sql == NULL) {
+		*rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+		return NULL;
+	}
+	PGresult *res = pgc__exec(c->conn, sql, n, v, rc, err);
+	free(sql);
+	if (*rc == PGC_ESQL && err != NULL &&
+	    (strcmp(err->sqlstate, "42P01") == 0 || strcmp(err->sqlstate, "3F000") == 0 ||
+	     strcmp(err->sqlstate, "42883") == 0)) {
+		char init[160];
+		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables are not installed in schema %s: run %s",
+		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
+	}
+	return res;
+}
+
+static int check_name(const char *name, pgc_error *err)
+{
+	int rc = pgc_name_check("schedule name", name, PGC_CRON_NAME_MAX, err);
+	if (rc != PGC_OK)
+		return rc;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= ' ' || *p == 0x7f)
+			return pgc__err(err, PGC_EUSAGE, "schedule name \"%.100s\" must not contain white space or "
+			                "control characters", name);
+	return PGC_OK;
+}
+
+static bool in_transaction(pgc_conn *conn)
+{
+	PGconn *pg = pgc_conn_pg(conn);
+	return pg != NULL && PQtransactionStatus(pg) == PQTRANS_INTRANS;
+}
+
+static int64_t get_i64(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* The server's now() in whole seconds (the floor). */
+static int db_now_s(ctx *c, int64_t *out, pgc_error *err)
+{
+	int rc;
+	PGresult *r = run(c, "SELECT floor(extract(epoch FROM now()))::int8", 0, NULL, &rc, err);
+	if (rc == PGC_OK)
+		*out = get_i64(r, 0, 0);
+	PQclear(r);
+	return rc;
+}
+
+/* ---- add, remove, pause ------------------------------------------------------------------- */
+
+int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc_cron_schedule *def,
+                 unsigned int flags, bool *changed, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (changed != NULL)
+		*changed = false;
+	if (name == NULL || def == NULL || def->expr == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_add: name, def and def->expr must not be NULL");
+	int rc = check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	if (def->queue == NULL || *def->queue == '\0')
+		return pgc__err(err, PGC_EUSAGE, "a schedule needs a queue for its jobs");
+	if ((rc = pgc_name_check("queue name", def->queue, PGC_QUEUE_NAME_MAX, err)) != PGC_OK)
+		return rc;
+	if (pgc_cron_catch_up_name(def->catch_up) == NULL || pgc_cron_overlap_name(def->overlap) == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_add: unknown catch-up or overlap policy");
+	if (def->catch_up_window_ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "catch-up window must not be negative");
+	if (def->catch_up_max < 0 || def->catch_up_max > PGC_CRON_CATCHUP_MAX_LIMIT)
+		return pgc__err(err, PGC_EUSAGE, "catch-up maximum must be 1 to %d, not %d",
+		                PGC_CRON_CATCHUP_MAX_LIMIT, def->catch_up_max);
+	if (def->jitter_ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "jitter must not be negative");
+	if ((flags & ~PGC_CRON_REPLACE) != 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_add: unknown flags 0x%x", flags);
+	pgc_cron *cr;
+	if ((rc = pgc_cron_parse(def->expr, def->tz, &cr, err)) != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_add", err)) != PGC_OK) {
+		pgc_cron_free(cr);
+		return rc;
+	}
+	int64_t now = 0, next = 0;
+	if ((rc = db_now_s(&c, &now, err)) == PGC_OK && (rc = pgc_cron_next(cr, now, &next, err)) != PGC_OK &&
+	    rc == PGC_ENOTFOUND)
+		pgc__err_prefix(err, "schedule %s", name);
+	if (rc == PGC_OK) {
+		char nt[24], win[24], mx[16], jit[24];
+		snprintf(nt, sizeof nt, "%" PRId64, next);
+		snprintf(win, sizeof win, "%" PRId64, def->catch_up_window_ms ? def->catch_up_window_ms : DEFAULT_WINDOW_MS);
+		snprintf(mx, sizeof mx, "%d", def->catch_up_max ? def->catch_up_max : DEFAULT_CATCHUP_MAX);
+		snprintf(jit, sizeof jit, "%" PRId64, def->jitter_ms);
+		const char *v[11] = { name, def->expr, pgc_cron_tz(cr),
+		                      def->queue, def->payload, pgc_cron_catch_up_name(def->catch_up), mx, win,
+		                      pgc_cron_overlap_name(def->overlap), jit, nt };
+		/* An unchanged definition keeps its next tick (sync runs again and again); a changed
+		 * one gets the tick computed now. */
+		const char *ins =
+			"INSERT INTO @S@.cron_schedules AS s (name, expr, tz, queue, payload, catch_up, catch_up_max,"
+			" catch_up_window, overlap, jitter, next_tick)"
+			" VALUES ($1, $2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond',"
+			" $9, $10::int8 * interval '1 millisecond', to_timestamp($11::int8))"
+			" ON CONFLICT (name) DO NOTHING RETURNING true";
+		const char *upd =
+			"UPDATE @S@.cron_schedules s SET expr = $2, tz = $3, queue = $4, payload = @S@.cron_payload($5),"
+			" catch_up = $6, catch_up_max = $7::int, catch_up_window = $8::int8 * interval '1 millisecond',"
+			" overlap = $9, jitter = $10::int8 * interval '1 millisecond', next_tick = to_timestamp($11::int8),"
+			" updated_at = clock_timestamp()"
+			" WHERE s.name = $1 AND (s.expr, s.tz, s.queue, s.payload, s.catch_up, s.catch_up_max,"
+			"  s.catch_up_window, s.overlap, s.jitter) IS DISTINCT FROM ($2, $3, $4, @S@.cron_payload($5), $6,"
+			"  $7::int, $8::int8 * interval '1 millisecond', $9, $10::int8 * interval '1 millisecond')"
+			" RETURNING true";
+		PGresult *r = run(&c, ins, 11, v, &rc, err);
+		bool inserted = rc == PGC_OK && PQntuples(r) == 1;
+		PQclear(r);
+		if (rc == PGC_OK && inserted) {
+			if (changed != NULL)
+				*changed = true;
+		} else if (rc == PGC_OK && !(flags & PGC_CRON_REPLACE)) {
+			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s exists (replace it to change it)", name);
+		} else if (rc == PGC_OK) {
+			r = run(&c, upd, 11, v, &rc, err);
+			if (rc == PGC_OK && changed != NULL)
+				*changed = PQntuples(r) == 1;
+			PQclear(r);
+		}
+	}
+	ctx_end(&c);
+	pgc_cron_free(cr);
+	return rc;
+}
+
+int pgc_cron_remove(pgc_conn *conn, const char *schema, const char *name, pgc_error *err)
+{
+	pgc_error_clear(err);
+	int rc = name == NULL ? pgc__err(err, PGC_EUSAGE, "pgc_cron_remove: name must not be NULL") : check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_remove", err)) != PGC_OK)
+		return rc;
+	const char *v[1] = { name };
+	PGresult *r = run(&c, "DELETE FROM @S@.cron_schedules WHERE name = $1 RETURNING true", 1, v, &rc, err);
+	if (rc == PGC_OK && PQntuples(r) != 1)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	PQclear(r);
+	ctx_end(&c);
+	return rc;
+}
+
+int pgc_cron_pause(pgc_conn *conn, const char *schema, const char *name, bool paused, pgc_error *err)
+{
+	pgc_error_clear(err);
+	int rc = name == NULL ? pgc__err(err, PGC_EUSAGE, "pgc_cron_pause: name must not be NULL") : check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_pause", err)) != PGC_OK)
+		return rc;
+	const char *v[2] = { name, NULL };
+	if (paused) {
+		PGresult *r = run(&c, "UPDATE @S@.cron_schedules SET paused = true, updated_at = clock_timestamp()"
+		                  " WHERE name = $1 RETURNING true", 1, v, &rc, err);
+		if (rc == PGC_OK && PQntuples(r) != 1)
+			rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+		PQclear(r);
+		ctx_end(&c);
+		return rc;
+	}
+	/* Resume: the next tick counts from the server's now(), computed here with the row's
+	 * expression. A schedule that is not paused keeps its tick. */
+	PGresult *r = run(&c, "SELECT expr, tz, paused, floor(extract(epoch FROM now()))::int8"
+	                  " FROM @S@.cron_schedules WHERE name = $1", 1, v, &rc, err);
+	if (rc == PGC_OK && PQntuples(r) != 1)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	if (rc == PGC_OK && strcmp(PQgetvalue(r, 0, 2), "t") == 0) {
+		pgc_cron *cr;
+		int64_t next = 0;
+		if ((rc = pgc_cron_parse(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), &cr, err)) == PGC_OK) {
+			rc = pgc_cron_next(cr, get_i64(r, 0, 3), &next, err);
+			pgc_cron_free(cr);
+		}
+		if (rc == PGC_OK) {
+			char nt[24];
+			snprintf(nt, sizeof nt, "%" PRId64, next);
+			v[1] = nt;
+			PGresult *u = run(&c, "UPDATE @S@.cron_schedules SET paused = false, next_tick = to_timestamp($2::int8),"
+			                  " updated_at = clock_timestamp() WHERE name = $1", 2, v, &rc, err);
+			PQclear(u);
+		}
+	}
+	PQclear(r);
+	ctx_end(&c);
+	return rc;
+}
+
+/* ---- jobs -------------------------------------------------------------------------------------- */
+
+/* The job's payload: the schedule's object with "cron": {"schedule": name, "tick": tick}. */
+static char *job_payload(const char *payload, const char *name, const char *tick)
+{
+	pgc__sb b = PGC__SB_INIT;
+	const char *end = strrchr(payload, '}');
+	if (end == NULL)
+		end = payload + strlen(payload);
+	const char *p = payload;
+	while (*p == ' ' || *p == '{')
+		p++;
+	bool empty = p >= end;
+	pgc__sb_put(&b, payload, (size_t)(end - payload));
+	pgc__sb_puts(&b, empty ? "\"cron\": {\"schedule\": \"" : ", \"cron\": {\"schedule\": \"");
+	for (const char *s = name; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			pgc__sb_putc(&b, '\\');
+		pgc__sb_putc(&b, *s);
+	}
+	pgc__sb_puts(&b, "\", \"tick\": \"");
+	pgc__sb_puts(&b, tick);
+	pgc__sb_puts(&b, "\"}}");
+	if (b.oom) {
+		pgc__sb_free(&b);
+		return NULL;
+	}
+	return b.buf;
+}
+
+/* Enqueues one job of a schedule on c's session (inside the open transaction). *dup is set
+ * when overlap skip found the previous job still there. */
+static int enqueue_tick(ctx *c, pgc_queue *q, const char *name, const char *queue, const char *payload,
+                        bool overlap_skip, int64_t run_at_ms, const char *tick, int64_t *job_id, bool *dup,
+                        pgc_error *err)
+{
+	*dup = false;
+	*job_id = 0;
+	char *body = job_payload(payload, name, tick);
+	if (body == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	char key[PGC_CRON_NAME_MAX + 8], at[48];
+	snprintf(key, sizeof key, "cron:%s", name);
+	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+	o.unique_key = overlap_skip ? key : NULL;
+	if (run_at_ms > 0) {
+		time_t t = (time_t)(run_at_ms / 1000);
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		size_t len = strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S", &tm);
+		snprintf(at + len, sizeof at - len, ".%03d+00", (int)(run_at_ms % 1000));
+		o.run_at = at;
+	}
+	int rc = pgc_queue_enqueue(q, queue, body, &o, job_id, err);
+	free(body);
+	(void)c;
+	if (rc == PGC_EDUPLICATE && overlap_skip) {
+		pgc_error_clear(err);
+		*dup = true;
+		return PGC_OK;
+	}
+	return rc;
+}
+
+static int64_t jitter_ms(int64_t max_ms)
+{
+	if (max_ms <= 0)
+		return 0;
+	/* Not for secrets: a spread of start times, different per process (splitmix64 over the
+	 * clock, the process and a counter). */
+	static _Atomic uint64_t counter;
+	uint64_t z = (uint64_t)pgc__now_ms() * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() << 32 ^ ++counter;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	z ^= z >> 31;
+	return (int64_t)(z % (uint64_t)(max_ms + 1));
+}
+
+int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name, int64_t *job_id, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (job_id != NULL)
+		*job_id = 0;
+	int rc = name == NULL ? pgc__err(err, PGC_EUSAGE, "pgc_cron_trigger: name must not be NULL") : check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_trigger", err)) != PGC_OK)
+		return rc;
+	bool own = !in_transaction(conn);
+	pgc_queue *q = NULL;
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = c.schema;
+	qo.prepare = false;
+	if ((rc = pgc_queue_open(conn, &qo, &q, err)) != PGC_OK) {
+		ctx_end(&c);
+		return rc;
+	}
+	if (own)
+		rc = pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err);
+	const char *v[4] = { name, NULL, NULL, NULL };
+	PGresult *r = NULL;
+	if (rc == PGC_OK)
+		r = run(&c, "SELECT expr, tz, queue, payload::text, overlap, " US("now()")
+		        " FROM @S@.cron_schedules WHERE name = $1 FOR UPDATE", 1, v, &rc, err);
+	if (rc == PGC_OK && PQntuples(r) != 1)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	if (rc == PGC_OK) {
+		int64_t now_us = get_i64(r, 0, 5), id = 0;
+		pgc_cron *cr;
+		char tick[PGC_CRON_TIME_MAX];
+		bool dup = false;
+		if ((rc = pgc_cron_parse(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), &cr, err)) == PGC_OK) {
+			rc = pgc_cron_format_local(cr, now_us / 1000000, tick, sizeof tick, err);
+			pgc_cron_free(cr);
+		}
+		if (rc == PGC_OK)
+			rc = enqueue_tick(&c, q, name, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
+			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, 0, tick, &id, &dup, err);
+		if (rc == PGC_OK && dup)
+			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s: the previous job is still pending or running "
+			              "(overlap skip)", name);
+		if (rc == PGC_OK) {
+			char ids[24];
+			snprintf(ids, sizeof ids, "%" PRId64, id);
+			v[1] = ids;
+			PGresult *u = run(&c, "INSERT INTO @S@.cron_ticks (schedule, tick_at, outcome, job_id)"
+			                  " VALUES ($1, now(), 'triggered', $2::int8) ON CONFLICT DO NOTHING", 2, v, &rc, err);
+			PQclear(u);
+			if (rc == PGC_OK) {
+				u = run(&c, "UPDATE @S@.cron_schedules SET fired = fired + 1, last_fired_at = now(),"
+				        " last_outcome = 'triggered' WHERE name = $1", 1, v, &rc, err);
+				PQclear(u);
+			}
+			if (job_id != NULL)
+				*job_id = id;
+		}
+	}
+	PQclear(r);
+	if (own && rc == PGC_OK)
+		rc = pgc__command(conn, "COMMIT", err);
+	else if (own)
+		pgc__rollback(conn);
+	pgc_queue_close(q);
+	ctx_end(&c);
+	return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+static char *dup_or_null(const PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
+}
+
+void pgc_cron_infos_free(pgc_cron_info *infos, size_t n)
+{
+	for (size_t i = 0; infos != NULL && i < n; i++) {
+		free(infos[i].name);
+		free(infos[i].expr);
+		free(infos[i].tz);
+		free(infos[i].queue);
+		free(infos[i].payload);
+		free(infos[i].last_outcome);
+		free(infos[i].last_scheduler);
+	}
+	free(infos);
+}
+
+int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron_info **out, size_t *n,
+                  pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL || n == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_list: out and n must not be NULL");
+	*out = NULL;
+	*n = 0;
+	int rc = name != NULL ? check_name(name, err) : PGC_OK;
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_list", err)) != PGC_OK)
+		return rc;
+	const char *v[1] = { name };
+	PGresult *r = run(&c,
+		"SELECT s.name, s.expr, s.tz, s.queue, s.payload::text, s.catch_up, s.catch_up_max,"
+		" " MS("s.catch_up_window") ", s.overlap, " MS("s.jitter") ", s.paused,"
+		" " US("s.next_tick") ", " US("s.last_tick") ", " US("s.last_fired_at") ", " US("s.created_at") ","
+		" " US("s.updated_at") ", " US("s.seen_at") ", s.last_outcome, s.last_scheduler, s.fired, s.missed,"
+		" s.skipped, " US("(SELECT max(t.tick_at) FROM @S@.cron_ticks t JOIN @S@.job_history h ON h.id = t.job_id"
+		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()")
+		" FROM @S@.cron_schedules s WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name",
+		1, v, &rc, err);
+	if (rc == PGC_OK && name != NULL && PQntuples(r) == 0)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	size_t rows = rc == PGC_OK ? (size_t)PQntuples(r) : 0;
+	pgc_cron_info *a = rc == PGC_OK ? calloc(rows + 1, sizeof *a) : NULL;
+	if (rc == PGC_OK && a == NULL)
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	for (size_t i = 0; rc == PGC_OK && i < rows; i++) {
+		int row = (int)i;
+		pgc_cron_info *x = &a[i];
+		x->name = dup_or_null(r, row, 0);
+		x->expr = dup_or_null(r, row, 1);
+		x->tz = dup_or_null(r, row, 2);
+		x->queue = dup_or_null(r, row, 3);
+		x->payload = dup_or_null(r, row, 4);
+		(void)pgc_cron_catch_up_parse(PQgetvalue(r, row, 5), &x->catch_up);
+		x->catch_up_max = (int)get_i64(r, row, 6);
+		x->catch_up_window_ms = get_i64(r, row, 7);
+		(void)pgc_cron_overlap_parse(PQgetvalue(r, row, 8), &x->overlap);
+		x->jitter_ms = get_i64(r, row, 9);
+		x->paused = strcmp(PQgetvalue(r, row, 10), "t") == 0;
+		x->next_tick_us = get_i64(r, row, 11);
+		x->last_tick_us = get_i64(r, row, 12);
+		x->last_fired_us = get_i64(r, row, 13);
+		x->created_us = get_i64(r, row, 14);
+		x->updated_us = get_i64(r, row, 15);
+		x->seen_us = get_i64(r, row, 16);
+		x->last_outcome = dup_or_null(r, row, 17);
+		x->last_scheduler = dup_or_null(r, row, 18);
+		x->fired = get_i64(r, row, 19);
+		x->missed = get_i64(r, row, 20);
+		x->skipped = get_i64(r, row, 21);
+		x->last_success_us = get_i64(r, row, 22);
+		x->db_now_us = get_i64(r, row, 23);
+		if (x->name == NULL || x->expr == NULL || x->tz == NULL || x->queue == NULL || x->payload == NULL)
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	PQclear(r);
+	ctx_end(&c);
+	if (rc != PGC_OK) {
+		pgc_cron_infos_free(a, rows);
+		return rc;
+	}
+	*out = a;
+	*n = rows;
+	return PGC_OK;
+}
+
+int pgc_cron_history(pgc_conn *conn, const char *schema, const char *name, int limit, pgc_cron_tick **out,
+                     size_t *n, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL || n == NULL || name == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_history: name, out and n must not be NULL");
+	*out = NULL;
+	*n = 0;
+	if (limit < 1 || limit > PGC_CRON_TICKS_KEPT)
+		return pgc__err(err, PGC_EUSAGE, "limit must be 1 to %d, not %d", PGC_CRON_TICKS_KEPT, limit);
+	int rc = check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_history", err)) != PGC_OK)
+		return rc;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *v[2] = { name, lim };
+	PGresult *r = run(&c, "SELECT " US("t.tick_at") ", " US("t.fired_at") ", t.outcome, t.ticks, t.job_id"
+	                  " FROM @S@.cron_schedules s LEFT JOIN @S@.cron_ticks t ON t.schedule = s.name"
+	                  " WHERE s.name = $1 ORDER BY t.tick_at DESC LIMIT $2::int", 2, v, &rc, err);
+	if (rc == PGC_OK && PQntuples(r) == 0)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	size_t rows = 0;
+	pgc_cron_tick *a = NULL;
+	if (rc == PGC_OK) {
+		a = calloc((size_t)PQntuples(r) + 1, sizeof *a);
+		if (a == NULL)
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
+		if (PQgetisnull(r, i, 2))
+			continue; /* the schedule has no ticks yet */
+		pgc_cron_tick *t = &a[rows++];
+		t->tick_us = get_i64(r, i, 0);
+		t->fired_us = get_i64(r, i, 1);
+		snprintf(t->outcome, sizeof t->outcome, "%s", PQgetvalue(r, i, 2));
+		t->ticks = (int)get_i64(r, i, 3);
+		t->job_id = get_i64(r, i, 4);
+	}
+	PQclear(r);
+	ctx_end(&c);
+	if (rc != PGC_OK) {
+		free(a);
+		return rc;
+	}
+	*out = a;
+	*n = rows;
+	return PGC_OK;
+}
+
+/* ---- the scheduler's step -------------------------------------------------------------------- */
+
+/* One due schedule, as locked. */
+typedef struct due {
+	const char *name, *expr, *tz, *queue, *payload;
+	pgc_cron_catch_up catch_up;
+	int catch_up_max;
+	int64_t window_ms, jitter_ms;
+	bool overlap_skip;
+	int64_t next_tick;  /* seconds */
+	int64_t now_us;     /* the server's now() */
+	int64_t total;      /* fired + missed + skipped so far, for trimming */
+} due;
+
+static PGresult *tick_row(ctx *c, const char *name, int64_t tick, const char *outcome, long ticks, int64_t job,
+                          int *rc, pgc_error *err)
+{
+	char t[24], k[24], j[24];
+	snprintf(t, sizeof t, "%" PRId64, tick);
+	snprintf(k, sizeof k, "%ld", ticks);
+	snprintf(j, sizeof j, "%" PRId64, job);
+	const char *v[5] = { name, t, outcome, k, job > 0 ? j : NULL };
+	return run(c, "INSERT INTO @S@.cron_ticks (schedule, tick_at, outcome, ticks, job_id)"
+	           " VALUES ($1, to_timestamp($2::int8), $3, $4::int, $5::int8) ON CONFLICT DO NOTHING RETURNING true",
+	           5, v, rc, err);
+}
+
+/* Fires one locked schedule: its due ticks as its policy says, then moves next_tick. A
+ * schedule that this host cannot compute (its zone is not in this host's tzdata, say) fails
+ * with *soft set: nothing was written for it. */
+static int fire_one(ctx *c, pgc_queue *q, const due *d, const char *scheduler, pgc_cron_fire_result *res,
+                    bool *soft, pgc_error *err)
+{
+	*soft = true; /* until the first statement */
+	pgc_cron *cr;
+	int rc = pgc_cron_parse(d->expr, d->tz, &cr, err);
+	if (rc != PGC_OK)
+		return rc;
+	int64_t now_s = d->now_us / 1000000;
+	/* The due ticks: all of them counted, the newest RING kept. */
+	static __thread int64_t ring[RING];
+	long n = 0;
+	int64_t t = d->next_tick, after = 0;
+	while (rc == PGC_OK && t <= now_s) {
+		ring[n % RING] = t;
+		n++;
+		if (n >= COUNT_MAX) {
+			rc = pgc_cron_next(cr, now_s, &after, err);
+			break;
+		}
+		rc = pgc_cron_next(cr, t, &t, err);
+		after = t;
+	}
+	if (rc != PGC_OK) {
+		pgc_cron_free(cr);
+		return rc;
+	}
+	/* Which fire, newest first: on time whatever the policy; late ones as the policy says. */
+	int64_t fire[RING];
+	int nf = 0;
+	long kept = n < RING ? n : RING;
+	int64_t window_s = d->window_ms / 1000;
+	int64_t later = after;
+	bool once_done = false;
+	for (long i = 0; i < kept; i++) {
+		int64_t x = ring[(n - 1 - i) % RING];
+		int64_t period = later - x, grace = period < GRACE_MIN_S ? GRACE_MIN_S : period > GRACE_MAX_S ? GRACE_MAX_S : period;
+		later = x;
+		bool late = now_s - x > grace;
+		if (!late) {
+			fire[nf++] = x;
+			continue;
+		}
+		if (d->catch_up == PGC_CRON_CATCHUP_ONCE && !once_done) {
+			fire[nf++] = x;
+			once_done = true;
+		} else if (d->catch_up == PGC_CRON_CATCHUP_ALL && now_s - x <= window_s && nf < d->catch_up_max) {
+			fire[nf++] = x;
+		} else {
+			break;
+		}
+	}
+	long missed = n - nf;
+	PGresult *r;
+	*soft = false;
+	if (missed > 0) {
+		r = tick_row(c, d->name, d->next_tick, "missed", missed > INT32_MAX ? INT32_MAX : missed, 0, &rc, err);
+		PQclear(r);
+	}
+	long enq = 0, skipped = 0;
+	const char *last_outcome = missed > 0 ? "missed" : NULL;
+	for (int i = nf - 1; rc == PGC_OK && i >= 0; i--) {
+		r = tick_row(c, d->name, fire[i], "enqueued", 1, 0, &rc, err);
+		bool fresh = rc == PGC_OK && PQntuples(r) == 1;
+		PQclear(r);
+		if (!fresh)
+			continue; /* recorded already: this tick fired before */
+		char tick[PGC_CRON_TIME_MAX];
+		int64_t id = 0;
+		bool dup = false;
+		if ((rc = pgc_cron_format_local(cr, fire[i], tick, sizeof tick, err)) != PGC_OK)
+			break;
+		int64_t run_at = d->jitter_ms > 0 ? fire[i] * 1000 + jitter_ms(d->jitter_ms) : 0;
+		rc = enqueue_tick(c, q, d->name, d->queue, d->payload, d->overlap_skip, run_at, tick, &id, &dup, err);
+		if (rc != PGC_OK)
+			break;
+		char ts[24], ids[24];
+		snprintf(ts, sizeof ts, "%" PRId64, fire[i]);
+		snprintf(ids, sizeof ids, "%" PRId64, id);
+		const char *v[4] = { d->name, ts, dup ? "skipped-overlap" : "enqueued", dup ? NULL : ids };
+		r = run(c, "UPDATE @S@.cron_ticks SET outcome = $3, job_id = $4::int8"
+		        " WHERE schedule = $1 AND tick_at = to_timestamp($2::int8)", 4, v, &rc, err);
+		PQclear(r);
+		if (dup)
+			skipped++;
+		else
+			enq++;
+		last_outcome = v[2];
+	}
+	pgc_cron_free(cr);
+	if (rc != PGC_OK)
+		return rc;
+	char nt[24], lt[24], fe[24], mi[24], sk[24];
+	snprintf(nt, sizeof nt, "%" PRId64, after);
+	snprintf(lt, sizeof lt, "%" PRId64, n > 0 ? ring[(n - 1) % RING] : d->next_tick);
+	snprintf(fe, sizeof fe, "%ld", enq);
+	snprintf(mi, sizeof mi, "%ld", missed);
+	snprintf(sk, sizeof sk, "%ld", skipped);
+	const char *v[8] = { d->name, nt, lt, last_outcome, fe, mi, sk, scheduler };
+	r = run(c, "UPDATE @S@.cron_schedules SET next_tick = to_timestamp($2::int8), last_tick = to_timestamp($3::int8),"
+	        " last_outcome = coalesce($4, last_outcome), fired = fired + $5::int8, missed = missed + $6::int8,"
+	        " skipped = skipped + $7::int8,"
+	        " last_fired_at = CASE WHEN $5::int8 > 0 THEN now() ELSE last_fired_at END,"
+	        " last_scheduler = coalesce($8, last_scheduler), seen_at = now() WHERE name = $1",
+	        8, v, &rc, err);
+	PQclear(r);
+	/* Trim the history now and then: every 100 ticks of the schedule. */
+	if (rc == PGC_OK && (d->total + enq + skipped + (missed > 0)) / 100 != d->total / 100) {
+		const char *w[1] = { d->name };
+		r = run(c, "DELETE FROM @S@.cron_ticks t WHERE t.schedule = $1 AND t.tick_at <"
+		        " (SELECT k.tick_at FROM @S@.cron_ticks k WHERE k.schedule = $1 ORDER BY k.tick_at DESC"
+		        " OFFSET 999 LIMIT 1)", 1, w, &rc, err);
+		PQclear(r);
+	}
+	res->enqueued += enq;
+	res->missed += missed;
+	res->skipped += skipped;
+	return rc;
+}
+
+int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler, int max,
+                      pgc_cron_fire_result *out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: out must not be NULL");
+	memset(out, 0, sizeof *out);
+	out->next_due_ms = -1;
+	if (max < 1 || max > 1000)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: max must be 1 to 1000, not %d", max);
+	if (scheduler != NULL && strlen(scheduler) > 200)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: scheduler is longer than 200 bytes");
+	ctx c;
+	int rc = ctx_begin(&c, conn, schema, "pgc_cron_fire_due", err);
+	if (rc != PGC_OK)
+		return rc;
+	if (in_transaction(conn)) {
+		ctx_end(&c);
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due must run outside a transaction");
+	}
+	pgc_queue *q = NULL;
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = c.schema;
+	if ((rc = pgc_queue_open(conn, &qo, &q, err)) != PGC_OK) {
+		ctx_end(&c);
+		return rc;
+	}
+	char mx[16];
+	snprintf(mx, sizeof mx, "%d", max);
+	const char *v[1] = { mx };
+	PGresult *r = NULL;
+	rc = pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err);
+	if (rc == PGC_OK)
+		r = run(&c, "SELECT name, expr, tz, queue, payload::text, catch_up, catch_up_max, " MS("catch_up_window") ","
+		        " overlap, " MS("jitter") ", floor(extract(epoch FROM next_tick))::int8, " US("now()") ","
+		        " fired + missed + skipped"
+		        " FROM @S@.cron_schedules WHERE NOT paused AND next_tick <= now()"
+		        " ORDER BY next_tick LIMIT $1::int FOR UPDATE SKIP LOCKED", 1, v, &rc, err);
+	for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
+		due d;
+		d.name = PQgetvalue(r, i, 0);
+		d.expr = PQgetvalue(r, i, 1);
+		d.tz = PQgetvalue(r, i, 2);
+		d.queue = PQgetvalue(r, i, 3);
+		d.payload = PQgetvalue(r, i, 4);
+		d.catch_up = PGC_CRON_CATCHUP_SKIP;
+		(void)pgc_cron_catch_up_parse(PQgetvalue(r, i, 5), &d.catch_up);
+		d.catch_up_max = (int)get_i64(r, i, 6);
+		d.window_ms = get_i64(r, i, 7);
+		d.overlap_skip = strcmp(PQgetvalue(r, i, 8), "skip") == 0;
+		d.jitter_ms = get_i64(r, i, 9);
+		d.next_tick = get_i64(r, i, 10);
+		d.now_us = get_i64(r, i, 11);
+		d.total = get_i64(r, i, 12);
+		out->schedules++;
+		pgc_error e = PGC_ERROR_INIT;
+		bool soft = false;
+		int frc = fire_one(&c, q, &d, scheduler, out, &soft, &e);
+		if (frc != PGC_OK && soft) {
+			/* Nothing was written for it (the zone or the expression is the problem, found
+			 * before any statement): leave it to a host that can. */
+			out->failed++;
+			snprintf(out->failed_name, sizeof out->failed_name, "%s", d.name);
+			out->failed_err = e;
+		} else if (frc != PGC_OK) {
+			rc = frc;
+			if (err != NULL)
+				*err = e;
+		}
+	}
+	PQclear(r);
+	r = NULL;
+	if (rc == PGC_OK)
+		r = run(&c, "SELECT " MS("min(next_tick) - now()") " FROM @S@.cron_schedules WHERE NOT paused", 0, NULL, &rc,
+		        err);
+	/* NULL when every schedule is paused (or there is none). */
+	if (rc == PGC_OK && !PQgetisnull(r, 0, 0)) {
+		int64_t ms = get_i64(r, 0, 0);
+		out->next_due_ms = ms > 0 ? ms : 0;
+	}
+	PQclear(r);
+	if (rc == PGC_OK)
+		rc = pgc__command(conn, "COMMIT", err);
+	else
+		pgc__rollback(conn);
+	if (rc != PGC_OK) {
+		out->enqueued = out->missed = out->skipped = 0;
+		out->schedules = 0;
+	}
+	pgc_queue_close(q);
+	ctx_end(&c);
+	return rc;
+}
+
+/* ---- the "cron" member of a job's payload -------------------------------------------------- */
+
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+/* A JSON string at p (at its opening quote): its text into out (size bytes; NULL: skipped),
+ * the position after it, or NULL when it is not one or does not fit. */
+static const char *json_string(const char *p, char *out, size_t size)
+{
+	if (*p != '"')
+		return NULL;
+	size_t n = 0;
+	for (p++; *p != '"'; p++) {
+		char ch = *p;
+		if (ch == '\0')
+			return NULL;
+		if (ch == '\\') {
+			ch = *++p;
+			if (out != NULL && ch != '"' && ch != '\\' && ch != '/')
+				return NULL;
+			if (ch == '\0')
+				return NULL;
+		}
+		if (out != NULL) {
+			if (n + 1 >= size)
+				return NULL;
+			out[n++] = ch;
+		}
+	}
+	if (out != NULL)
+		out[n] = '\0';
+	return p + 1;
+}
+
+/* Skips one JSON value at p; NULL when it is malformed. Nesting is bounded by depth. */
+static const char *json_skip(const char *p, int depth)
+{
+	p = ws(p);
+	if (*p == '"')
+		return json_string(p, NULL, 0);
+	if (*p == '{' || *p == '[') {
+		if (depth > 64)
+			return NULL;
+		char close = *p == '{' ? '}' : ']';
+		p = ws(p + 1);
+		if (*p == close)
+			return p + 1;
+		for (;;) {
+			if (close == '}') {
+				if ((p = json_string(ws(p), NULL, 0)) == NULL || *(p = ws(p)) != ':')
+					return NULL;
+				p++;
+			}
+			if ((p = json_skip(p, depth + 1)) == NULL)
+				return NULL;
+			p = ws(p);
+			if (*p == close)
+				return p + 1;
+			if (*p != ',')
+				return NULL;
+			p++;
+		}
+	}
+	while (*p && strchr(",}] \t\r\n", *p) == NULL)
+		p++;
+	return p;
+}
+
+bool pgc_cron_payload_tick(const char *payload, char *schedule, char *tick, size_t size)
+{
+	if (schedule == NULL || tick == NULL || size == 0)
+		return false;
+	schedule[0] = tick[0] = '\0';
+	if (payload == NULL)
+		return false;
+	const char *p = ws(payload);
+	if (*p++ != '{')
+		return false;
+	char key[16];
+	for (p = ws(p); *p == '"';) {
+		const char *k = json_string(p, key, sizeof key);
+		bool cron = k != NULL && strcmp(key, "cron") == 0;
+		if (k == NULL && (k = json_string(p, NULL, 0)) == NULL)
+			return false;
+		if (*(p = ws(k)) != ':')
+			return false;
+		p = ws(p + 1);
+		if (cron && *p == '{') {
+			/* The last "cron" wins, as for jsonb: keep looking after this one. */
+			const char *q = ws(p + 1);
+			char s[PGC_CRON_NAME_MAX + 1] = "", t[PGC_CRON_TIME_MAX] = "";
+			while (*q == '"') {
+				const char *v = json_string(q, key, sizeof key);
+				bool is_s = v != NULL && strcmp(key, "schedule") == 0, is_t = v != NULL && strcmp(key, "tick") == 0;
+				if (v == NULL && (v = json_string(q, NULL, 0)) == NULL)
+					return false;
+				if (*(q = ws(v)) != ':')
+					return false;
+				q = ws(q + 1);
+				if ((is_s || is_t) && *q == '"')
+					v = json_string(q, is_s ? s : t, is_s ? sizeof s : sizeof t);
+				else
+					v = json_skip(q, 1);
+				if (v == NULL)
+					return false;
+				q = ws(v);
+				if (*q == ',')
+					q = ws(q + 1);
+			}
+			if (s[0] != '\0' && t[0] != '\0' && strlen(s) < size && strlen(t) < size) {
+				strcpy(schedule, s);
+				strcpy(tick, t);
+			} else {
+				schedule[0] = tick[0] = '\0';
+			}
+		}
+		if ((p = json_skip(p, 1)) == NULL)
+			return false;
+		p = ws(p);
+		if (*p == ',')
+			p = ws(p + 1);
+	}
+	return schedule[0] != '\0';
+}

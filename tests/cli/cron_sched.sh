@@ -1,0 +1,66 @@
+# cron_sched.sh - five schedulers race for every-second ticks, two of them on hosts whose clocks
+# are 5 s ahead and 5 s behind (faketime): every tick is enqueued exactly once, none is missing
+. "$(dirname "$0")/lib.sh"
+skip_without_pg
+# libfaketime, preloaded directly: the faketime(1) wrapper forks, and a signal to it would not
+# reach the scheduler.
+lib=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 /usr/lib/faketime/libfaketimeMT.so.1 2>/dev/null | head -n 1)
+if [ -z "$lib" ]; then
+	[ -n "${PGCOORD_CI:-}" ] && fail "libfaketime is not installed (Debian package faketime)"
+	echo "skipped: libfaketime is not installed (Debian package faketime)" >&2
+	exit 77
+fi
+export PGCOORD_DSN=$PGCOORD_TEST_DSN
+own_schema pgc_cron_race
+# The skew is real inside faketime's processes.
+ahead=$(LD_PRELOAD=$lib FAKETIME=+5s date +%s)
+[ $((ahead - $(date +%s))) -ge 4 ] || fail "faketime does not move the clock ($ahead)"
+
+run 0 "$PG" cron add tick '* * * * * *' --queue race --schema "$S" --payload '{"k":"v"}'
+pids=()
+stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; }
+trap 'stop_all; own_schema_cleanup' EXIT
+# Each scheduler carries the test's mark in its environment, and only those pids are stopped.
+for i in 1 2 3; do
+	PGCOORD_TEST_MARK=cron_race_$$ "$PG" cron run --schema "$S" 2>"$TMP/s$i" &
+	pids+=($!)
+done
+PGCOORD_TEST_MARK=cron_race_$$ LD_PRELOAD=$lib FAKETIME=+5s "$PG" cron run --schema "$S" 2>"$TMP/s4" &
+pids+=($!)
+PGCOORD_TEST_MARK=cron_race_$$ LD_PRELOAD=$lib FAKETIME=-5s "$PG" cron run --schema "$S" 2>"$TMP/s5" &
+pids+=($!)
+sleep 25
+stop_all
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}"
+	st=$?
+	[ "$st" -eq 0 ] || { cat "$TMP/s$((i + 1))"; fail "scheduler $((i + 1)) exited $st"; }
+done
+pids=()
+for i in 1 2 3 4 5; do
+	grep -q "on the database's clock" "$TMP/s$i" || { cat "$TMP/s$i"; fail "scheduler $i did not start"; }
+	grep -q "stopping" "$TMP/s$i" || { cat "$TMP/s$i"; fail "scheduler $i did not stop cleanly"; }
+done
+
+q() { psql_q "$1"; }
+ticks=$(q "SELECT count(*) FROM $S.cron_ticks WHERE schedule = 'tick'")
+[ "$ticks" -ge 15 ] || fail "only $ticks ticks in 25 s"
+# Every row enqueued, each with a job, each job once; no gap between the first and the last.
+[ "$(q "SELECT count(*) FROM $S.cron_ticks WHERE outcome <> 'enqueued'")" = 0 ] ||
+	{ q "SELECT * FROM $S.cron_ticks WHERE outcome <> 'enqueued'"; fail "ticks not enqueued"; }
+span=$(q "SELECT extract(epoch FROM max(tick_at) - min(tick_at))::int + 1 FROM $S.cron_ticks")
+[ "$span" = "$ticks" ] || fail "$ticks ticks over $span seconds: some are missing"
+jobs=$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'race'")
+[ "$jobs" = "$ticks" ] || fail "$jobs jobs for $ticks ticks"
+[ "$(q "SELECT count(DISTINCT payload->'cron'->>'tick') FROM $S.jobs")" = "$ticks" ] ||
+	fail "two jobs carry the same tick"
+# No tick fired before the server's clock reached it (the host 5 s ahead decides nothing).
+[ "$(q "SELECT count(*) FROM $S.cron_ticks WHERE fired_at < tick_at")" = 0 ] ||
+	{ q "SELECT tick_at, fired_at FROM $S.cron_ticks WHERE fired_at < tick_at"; fail "ticks fired early"; }
+# Each tick's job is the one that names it, and the schedule's payload is kept.
+[ "$(q "SELECT count(*) FROM $S.cron_ticks t JOIN $S.jobs j ON j.id = t.job_id
+	WHERE (j.payload->'cron'->>'tick')::timestamptz = t.tick_at AND j.payload->'cron'->>'schedule' = 'tick'
+	  AND j.payload->>'k' = 'v'")" = "$ticks" ] || fail "a job does not carry its tick"
+[ "$(q "SELECT fired || ' ' || missed || ' ' || skipped FROM $S.cron_schedules")" = "$ticks 0 0" ] ||
+	fail "counters: $(q "SELECT fired, missed, skipped FROM $S.cron_schedules")"
+exit 0

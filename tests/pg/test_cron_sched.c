@@ -1,0 +1,177 @@
+/* test_cron_sched.c - cron schedules in the database and the scheduler's step, against a real
+ * server: argument checks, a locked schedule left to its scheduler, a tick fired once
+ *
+ * Each case runs in its own process with its own schema (pgc_cron_<pid>). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pgt.h"
+
+static char schema[64];
+
+static void drop_schema(void)
+{
+	pgc_conn *c = t_connect(NULL);
+	char q[160];
+	snprintf(q, sizeof q, "DROP SCHEMA IF EXISTS \"%s\" CASCADE", schema);
+	pgc_error err;
+	if (pgc_exec(c, q, &err) != PGC_OK)
+		fprintf(stderr, "drop schema: %s\n", err.message);
+	pgc_conn_close(c);
+}
+
+static pgc_conn *setup(void)
+{
+	snprintf(schema, sizeof schema, "pgc_cron_%d", (int)getpid());
+	pgc_conn *c = t_connect("pgcoord/test-cron");
+	pgc_error err;
+	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
+		T_FAIL("init: %s", err.message);
+	atexit(drop_schema);
+	return c;
+}
+
+static void cron_sched__bad_arguments(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "* * * * *";
+	d.queue = "q";
+	T_ASSERT_INT_EQ(pgc_cron_add(NULL, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, NULL, &d, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", NULL, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a b", &d, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "white space");
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0x10, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_add(c, "bad$schema", "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.jitter_ms = -1;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.jitter_ms = 0;
+	d.catch_up_max = 1001;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.catch_up_max = 0;
+	d.catch_up = (pgc_cron_catch_up)7;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.catch_up = PGC_CRON_CATCHUP_SKIP;
+	d.queue = NULL;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.queue = "q";
+	d.expr = "0 0 30 2 *";
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.expr = "* * * * *";
+	d.payload = "[1]";
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_ESQL);
+	T_ASSERT_STR_EQ(err.sqlstate, "22023");
+	d.payload = NULL;
+	T_ASSERT_INT_EQ(pgc_cron_remove(NULL, schema, "a", &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_remove(c, schema, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_remove(c, schema, "a", &err), PGC_ENOTFOUND);
+	T_ASSERT_INT_EQ(pgc_cron_pause(c, schema, "", true, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_trigger(c, schema, "a", NULL, &err), PGC_ENOTFOUND);
+	pgc_cron_info *xs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, NULL, NULL, &n, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, "a", &xs, &n, &err), PGC_ENOTFOUND);
+	pgc_cron_tick *t;
+	T_ASSERT_INT_EQ(pgc_cron_history(c, schema, "a", 0, &t, &n, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_history(c, schema, "a", 10, &t, &n, &err), PGC_ENOTFOUND);
+	pgc_cron_fire_result res;
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(NULL, schema, NULL, 10, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 0, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, "nosuch_schema_here", NULL, 10, &res, &err), PGC_ENOSCHEMA);
+	/* Inside a transaction the step refuses: it must commit its own. */
+	sql(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, &res, &err), PGC_EUSAGE);
+	sql(c, "ROLLBACK");
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EDUPLICATE);
+	bool changed = true;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(!changed);
+	pgc_conn_close(c);
+}
+
+static void cron_sched__payload_tick(void)
+{
+	char s[128], t[128];
+	T_ASSERT(pgc_cron_payload_tick("{\"a\": [1, {\"cron\": 2}], \"cron\": {\"tick\": \"2026-01-01T00:00:00+00:00\", "
+	                               "\"schedule\": \"n\\\"q\"}}", s, t, sizeof s));
+	T_ASSERT_STR_EQ(s, "n\"q");
+	T_ASSERT_STR_EQ(t, "2026-01-01T00:00:00+00:00");
+	T_ASSERT(!pgc_cron_payload_tick("{\"x\": {\"cron\": {\"schedule\": \"a\", \"tick\": \"b\"}}}", s, t, sizeof s));
+	T_ASSERT_STR_EQ(s, "");
+	T_ASSERT(!pgc_cron_payload_tick("{\"cron\": {\"schedule\": \"a\"}}", s, t, sizeof s));
+	T_ASSERT(!pgc_cron_payload_tick("[1,2]", s, t, sizeof s));
+	T_ASSERT(!pgc_cron_payload_tick("{\"cron\": ", s, t, sizeof s));
+	T_ASSERT(!pgc_cron_payload_tick(NULL, s, t, sizeof s));
+	T_ASSERT(!pgc_cron_payload_tick("{}", NULL, t, sizeof s));
+}
+
+/* A schedule locked by one scheduler's transaction is skipped by the other (due, so it comes
+ * back soon), fired once when the lock goes, and not again. */
+static void cron_sched__locked_schedule_fires_once(void)
+{
+	pgc_conn *a = setup(), *b = t_connect(NULL);
+	pgc_error err;
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "0 0 1 1 *"; /* once a year: only the tick made due below fires */
+	d.queue = "q";
+	T_ASSERT_INT_EQ(pgc_cron_add(a, schema, "y", &d, 0, NULL, &err), PGC_OK);
+	sql(a, "UPDATE \"%s\".cron_schedules SET next_tick = date_trunc('second', now()) - interval '1 second'", schema);
+	sql(a, "BEGIN");
+	sql(a, "SELECT 1 FROM \"%s\".cron_schedules FOR UPDATE", schema);
+	pgc_cron_fire_result res;
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 0);
+	T_ASSERT_INT_EQ(res.next_due_ms, 0);
+	sql(a, "ROLLBACK");
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 1);
+	T_ASSERT_INT_EQ(res.enqueued, 1);
+	T_ASSERT(res.next_due_ms > 0);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(a, schema, "a", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 0);
+	T_ASSERT_INT_EQ(sql_int(a, "SELECT count(*) FROM \"%s\".jobs", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(a, "SELECT count(*) FROM \"%s\".cron_ticks", schema), 1);
+	pgc_cron_info *xs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_cron_list(a, schema, "y", &xs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 1);
+	T_ASSERT_INT_EQ(xs[0].fired, 1);
+	T_ASSERT_STR_EQ(xs[0].last_scheduler, "b");
+	T_ASSERT_STR_EQ(xs[0].last_outcome, "enqueued");
+	pgc_cron_infos_free(xs, n);
+	/* Trigger: one more job, next_tick unchanged; paused schedules do not fire. */
+	long long nt = sql_int(a, "SELECT extract(epoch FROM next_tick)::int8 FROM \"%s\".cron_schedules", schema);
+	int64_t id = 0;
+	T_ASSERT_INT_EQ(pgc_cron_trigger(a, schema, "y", &id, &err), PGC_OK);
+	T_ASSERT(id > 0);
+	T_ASSERT_INT_EQ(sql_int(a, "SELECT extract(epoch FROM next_tick)::int8 FROM \"%s\".cron_schedules", schema), nt);
+	T_ASSERT_INT_EQ(pgc_cron_pause(a, schema, "y", true, &err), PGC_OK);
+	sql(a, "UPDATE \"%s\".cron_schedules SET next_tick = now() - interval '1 second'", schema);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 0);
+	T_ASSERT_INT_EQ(res.next_due_ms, -1);
+	pgc_cron_tick *t;
+	T_ASSERT_INT_EQ(pgc_cron_history(a, schema, "y", 10, &t, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 2);
+	T_ASSERT_STR_EQ(t[0].outcome, "triggered");
+	T_ASSERT_INT_EQ(t[0].job_id, id);
+	free(t);
+	pgc_conn_close(a);
+	pgc_conn_close(b);
+}
+
+int main(int argc, char **argv)
+{
+	static const t_case cases[] = {
+		{ "cron_sched__bad_arguments", cron_sched__bad_arguments },
+		{ "cron_sched__payload_tick", cron_sched__payload_tick },
+		{ "cron_sched__locked_schedule_fires_once", cron_sched__locked_schedule_fires_once },
+		{ NULL, NULL },
+	};
+	return t_main(argc, argv, cases);
+}
