@@ -1,16 +1,7 @@
 # cron_restart.sh - a server restart under two running cron schedulers: they reconnect and go
 # on, and no tick is doubled (run alone: it restarts the test server)
 . "$(dirname "$0")/lib.sh"
-skip_without_pg
-[ -n "${PGCOORD_TEST_PGDIR:-}" ] && [ -f "$PGCOORD_TEST_PGDIR/data/postmaster.pid" ] ||
-	{ echo "skipped: PGCOORD_TEST_PGDIR does not name the pg-tmp server (run through make test)" >&2; exit 77; }
-bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r | head -n 1)
-[ -n "${PG_BINDIR:-}" ] && bindir=$PG_BINDIR
-[ -x "$bindir/pg_ctl" ] || { echo "skipped: no pg_ctl" >&2; exit 77; }
-owner=$(stat -c %U "$PGCOORD_TEST_PGDIR/data")
-pgctl() {
-	if [ "$(id -u)" -eq 0 ]; then runuser -u "$owner" -- "$bindir/pg_ctl" "$@"; else "$bindir/pg_ctl" "$@"; fi
-}
+need_restartable_server
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 own_schema pgc_cron_restart
 q() { psql_q "$1"; }
@@ -25,8 +16,7 @@ until [ "$(q "SELECT count(*) >= 3 FROM $S.cron_ticks" 2>/dev/null)" = t ]; do
 	[ $SECONDS -lt $end ] || { cat "$TMP/s1"; fail "no ticks before the restart"; }
 	sleep 0.1
 done
-pgctl -D "$PGCOORD_TEST_PGDIR/data" -m fast -w -t 60 restart >"$TMP/pgctl.log" 2>&1 ||
-	{ cat "$TMP/pgctl.log"; fail "pg_ctl restart"; }
+restart_server
 before=$(q "SELECT count(*) FROM $S.cron_ticks")
 end=$((SECONDS + 30))
 until [ "$(q "SELECT count(*) >= $before + 3 FROM $S.cron_ticks" 2>/dev/null)" = t ]; do

@@ -64,3 +64,19 @@ dsn_with_db() {
 	*) echo "$1 dbname=$2" ;;
 	esac
 }
+# need_restartable_server: skips unless PGCOORD_TEST_PGDIR names the pg-tmp server the tests
+# use (make test sets it), then defines restart_server, which restarts it (fast shutdown).
+need_restartable_server() {
+	skip_without_pg
+	[ -n "${PGCOORD_TEST_PGDIR:-}" ] && [ -f "$PGCOORD_TEST_PGDIR/data/postmaster.pid" ] ||
+		{ echo "skipped: PGCOORD_TEST_PGDIR does not name the pg-tmp server (run through make test)" >&2; exit 77; }
+	restart_bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r | head -n 1)
+	[ -n "${PG_BINDIR:-}" ] && restart_bindir=$PG_BINDIR
+	[ -x "$restart_bindir/pg_ctl" ] || { echo "skipped: no pg_ctl" >&2; exit 77; }
+	restart_owner=$(stat -c %U "$PGCOORD_TEST_PGDIR/data")
+}
+restart_server() {
+	local ctl=("$restart_bindir/pg_ctl" -D "$PGCOORD_TEST_PGDIR/data" -m fast -w -t 60 restart)
+	if [ "$(id -u)" -eq 0 ]; then runuser -u "$restart_owner" -- "${ctl[@]}"; else "${ctl[@]}"; fi >"$TMP/pgctl.log" 2>&1 ||
+		{ cat "$TMP/pgctl.log"; fail "pg_ctl restart"; }
+}
