@@ -5,7 +5,8 @@
 # crashed node rejoins as a standby. A leader elected before both moves, whose lease outlasts
 # either (--ttl 30s renewed every 2 s: 18 s from its last renewal to --kill-after), keeps
 # leading through them: one term, one fencing token, its fenced writes
-# going on on each new primary (its lease is in the WAL the standby had).
+# going on on each new primary (its lease is in the WAL the standby had). Two cron schedulers
+# fire an every-second schedule through both moves: each second's tick once, none missing.
 . "$(dirname "$0")/lib.sh"
 ha_start --nodes 2 --sync
 run 0 "$PG" -d "$HA_DSN" init
@@ -63,7 +64,14 @@ SH
 chmod +x "$TMP/leader.sh"
 TMP=$TMP "$PG" -d "$HA_DSN" elect --ttl 30s --renew-every 2s ha-leader -- "$TMP/leader.sh" 2>"$TMP/elect.err" &
 epid=$!
-ha_on_exit() { kill -TERM "$epid" 2>/dev/null; }
+# Two cron schedulers fire an every-second schedule through both moves, catching up what the
+# outages held back: every second from the first tick to the last fires once.
+run 0 "$PG" -d "$HA_DSN" cron add ha-tick '* * * * * *' --queue ticks --catch-up all
+"$PG" -d "$HA_DSN" cron run 2>"$TMP/cron1.err" &
+cpid1=$!
+"$PG" -d "$HA_DSN" cron run 2>"$TMP/cron2.err" &
+cpid2=$!
+ha_on_exit() { kill -TERM "$epid" "$cpid1" "$cpid2" 2>/dev/null; }
 # led_on HOST:PORT [N]: the primary has writes the leader made on that node (after row N).
 led_on() { [ "$(hq "SELECT count(*) FROM led WHERE port = ${1#*:} AND n > ${2:-0}" 2>/dev/null)" -gt 0 ] 2>/dev/null; }
 end=$((SECONDS + 30))
@@ -112,6 +120,31 @@ for _ in $(seq 1 100); do kill -0 "$epid" 2>/dev/null || break; sleep 0.1; done
 wait "$epid"
 est=$?
 [ "$est" = 143 ] || { cat "$TMP/elect.err"; fail "elect exited $est after SIGTERM, expected 143 (its command's)"; }
+# The ticks: fired again on the new primary (one after the failover's first write), each
+# second once, none missing, each with its job.
+read -r fo_ts _ <"$HA_DIR/last-failover"
+end=$((SECONDS + 30))
+until [ "$(hq "SELECT count(*) FROM pgcoord.cron_ticks WHERE schedule = 'ha-tick' AND tick_at > to_timestamp($fo_ts) + interval '2 s'")" -gt 0 ]; do
+	kill -0 "$cpid1" 2>/dev/null && kill -0 "$cpid2" 2>/dev/null || { cat "$TMP"/cron*.err; fail "a cron scheduler exited"; }
+	[ $SECONDS -lt $end ] || { cat "$TMP"/cron*.err; fail "no tick fired within 30 s of the failover"; }
+	sleep 0.2
+done
+kill -TERM "$cpid1" "$cpid2"
+for p in "$cpid1" "$cpid2"; do
+	wait "$p"
+	st=$?
+	[ "$st" = 0 ] || { cat "$TMP"/cron*.err; fail "cron run exited $st after SIGTERM"; }
+done
+read -r rows distinct span others jobs < <(hq "SELECT count(*) FILTER (WHERE outcome = 'enqueued'),
+        count(DISTINCT tick_at) FILTER (WHERE outcome = 'enqueued'),
+        extract(epoch FROM max(tick_at) - min(tick_at))::int + 1,
+        count(*) FILTER (WHERE outcome <> 'enqueued'),
+        (SELECT count(*) FROM pgcoord.jobs WHERE queue = 'ticks')
+   FROM pgcoord.cron_ticks WHERE schedule = 'ha-tick'" | tr '|' ' ')
+[ "$rows" = "$distinct" ] && [ "$rows" = "$span" ] && [ "$others" = 0 ] && [ "$jobs" = "$rows" ] ||
+	{ hq "SELECT tick_at, outcome, ticks FROM pgcoord.cron_ticks WHERE schedule = 'ha-tick' ORDER BY tick_at" | tail -n 40
+	  cat "$TMP"/cron*.err; fail "cron ticks: $rows fired, $distinct distinct, $span seconds spanned, $others not fired, $jobs jobs"; }
+note "cron: $rows ticks over $span seconds through both moves, each fired once with its job"
 tl=$(nq "$third" "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int")
 [ "$tl" -ge 3 ] || fail "timeline $tl after a switchover and a failover, expected 3 or more"
 
