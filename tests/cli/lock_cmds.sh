@@ -21,6 +21,23 @@ err_has "lock name is not valid UTF-8: byte 0xe9 at offset 3"
 
 skip_without_pg
 . "$(dirname "$0")/run_lib.sh"
+# wait_exit PID WHAT: waits (at most 30 s) for PID to end and returns its status; if it does
+# not end, shows what it and its children are doing and on which server session, and fails.
+wait_exit() {
+	local end=$((SECONDS + 30))
+	while kill -0 "$1" 2>/dev/null; do
+		if [ $SECONDS -ge $end ]; then
+			ps -o pid,ppid,pgid,stat,wchan:20,etimes,args -g "$(ps -o pgid= -p "$1" | tr -d ' ')" 2>/dev/null
+			pstree -p "$1" 2>/dev/null
+			psql_q "SELECT pid, application_name, state, wait_event_type, wait_event, left(query, 80)
+			          FROM pg_stat_activity WHERE application_name LIKE 'pgcoord/%'"
+			kill -KILL "$1" 2>/dev/null
+			fail "$2 did not end within 30 s"
+		fi
+		sleep 0.1
+	done
+	wait "$1"
+}
 name="status-$$"
 run 0 "$PG" -d "$DSN" lock status "$name"
 out_has "^lock $name (key [-0-9]*): free$"
@@ -52,8 +69,8 @@ assert set(h) == {"pid", "mode", "granted", "application_name", "client_addr", "
 assert h["acquired_at"] is None and "T" in h["state_change"] and "T" in w["wait_start"], (h, w)
 PY
 kill -TERM "$hpid"
-wait "$hpid"
-wait "$wpid" || fail "the waiter did not run"
+wait_exit "$hpid" "the holder, after SIGTERM,"
+wait_exit "$wpid" "the waiter" || fail "the waiter did not run"
 run 0 "$PG" -d "$DSN" --json lock status "$name"
 out_has '"state":"free","sessions":\[\]'
 
@@ -80,6 +97,6 @@ read -r taken2 change2 < <(holder_times)
 run 1 "$PG" -d "$DSN" lock status --schema "$S" "$name"
 out_has "exclusive holds ${taken1:0:19}Z  *idle since 20"
 kill -TERM "$hpid"
-wait "$hpid"
+wait_exit "$hpid" "the recorded holder, after SIGTERM,"
 [ "$(psql_q "SELECT count(*) FROM $S.lock_holds")" = 0 ] || fail "a record stayed after the holder exited"
 echo ok
