@@ -26,7 +26,7 @@ done
 kill -TERM $p1 $p2
 wait $p1 || { cat "$TMP/s1"; fail "scheduler 1 exit status"; }
 wait $p2 || { cat "$TMP/s2"; fail "scheduler 2 exit status"; }
-cat "$TMP/s1" "$TMP/s2" | grep -q "reconnected" || { cat "$TMP/s1" "$TMP/s2"; fail "no scheduler reported reconnecting"; }
+grep -q "reconnected" "$TMP/s1" "$TMP/s2" || { cat "$TMP/s1" "$TMP/s2"; fail "no scheduler reported reconnecting"; }
 # Each enqueued tick has one job, and no two jobs carry the same tick.
 ticks=$(q "SELECT count(*) FROM $S.cron_ticks WHERE outcome = 'enqueued'")
 [ "$(q "SELECT count(*) FROM $S.jobs")" = "$ticks" ] || fail "$(q "SELECT count(*) FROM $S.jobs") jobs for $ticks ticks"
