@@ -165,12 +165,70 @@ static void cron_sched__locked_schedule_fires_once(void)
 	pgc_conn_close(b);
 }
 
+/* A command schedule: its words kept as given (quotes, blanks, backslashes, UTF-8), its jobs
+ * in the command queue with its max_attempts, and the command read back by name only. */
+static void cron_sched__command_schedule(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	static const char *const argv[] = { "sh", "-c", "echo \"$1\" 'x'\\", "a b", "{\"q\"}", "\xc3\xa9" };
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "0 0 1 1 *";
+	d.command = argv;
+	d.n_command = 0;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.n_command = 6;
+	d.queue = "other";
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, PGC_CRON_COMMAND_QUEUE);
+	d.queue = NULL;
+	d.max_attempts = -1;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.max_attempts = 2;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_OK);
+	/* The command queue is not for schedules without a command. */
+	pgc_cron_schedule p = PGC_CRON_SCHEDULE_INIT;
+	p.expr = "0 0 1 1 *";
+	p.queue = PGC_CRON_COMMAND_QUEUE;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "plain", &p, 0, NULL, &err), PGC_EUSAGE);
+	char **got = NULL;
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "cmd", &got, &err), PGC_OK);
+	for (int i = 0; i < 6; i++)
+		T_ASSERT_STR_EQ(got[i], argv[i]);
+	T_ASSERT(got[6] == NULL);
+	free(got);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "nosuch", &got, &err), PGC_ENOTFOUND);
+	T_ASSERT(got == NULL);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "cmd", NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, NULL, &got, &err), PGC_EUSAGE);
+	int64_t id = 0;
+	T_ASSERT_INT_EQ(pgc_cron_trigger(c, schema, "cmd", &id, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE id = %lld AND queue = 'cron:commands'"
+	                        " AND max_attempts = 2 AND NOT payload ? 'command'", schema, (long long)id), 1);
+	pgc_cron_info *xs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, "cmd", &xs, &n, &err), PGC_OK);
+	T_ASSERT_STR_EQ(xs[0].queue, PGC_CRON_COMMAND_QUEUE);
+	T_ASSERT_STR_EQ(xs[0].command, "[\"sh\",\"-c\",\"echo \\\"$1\\\" 'x'\\\\\",\"a b\",\"{\\\"q\\\"}\",\"\xc3\xa9\"]");
+	T_ASSERT_INT_EQ(xs[0].max_attempts, 2);
+	pgc_cron_infos_free(xs, n);
+	/* Replacing it with the same definition changes nothing; another word does. */
+	bool changed = true;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(!changed);
+	d.n_command = 5;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(changed);
+	pgc_conn_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
 		{ "cron_sched__bad_arguments", cron_sched__bad_arguments },
 		{ "cron_sched__payload_tick", cron_sched__payload_tick },
 		{ "cron_sched__locked_schedule_fires_once", cron_sched__locked_schedule_fires_once },
+		{ "cron_sched__command_schedule", cron_sched__command_schedule },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
