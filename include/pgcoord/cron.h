@@ -182,6 +182,20 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_cron_parse_time(const pgc_cron *c, const char *
  * runner reads the command with pgc_cron_command(): what runs is what the row says when the
  * job runs, never what a job carries. pgcoord cron run runs them with pgcoord worker's handler.
  *
+ * A program that both schedules and works sets pgc_worker_options.cron (<pgcoord/queue.h>): its
+ * worker then also runs a scheduler thread with a session of its own that calls
+ * pgc_cron_fire_due() as pgcoord cron run does (PGC_CRON_WORKER_BATCH schedules per
+ * transaction, again at once while batches come back full, otherwise when the next tick is
+ * due, at least every second), named by the worker's worker_id, until the worker stops; its
+ * stats count the jobs it enqueued (cron_enqueued). Any number of such workers and cron run
+ * processes may run side by side: each tick is still fired once.
+ *
+ *     const char *queues[] = { "reports" };
+ *     pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+ *     o.queues = queues;
+ *     o.n_queues = 1;
+ *     o.cron = true;    // the schedules whose ticks go to "reports" fire here too
+ *
  * cron_ticks keeps the last 1000 rows per schedule; older rows are trimmed as ticks fire.
  * Every function here takes a connection that is not shared with another thread meanwhile. */
 
