@@ -39,7 +39,8 @@ static void usage(FILE *f)
 	      "                       add a schedule whose ticks enqueue jobs into Q\n"
 	      "  add NAME SCHEDULE [OPTIONS] -- COMMAND [ARGS...]\n"
 	      "                       a command schedule: cron run runs COMMAND per tick\n"
-	      "  list [--json]        the schedules: next and last run, missed, skipped\n"
+	      "  list [--json | --prometheus]\n"
+	      "                       the schedules: next and last run, missed, skipped\n"
 	      "  show NAME [--json]   one schedule in full\n"
 	      "  pause NAME           stop firing the schedule's ticks\n"
 	      "  resume NAME          fire again, from the next tick after now\n"
@@ -100,6 +101,8 @@ static void usage(FILE *f)
 	      "      --no-commands    run: only schedule; leave the commands to others\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "      --json           JSON output (next, list, show, history, trigger)\n"
+	      "      --prometheus     list: Prometheus text format (next run, last success,\n"
+	      "                       fired/missed/skipped counters per schedule)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok (next: fewer than N\n"
@@ -257,14 +260,15 @@ enum {
 	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
 	A_LIMIT = 0x02,   /* --limit */
 	A_DRYRUN = 0x04,  /* --dry-run */
-	A_RUN = 0x08      /* --batch --once --wait-for-db -c --timeout --grace --no-commands */
+	A_RUN = 0x08,     /* --batch --once --wait-for-db -c --timeout --grace --no-commands */
+	A_PROM = 0x10     /* --prometheus */
 };
 
 typedef struct cron_args {
 	const char *sub;     /* "cron add", for messages */
 	const char *schema;
 	pgc_cron_schedule def;
-	bool replace, dry_run, once, no_commands;
+	bool replace, dry_run, once, no_commands, prometheus;
 	long long limit, batch, concurrency;
 	int64_t dbwait_ms, timeout_ms, grace_ms;
 	int argc;            /* the operands */
@@ -275,7 +279,7 @@ typedef struct cron_args {
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
 
 enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2 };
+       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM };
 
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
 {
@@ -346,6 +350,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 		{ "no-commands", no_argument, NULL, O_NOCMD },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "json", no_argument, NULL, O_JSON2 },
+		{ "prometheus", no_argument, NULL, O_PROM },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -362,7 +367,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":c:h", longopts, &idx)) != -1) {
 		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT : ch == O_DRYRUN ? A_DRYRUN
-		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : 0;
+		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : ch == O_PROM ? A_PROM : 0;
 		if (need != 0 && !(allowed & need)) {
 			if (ch == 'c' && idx < 0)
 				return cli_usage_error(sub, "%s does not take -c", sub);
@@ -383,6 +388,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 			break;
 		case O_ONCE: a->once = true; break;
 		case O_NOCMD: a->no_commands = true; break;
+		case O_PROM: a->prometheus = true; break;
 		case 'c':
 			if (!cli_parse_int(optarg, 1, 1024, &a->concurrency))
 				return cli_usage_error(sub, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(optarg));
@@ -523,6 +529,49 @@ static void info_json(const pgc_cron_info *x)
 	pgc_cron_free(c);
 }
 
+/* The schedules in Prometheus' text format, named as queue stats --prometheus names its
+ * metrics: times as Unix seconds (left out when there is none: a paused schedule has no next
+ * run), the tick counters as counters. */
+static void print_prometheus(const pgc_cron_info *xs, size_t n)
+{
+	static const struct { const char *name, *help, *type; int which; } m[] = {
+		{ "pgcoord_cron_next_run_timestamp_seconds", "When the next tick is due (Unix time; none when paused).",
+		  "gauge", 0 },
+		{ "pgcoord_cron_last_run_timestamp_seconds", "The latest tick fired or recorded (Unix time).", "gauge", 1 },
+		{ "pgcoord_cron_last_success_timestamp_seconds", "The latest tick whose job succeeded (Unix time).",
+		  "gauge", 2 },
+		{ "pgcoord_cron_overdue_seconds", "How far the server's clock is past the next tick (0: not due).",
+		  "gauge", 3 },
+		{ "pgcoord_cron_paused", "1 when the schedule is paused.", "gauge", 4 },
+		{ "pgcoord_cron_fired_total", "Jobs enqueued for ticks (and triggers).", "counter", 5 },
+		{ "pgcoord_cron_missed_total", "Ticks missed while no scheduler ran.", "counter", 6 },
+		{ "pgcoord_cron_skipped_total", "Ticks skipped because the previous job was still there.", "counter", 7 },
+	};
+	for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+		printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+		for (size_t i = 0; i < n; i++) {
+			const pgc_cron_info *x = &xs[i];
+			int64_t us = m[k].which == 0 ? (x->paused ? 0 : x->next_tick_us)
+			             : m[k].which == 1 ? x->last_tick_us : x->last_success_us;
+			if (m[k].which <= 2 && us == 0)
+				continue;
+			printf("%s{schedule=", m[k].name);
+			cli_prom_label(stdout, x->name);
+			switch (m[k].which) {
+			case 0: case 1: case 2: printf("} %.3f\n", (double)us / 1e6); break;
+			case 3:
+				printf("} %.3f\n", !x->paused && x->db_now_us > x->next_tick_us
+				       ? (double)(x->db_now_us - x->next_tick_us) / 1e6 : 0.0);
+				break;
+			case 4: printf("} %d\n", x->paused ? 1 : 0); break;
+			case 5: printf("} %" PRId64 "\n", x->fired); break;
+			case 6: printf("} %" PRId64 "\n", x->missed); break;
+			default: printf("} %" PRId64 "\n", x->skipped); break;
+			}
+		}
+	}
+}
+
 static int cron_add(int argc, char **argv)
 {
 	/* "-- COMMAND [ARGS...]": everything after the first "--" is the command, its options
@@ -578,9 +627,11 @@ static int cron_list(int argc, char **argv)
 {
 	cron_args a;
 	bool show = strcmp(argv[0], "show") == 0;
-	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", 0, &a);
+	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
+	if (a.prometheus && g_cli.json)
+		return cli_usage_error(a.sub, "give --json or --prometheus, not both");
 	if ((rc = want_args(&a, show ? 1 : 0, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
@@ -595,7 +646,9 @@ static int cron_list(int argc, char **argv)
 		return rc;
 	}
 	pgc_conn_close(conn);
-	if (g_cli.json) {
+	if (a.prometheus) {
+		print_prometheus(xs, n);
+	} else if (g_cli.json) {
 		if (!show)
 			fputs("{\"schedules\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
