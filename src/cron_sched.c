@@ -111,6 +111,11 @@ static PGresult *run(ctx *c, const char *tmpl, int n, const char *const *v, int 
 		char init[160];
 		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables are not installed in schema %s: run %s",
 		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
+	} else if (*rc == PGC_ESQL && err != NULL && strcmp(err->sqlstate, "42703") == 0) {
+		/* A column of a later migration (009's command, max_attempts): the schema is older. */
+		char init[160];
+		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables of schema %s are older than this pgcoord: run %s",
+		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
 	}
 	return res;
 }

@@ -221,6 +221,10 @@ static void cron_sched__command_schedule(void)
 	d.n_command = 5;
 	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
 	T_ASSERT(changed);
+	/* A schema from before these columns: told to upgrade, not a bare SQL error. */
+	sql(c, "ALTER TABLE \"%s\".cron_schedules DROP COLUMN max_attempts", schema);
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, NULL, &xs, &n, &err), PGC_ENOSCHEMA);
+	T_ASSERT_CONTAINS(err.message, "older than this pgcoord");
 	pgc_conn_close(c);
 }
 
