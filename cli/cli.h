@@ -72,6 +72,8 @@ int cli_connect(const char *cmd, pgc_conn **out);
 /* Writes s as a JSON string literal (with quotes); NULL becomes null. Bytes that are not
  * well-formed UTF-8 become U+FFFD, so the output is always valid JSON. */
 void json_str(FILE *f, const char *s);
+/* s as a Prometheus label value, quoted, with \\, " and newlines escaped. */
+void cli_prom_label(FILE *f, const char *s);
 
 /* Parses the duration value of option opt of command cmd ("500ms", "2s", "5m") into *out, in
  * [min_ms, max_ms]; on failure prints the usage error and sets *rc to EXIT_USAGE. */

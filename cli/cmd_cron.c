@@ -9,6 +9,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 #include "child.h"
 #include "cli.h"
 #include "dbwait.h"
+#include "jobcmd.h"
 #include "util.h"
 
 #define NEXT_DEFAULT 5
@@ -32,9 +35,12 @@ static void usage(FILE *f)
 	      "                       local time with its offset (needs no database)\n"
 	      "  add NAME SCHEDULE --queue Q [--tz ZONE] [--payload JSON] [--replace]\n"
 	      "      [--catch-up POLICY] [--catch-up-window D] [--catch-up-max N]\n"
-	      "      [--overlap allow|skip] [--jitter D]\n"
+	      "      [--overlap allow|skip] [--jitter D] [--max-attempts N]\n"
 	      "                       add a schedule whose ticks enqueue jobs into Q\n"
-	      "  list [--json]        the schedules: next and last run, missed, skipped\n"
+	      "  add NAME SCHEDULE [OPTIONS] -- COMMAND [ARGS...]\n"
+	      "                       a command schedule: cron run runs COMMAND per tick\n"
+	      "  list [--json | --prometheus]\n"
+	      "                       the schedules: next and last run, missed, skipped\n"
 	      "  show NAME [--json]   one schedule in full\n"
 	      "  pause NAME           stop firing the schedule's ticks\n"
 	      "  resume NAME          fire again, from the next tick after now\n"
@@ -44,8 +50,10 @@ static void usage(FILE *f)
 	      "                       the latest ticks and what became of them\n"
 	      "  sync FILE [--dry-run]\n"
 	      "                       make the schedules those of FILE, in one transaction\n"
-	      "  run [--batch N] [--once] [--wait-for-db[=D]]\n"
-	      "                       the scheduler: fire due ticks by the database's clock\n"
+	      "  run [--batch N] [--once] [--wait-for-db[=D]] [-c N] [--timeout D]\n"
+	      "      [--grace D] [--no-commands]\n"
+	      "                       the scheduler: fire due ticks by the database's clock,\n"
+	      "                       and run the command schedules' commands\n"
 	      "\n"
 	      "SCHEDULE is one argument, quoted: a cron expression \"[SECOND] MINUTE HOUR\n"
 	      "DAY-OF-MONTH MONTH DAY-OF-WEEK\" with lists, ranges, steps and names\n"
@@ -59,6 +67,10 @@ static void usage(FILE *f)
 	      "A tick is due when the DATABASE's clock reaches it; any number of cron run\n"
 	      "schedulers on any hosts fire each tick exactly once. Jobs get the payload\n"
 	      "object with \"cron\": {\"schedule\": NAME, \"tick\": ISO-8601} added.\n"
+	      "A command schedule's ticks go to the queue cron:commands; each cron run\n"
+	      "runs them as pgcoord worker would, on exactly one host per tick, with\n"
+	      "PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK in the environment: exit 0 done,\n"
+	      "75 retry later, anything else a failure, retried until --max-attempts.\n"
 	      "\n"
 	      "Options:\n"
 	      "      --tz=ZONE        IANA time zone of the schedule (default UTC), from the\n"
@@ -74,6 +86,7 @@ static void usage(FILE *f)
 	      "      --overlap=WHAT   allow (default), or skip a tick while the previous\n"
 	      "                       tick's job is pending or running\n"
 	      "      --jitter=D       start each job up to D after its tick, at random\n"
+	      "      --max-attempts=N  runs of a failing job, 1 to 1000000 (default 25)\n"
 	      "      --replace        add: change the schedule NAME if it exists\n"
 	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
 	      "      --dry-run        sync: print the changes, change nothing\n"
@@ -81,8 +94,15 @@ static void usage(FILE *f)
 	      "      --once           run: fire what is due now, then exit\n"
 	      "      --wait-for-db[=D]  run: retry until the database answers at start (or\n"
 	      "                       for at most D, then exit 69); default: 69 at once\n"
+	      "  -c, --concurrency=N  run: commands at once (default 4)\n"
+	      "      --timeout=D      run: kill a command's process group after D\n"
+	      "      --grace=D        run: on stop, wait D for running commands (default\n"
+	      "                       30s), then kill them and return their jobs to pending\n"
+	      "      --no-commands    run: only schedule; leave the commands to others\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "      --json           JSON output (next, list, show, history, trigger)\n"
+	      "      --prometheus     list: Prometheus text format (next run, last success,\n"
+	      "                       fired/missed/skipped counters per schedule)\n"
 	      "  -h, --help           show this help and exit\n"
 	      "\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok (next: fewer than N\n"
@@ -232,22 +252,25 @@ static int cron_next(int argc, char **argv)
 
 #define HISTORY_DEFAULT 20
 #define BATCH_DEFAULT 100
+#define CONCURRENCY_DEFAULT 4
+#define GRACE_DEFAULT_MS 30000
 
 /* What each subcommand accepts, besides --schema, --json and --help. */
 enum {
 	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
 	A_LIMIT = 0x02,   /* --limit */
 	A_DRYRUN = 0x04,  /* --dry-run */
-	A_RUN = 0x08      /* --batch --once --wait-for-db */
+	A_RUN = 0x08,     /* --batch --once --wait-for-db -c --timeout --grace --no-commands */
+	A_PROM = 0x10     /* --prometheus */
 };
 
 typedef struct cron_args {
 	const char *sub;     /* "cron add", for messages */
 	const char *schema;
 	pgc_cron_schedule def;
-	bool replace, dry_run, once;
-	long long limit, batch;
-	int64_t dbwait_ms;
+	bool replace, dry_run, once, no_commands, prometheus;
+	long long limit, batch, concurrency;
+	int64_t dbwait_ms, timeout_ms, grace_ms;
 	int argc;            /* the operands */
 	char **argv;
 } cron_args;
@@ -255,8 +278,8 @@ typedef struct cron_args {
 /* Parses a policy-ish option's value; a usage error names the allowed ones. */
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
 
-enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_SCHEMA, O_JSON2 };
+enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
+       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM };
 
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
 {
@@ -293,6 +316,11 @@ static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedu
 		return 0;
 	case O_JITTER:
 		return cli_duration_opt(cmd, "--jitter", v, 0, INT64_C(86400000), &d->jitter_ms, &rc) ? 0 : rc;
+	case O_MAXATT:
+		if (!cli_parse_int(v, 1, 1000000, &n))
+			return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", cli_esc(v));
+		d->max_attempts = (int)n;
+		return 0;
 	default:
 		return cli_usage_error(cmd, "internal: option %d", ch);
 	}
@@ -309,14 +337,20 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 		{ "catch-up-max", required_argument, NULL, O_CMAX },
 		{ "overlap", required_argument, NULL, O_OVERLAP },
 		{ "jitter", required_argument, NULL, O_JITTER },
+		{ "max-attempts", required_argument, NULL, O_MAXATT },
 		{ "replace", no_argument, NULL, O_REPLACE },
 		{ "limit", required_argument, NULL, O_LIMIT },
 		{ "dry-run", no_argument, NULL, O_DRYRUN },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "once", no_argument, NULL, O_ONCE },
 		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
+		{ "concurrency", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "grace", required_argument, NULL, O_GRACE },
+		{ "no-commands", no_argument, NULL, O_NOCMD },
 		{ "schema", required_argument, NULL, O_SCHEMA },
 		{ "json", no_argument, NULL, O_JSON2 },
+		{ "prometheus", no_argument, NULL, O_PROM },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -326,14 +360,20 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 	a->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
 	a->limit = HISTORY_DEFAULT;
 	a->batch = BATCH_DEFAULT;
-	int ch, idx, rc;
+	a->concurrency = CONCURRENCY_DEFAULT;
+	a->grace_ms = GRACE_DEFAULT_MS;
+	int ch, idx = -1, rc;
 	optind = 0; /* glibc: start over */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":c:h", longopts, &idx)) != -1) {
 		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT : ch == O_DRYRUN ? A_DRYRUN
-		                : ch == O_BATCH || ch == O_ONCE || ch == O_DBWAIT ? A_RUN : 0;
-		if (need != 0 && !(allowed & need))
+		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : ch == O_PROM ? A_PROM : 0;
+		if (need != 0 && !(allowed & need)) {
+			if (ch == 'c' && idx < 0)
+				return cli_usage_error(sub, "%s does not take -c", sub);
 			return cli_usage_error(sub, "%s does not take --%s", sub, longopts[idx].name);
+		}
+		idx = -1;
 		switch (ch) {
 		case O_REPLACE: a->replace = true; break;
 		case O_LIMIT:
@@ -347,6 +387,20 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
 			break;
 		case O_ONCE: a->once = true; break;
+		case O_NOCMD: a->no_commands = true; break;
+		case O_PROM: a->prometheus = true; break;
+		case 'c':
+			if (!cli_parse_int(optarg, 1, 1024, &a->concurrency))
+				return cli_usage_error(sub, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(optarg));
+			break;
+		case O_TIMEOUT:
+			if (!cli_duration_opt(sub, "--timeout", optarg, 1, INT64_C(366) * 86400000, &a->timeout_ms, &rc))
+				return rc;
+			break;
+		case O_GRACE:
+			if (!cli_duration_opt(sub, "--grace", optarg, 0, INT64_C(86400000), &a->grace_ms, &rc))
+				return rc;
+			break;
 		case O_DBWAIT:
 			if (!cli_dbwait_opt(sub, optarg, &a->dbwait_ms, &rc))
 				return rc;
@@ -436,6 +490,11 @@ static void info_json(const pgc_cron_info *x)
 	json_str(stdout, x->tz);
 	fputs(",\"queue\":", stdout);
 	json_str(stdout, x->queue);
+	printf(",\"command\":%s,\"max_attempts\":", x->command != NULL ? x->command : "null");
+	if (x->max_attempts > 0)
+		printf("%d", x->max_attempts);
+	else
+		fputs("null", stdout);
 	printf(",\"payload\":%s,\"catch_up\":", x->payload);
 	json_str(stdout, pgc_cron_catch_up_name(x->catch_up));
 	fputs(",\"catch_up_window\":", stdout);
@@ -470,16 +529,81 @@ static void info_json(const pgc_cron_info *x)
 	pgc_cron_free(c);
 }
 
+/* The schedules in Prometheus' text format, named as queue stats --prometheus names its
+ * metrics: times as Unix seconds (left out when there is none: a paused schedule has no next
+ * run), the tick counters as counters. */
+static void print_prometheus(const pgc_cron_info *xs, size_t n)
+{
+	static const struct { const char *name, *help, *type; int which; } m[] = {
+		{ "pgcoord_cron_next_run_timestamp_seconds", "When the next tick is due (Unix time; none when paused).",
+		  "gauge", 0 },
+		{ "pgcoord_cron_last_run_timestamp_seconds", "The latest tick fired or recorded (Unix time).", "gauge", 1 },
+		{ "pgcoord_cron_last_success_timestamp_seconds", "The latest tick whose job succeeded (Unix time).",
+		  "gauge", 2 },
+		{ "pgcoord_cron_overdue_seconds", "How far the server's clock is past the next tick (0: not due).",
+		  "gauge", 3 },
+		{ "pgcoord_cron_paused", "1 when the schedule is paused.", "gauge", 4 },
+		{ "pgcoord_cron_fired_total", "Jobs enqueued for ticks (and triggers).", "counter", 5 },
+		{ "pgcoord_cron_missed_total", "Ticks missed while no scheduler ran.", "counter", 6 },
+		{ "pgcoord_cron_skipped_total", "Ticks skipped because the previous job was still there.", "counter", 7 },
+	};
+	for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+		printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+		for (size_t i = 0; i < n; i++) {
+			const pgc_cron_info *x = &xs[i];
+			int64_t us = m[k].which == 0 ? (x->paused ? 0 : x->next_tick_us)
+			             : m[k].which == 1 ? x->last_tick_us : x->last_success_us;
+			if (m[k].which <= 2 && us == 0)
+				continue;
+			printf("%s{schedule=", m[k].name);
+			cli_prom_label(stdout, x->name);
+			switch (m[k].which) {
+			case 0: case 1: case 2: printf("} %.3f\n", (double)us / 1e6); break;
+			case 3:
+				printf("} %.3f\n", !x->paused && x->db_now_us > x->next_tick_us
+				       ? (double)(x->db_now_us - x->next_tick_us) / 1e6 : 0.0);
+				break;
+			case 4: printf("} %d\n", x->paused ? 1 : 0); break;
+			case 5: printf("} %" PRId64 "\n", x->fired); break;
+			case 6: printf("} %" PRId64 "\n", x->missed); break;
+			default: printf("} %" PRId64 "\n", x->skipped); break;
+			}
+		}
+	}
+}
+
 static int cron_add(int argc, char **argv)
 {
+	/* "-- COMMAND [ARGS...]": everything after the first "--" is the command, its options
+	 * included; the options before it are ours. */
+	char **cmd = NULL;
+	int ncmd = 0;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			cmd = argv + i + 1;
+			ncmd = argc - i - 1;
+			argc = i;
+			break;
+		}
 	cron_args a;
 	int rc = parse_args(argc, argv, "cron add", A_DEF, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q)")) != 0)
+	if ((rc = want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q, or -- COMMAND)")) != 0)
 		return rc;
-	if (a.def.queue == NULL)
-		return cli_usage_error(a.sub, "missing --queue (the queue the schedule's jobs go to)");
+	if (cmd != NULL && ncmd == 0)
+		return cli_usage_error(a.sub, "no COMMAND after \"--\" (pgcoord cron add NAME 'SCHEDULE' -- COMMAND [ARGS...])");
+	if (cmd != NULL && a.def.queue != NULL)
+		return cli_usage_error(a.sub, "--queue and a COMMAND exclude each other: a command schedule's jobs go to "
+		                       "the queue %s, which cron run works on", PGC_CRON_COMMAND_QUEUE);
+	if (cmd == NULL && a.def.queue == NULL)
+		return cli_usage_error(a.sub, "missing --queue (the queue the schedule's jobs go to) or -- COMMAND");
+	if (cmd != NULL && ncmd > PGC_CRON_COMMAND_MAX)
+		return cli_usage_error(a.sub, "a COMMAND has at most %d words", PGC_CRON_COMMAND_MAX);
+	if (cmd != NULL && cmd[0][0] == '\0')
+		return cli_usage_error(a.sub, "COMMAND must not be empty");
+	a.def.command = (const char *const *)cmd;
+	a.def.n_command = (size_t)ncmd;
 	a.def.expr = a.argv[1];
 	/* The expression and zone first: a bad one is a usage error before any connection. */
 	pgc_cron *c;
@@ -503,9 +627,11 @@ static int cron_list(int argc, char **argv)
 {
 	cron_args a;
 	bool show = strcmp(argv[0], "show") == 0;
-	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", 0, &a);
+	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
+	if (a.prometheus && g_cli.json)
+		return cli_usage_error(a.sub, "give --json or --prometheus, not both");
 	if ((rc = want_args(&a, show ? 1 : 0, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
@@ -520,7 +646,9 @@ static int cron_list(int argc, char **argv)
 		return rc;
 	}
 	pgc_conn_close(conn);
-	if (g_cli.json) {
+	if (a.prometheus) {
+		print_prometheus(xs, n);
+	} else if (g_cli.json) {
 		if (!show)
 			fputs("{\"schedules\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
@@ -537,6 +665,12 @@ static int cron_list(int argc, char **argv)
 		char b[PGC_CRON_TIME_MAX], d[PGC_DURATION_FORMAT_MAX];
 		printf("name:           %s\nschedule:       %s\nzone:           %s\nqueue:          %s\npayload:        %s\n",
 		       x->name, x->expr, x->tz, x->queue, x->payload);
+		if (x->command != NULL)
+			printf("command:        %s\n", x->command);
+		if (x->max_attempts > 0)
+			printf("max attempts:   %d\n", x->max_attempts);
+		else
+			printf("max attempts:   the queue's default\n");
 		printf("catch-up:       %s", pgc_cron_catch_up_name(x->catch_up));
 		if (x->catch_up == PGC_CRON_CATCHUP_ALL)
 			printf(" (window %s, at most %d)", cli_duration_str(x->catch_up_window_ms, d), x->catch_up_max);
@@ -688,14 +822,113 @@ typedef struct sync_entry {
 	const char *name;
 	pgc_cron_schedule def;
 	long lineno;
-	bool seen; /* exists in the database */
+	bool seen;  /* exists in the database */
+	char **cmd; /* the command's words (pointers into the line), or NULL; free() */
 } sync_entry;
+
+/* Splits a sync line's command, in place, into words as a shell would without expanding
+ * anything: blanks separate words, '...' is literal, "..." takes \" and \\ (and keeps other
+ * backslashes), a backslash outside quotes takes the next character. *out (free()) is NULL-
+ * terminated. Returns NULL, or what is wrong. */
+static const char *split_command(char *p, char ***out, size_t *n_out)
+{
+	size_t n = 0, cap = 8;
+	char **w = malloc(cap * sizeof *w);
+	if (w == NULL)
+		return "out of memory";
+	for (;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			break;
+		char *o = p, *start = p;
+		while (*p && *p != ' ' && *p != '\t') {
+			if (*p == '\'') {
+				for (p++; *p && *p != '\''; p++)
+					*o++ = *p;
+				if (*p++ != '\'') {
+					free(w);
+					return "unterminated ' in the command";
+				}
+			} else if (*p == '"') {
+				for (p++; *p && *p != '"'; p++) {
+					if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
+						p++;
+					*o++ = *p;
+				}
+				if (*p++ != '"') {
+					free(w);
+					return "unterminated \" in the command";
+				}
+			} else if (*p == '\\' && p[1] != '\0') {
+				*o++ = p[1];
+				p += 2;
+			} else {
+				*o++ = *p++;
+			}
+		}
+		bool end = *p == '\0';
+		*o = '\0';
+		if (n + 2 > cap) {
+			char **g = realloc(w, (cap *= 2) * sizeof *w);
+			if (g == NULL) {
+				free(w);
+				return "out of memory";
+			}
+			w = g;
+		}
+		w[n++] = start;
+		if (end)
+			break;
+		p++;
+	}
+	w[n] = NULL;
+	if (n == 0 || w[0][0] == '\0') {
+		free(w);
+		return "no COMMAND after \"--\"";
+	}
+	*out = w;
+	*n_out = n;
+	return NULL;
+}
+
+/* The standalone word "--" that starts a line's command, outside the payload's JSON strings,
+ * or NULL. */
+static char *command_sep(char *line)
+{
+	bool in_str = false;
+	for (char *p = line; *p; p++) {
+		if (in_str) {
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == '"')
+				in_str = false;
+		} else if (*p == '"') {
+			in_str = true;
+		} else if (p[0] == '-' && p[1] == '-' && (p == line || p[-1] == ' ' || p[-1] == '\t') &&
+		           (p[2] == '\0' || p[2] == ' ' || p[2] == '\t')) {
+			return p;
+		}
+	}
+	return NULL;
+}
 
 /* Parses one line, "NAME FIELD... [key=value...] [payload=JSON]", in place. Returns NULL, or
  * a message (in msg) saying what is wrong. */
 static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t size)
 {
 	e->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
+	e->cmd = NULL;
+	char *sep = command_sep(line);
+	if (sep != NULL) {
+		*sep = '\0';
+		const char *bad = split_command(sep + 2, &e->cmd, &e->def.n_command);
+		if (bad != NULL) {
+			snprintf(msg, size, "%s", bad);
+			return msg;
+		}
+		e->def.command = (const char *const *)e->cmd;
+	}
 	char *p = line;
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -703,7 +936,8 @@ static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t 
 	while (*p && *p != ' ' && *p != '\t')
 		p++;
 	if (*p == '\0') {
-		snprintf(msg, size, "expected NAME SCHEDULE queue=Q [options], got only \"%.60s\"", e->name);
+		snprintf(msg, size, "expected NAME SCHEDULE queue=Q [options] or NAME SCHEDULE [options] -- COMMAND, got only "
+		         "\"%.60s\"", e->name);
 		return msg;
 	}
 	*p++ = '\0';
@@ -766,6 +1000,12 @@ static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t 
 			else
 				continue;
 			return msg;
+		} else if (strcmp(key, "max-attempts") == 0) {
+			if (!cli_parse_int(val, 1, 1000000, &n)) {
+				snprintf(msg, size, "max-attempts must be an integer from 1 to 1000000, not \"%.40s\"", val);
+				return msg;
+			}
+			e->def.max_attempts = (int)n;
 		} else if (strcmp(key, "catch-up-max") == 0) {
 			if (!cli_parse_int(val, 1, PGC_CRON_CATCHUP_MAX_LIMIT, &n)) {
 				snprintf(msg, size, "catch-up-max must be an integer from 1 to %d, not \"%.40s\"",
@@ -787,12 +1027,17 @@ static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t 
 				e->def.catch_up_window_ms = ms;
 		} else {
 			snprintf(msg, size, "unknown option \"%.40s\" (queue, tz, catch-up, catch-up-window, catch-up-max, "
-			         "overlap, jitter, payload)", key);
+			         "overlap, jitter, max-attempts, payload)", key);
 			return msg;
 		}
 	}
-	if (e->def.queue == NULL) {
-		snprintf(msg, size, "schedule %.100s: no queue=Q", e->name);
+	if (e->def.queue == NULL && e->cmd == NULL) {
+		snprintf(msg, size, "schedule %.100s: no queue=Q and no -- COMMAND", e->name);
+		return msg;
+	}
+	if (e->def.queue != NULL && e->cmd != NULL) {
+		snprintf(msg, size, "schedule %.100s: queue= and a COMMAND exclude each other (its jobs go to %s)", e->name,
+		         PGC_CRON_COMMAND_QUEUE);
 		return msg;
 	}
 	pgc_cron *c;
@@ -897,6 +1142,8 @@ static int cron_sync(int argc, char **argv)
 		       a.dry_run ? "true" : "false", added, changed, removed, same);
 	pgc_cron_infos_free(xs, nx);
 	pgc_conn_close(conn); /* an open transaction rolls back with the session */
+	for (size_t i = 0; i < ne; i++)
+		free(es[i].cmd);
 	free(es);
 	cli_lines_free(&l);
 	return rc;
@@ -924,6 +1171,116 @@ static bool transient(const pgc_error *e)
 	       e->klass == PGC_CLASS_RETRY_LATER || e->klass == PGC_CLASS_RETRY_TX;
 }
 
+/* The scheduler's session, shared with the worker's handler threads, which read a command
+ * schedule's command on it (what runs is what the schedule's row says, never what a job
+ * carries). The mutex makes one user at a time; conn is NULL while the scheduler reconnects. */
+typedef struct cron_shared {
+	pthread_mutex_t mu;
+	pgc_conn *conn;
+	const char *schema;
+} cron_shared;
+
+static pgc_job_outcome resolve_command(const pgc_job *job, char ***argv, char *error, size_t size, void *arg)
+{
+	cron_shared *sh = arg;
+	char name[PGC_CRON_NAME_MAX + 1], tick[PGC_CRON_NAME_MAX + 1];
+	if (!pgc_cron_payload_tick(job->payload, name, tick, sizeof name)) {
+		snprintf(error, size, "job %lld in %s is not a tick of a command schedule (no \"cron\" member)",
+		         (long long)job->id, job->queue);
+		return PGC_JOB_FAIL;
+	}
+	pgc_error err = PGC_ERROR_INIT;
+	int rc = PGC_ECONNLOST;
+	pthread_mutex_lock(&sh->mu);
+	bool connected = sh->conn != NULL;
+	if (connected)
+		rc = pgc_cron_command(sh->conn, sh->schema, name, argv, &err);
+	pthread_mutex_unlock(&sh->mu);
+	if (rc == PGC_OK)
+		return PGC_JOB_COMPLETE;
+	snprintf(error, size, "schedule %s: %s", name, connected ? err.message : "the scheduler is reconnecting");
+	return rc == PGC_ENOTFOUND || rc == PGC_EUSAGE ? PGC_JOB_FAIL : PGC_JOB_RETRY_LATER;
+}
+
+static void log_line(pgc_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == PGC_LOG_DEBUG || (g_cli.quiet && level < PGC_LOG_WARN))
+		return;
+	fprintf(stderr, "pgcoord cron: %s\n", msg);
+}
+
+/* After the first stop signal, a second one stops the worker at once. */
+static void *second_signal(void *arg)
+{
+	pgc_worker *w = arg;
+	sigset_t s;
+	cli_stop_signals(&s);
+	int sig;
+	if (sigwait(&s, &sig) == 0) {
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord cron: %s: stopping now\n", strsignal(sig));
+		pgc_worker_stop(w, 0);
+	}
+	return NULL;
+}
+
+/* The worker of the command schedules: the queue PGC_CRON_COMMAND_QUEUE, cli/jobcmd.c's
+ * handler, its threads with the stop signals blocked so that they reach the main thread. */
+static int start_worker(const cron_args *a, cli_jobcmd *jc, bool once, pgc_worker **out, pgc_error *err)
+{
+	static const char *const queues[] = { PGC_CRON_COMMAND_QUEUE };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = pgc_dsn_resolve(g_cli.dsn, NULL);
+	o.schema = a->schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.concurrency = (int)a->concurrency;
+	o.log = log_line;
+	o.application_name = "pgcoord/cron";
+	o.once = once;
+	sigset_t stop, old;
+	cli_stop_signals(&stop);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	*out = NULL;
+	int rc = pgc_worker_new(&o, cli_jobcmd_run, jc, out, err);
+	if (rc == PGC_OK)
+		rc = pgc_worker_start(*out, err);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != PGC_OK) {
+		pgc_worker_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* Stops the worker (grace_ms for its running commands, a second signal: at once) and waits. */
+static int stop_worker(pgc_worker *w, int64_t grace_ms, bool asked)
+{
+	if (w == NULL)
+		return 0;
+	sigset_t stop;
+	cli_stop_signals(&stop);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	pthread_t second;
+	bool have_second = pthread_create(&second, NULL, second_signal, w) == 0;
+	if (asked)
+		pgc_worker_stop(w, grace_ms);
+	pgc_error err;
+	int rc = pgc_worker_wait(w, &err) != PGC_OK ? cli_report(&err) : 0;
+	if (have_second) {
+		pthread_cancel(second);
+		pthread_join(second, NULL);
+	}
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	if (!g_cli.quiet)
+		fprintf(stderr, "pgcoord cron: commands: %ld completed, %ld failed, %ld retried later, %ld released\n",
+		        st.completed, st.failed, st.retried, st.released);
+	pgc_worker_free(w);
+	return rc;
+}
+
 static int cron_run(int argc, char **argv)
 {
 	cron_args a;
@@ -932,10 +1289,13 @@ static int cron_run(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	if ((rc = want_args(&a, 0, "")) != 0)
 		return rc;
+	if (a.no_commands && (a.concurrency != CONCURRENCY_DEFAULT || a.timeout_ms > 0 || a.grace_ms != GRACE_DEFAULT_MS))
+		return cli_usage_error(a.sub, "--no-commands runs no command: -c, --timeout and --grace do not apply");
 	if (cli_signal_fd() < 0) {
 		cli_errorf("cannot set up signal handling");
 		return EXIT_SOFTWARE;
 	}
+	signal(SIGPIPE, SIG_IGN);
 	char host[256] = "?", id[300];
 	if (gethostname(host, sizeof host) != 0)
 		snprintf(host, sizeof host, "?");
@@ -944,23 +1304,45 @@ static int cron_run(int argc, char **argv)
 	pgc_conn *conn = NULL;
 	if ((rc = cli_connect_wait("cron run", a.dbwait_ms, &conn)) != 0)
 		return rc >= 128 ? 0 : rc;
-	if (!g_cli.quiet && !a.once)
-		fprintf(stderr, "pgcoord cron: scheduler %s, schema %s, on the database's clock\n", id, a.schema);
+	cron_shared sh = { PTHREAD_MUTEX_INITIALIZER, conn, a.schema };
+	cli_jobcmd jc = CLI_JOBCMD_INIT;
+	jc.timeout_ms = a.timeout_ms;
+	jc.resolve = resolve_command;
+	jc.resolve_arg = &sh;
+	pgc_worker *w = NULL;
+	pgc_error werr = PGC_ERROR_INIT;
+	if (!a.no_commands && !a.once && start_worker(&a, &jc, false, &w, &werr) != PGC_OK) {
+		pgc_conn_close(conn);
+		return werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
+	}
+	if (!g_cli.quiet && !a.once) {
+		char td[PGC_DURATION_FORMAT_MAX];
+		fprintf(stderr, "pgcoord cron: scheduler %s, schema %s, on the database's clock", id, a.schema);
+		if (w != NULL)
+			fprintf(stderr, "; commands: %lld at once, timeout %s", a.concurrency,
+			        a.timeout_ms > 0 ? cli_duration_str(a.timeout_ms, td) : "none");
+		fputc('\n', stderr);
+	}
 	int sig = 0;
 	int64_t last_warn = 0;
 	long total = 0;
 	for (;;) {
 		pgc_cron_fire_result res;
 		pgc_error err = PGC_ERROR_INIT;
-		if (pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, &res, &err) != PGC_OK) {
+		pthread_mutex_lock(&sh.mu);
+		int frc = pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, &res, &err);
+		pthread_mutex_unlock(&sh.mu);
+		if (frc != PGC_OK) {
 			if (!transient(&err) || a.once) {
 				rc = err.code == PGC_ENOSCHEMA ? (cli_report(&err), EXIT_UNAVAILABLE) : cli_report(&err);
 				break;
 			}
 			if (!g_cli.quiet)
 				fprintf(stderr, "pgcoord cron: %s; reconnecting\n", err.message);
+			pthread_mutex_lock(&sh.mu);
 			pgc_conn_close(conn);
-			conn = NULL;
+			conn = sh.conn = NULL;
+			pthread_mutex_unlock(&sh.mu);
 			if ((sig = nap(250)) != 0)
 				break;
 			if ((rc = cli_connect_wait("cron run", CLI_DBWAIT_FOREVER, &conn)) != 0) {
@@ -970,6 +1352,9 @@ static int cron_run(int argc, char **argv)
 				}
 				break;
 			}
+			pthread_mutex_lock(&sh.mu);
+			sh.conn = conn;
+			pthread_mutex_unlock(&sh.mu);
 			if (!g_cli.quiet)
 				fprintf(stderr, "pgcoord cron: reconnected\n");
 			continue;
@@ -999,8 +1384,26 @@ static int cron_run(int argc, char **argv)
 		if ((sig = nap(ms)) != 0)
 			break;
 	}
-	if (sig > 0 && !g_cli.quiet)
-		fprintf(stderr, "pgcoord cron: %s: stopping (%ld jobs enqueued)\n", strsignal(sig), total);
+	if (sig > 0 && !g_cli.quiet) {
+		char gd[PGC_DURATION_FORMAT_MAX];
+		fprintf(stderr, "pgcoord cron: %s: stopping (%ld jobs enqueued%s%s%s)\n", strsignal(sig), total,
+		        w != NULL ? "; running commands get " : "", w != NULL ? cli_duration_str(a.grace_ms, gd) : "",
+		        w != NULL ? " to finish" : "");
+	}
+	/* --once: the commands of the command schedules' runnable jobs, then exit. */
+	if (rc == 0 && a.once && !a.no_commands && sig == 0) {
+		if (start_worker(&a, &jc, true, &w, &werr) != PGC_OK)
+			rc = werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
+		else
+			rc = stop_worker(w, a.grace_ms, false);
+		w = NULL;
+	}
+	int wrc = stop_worker(w, a.grace_ms, true);
+	if (rc == 0)
+		rc = wrc;
+	pthread_mutex_lock(&sh.mu);
+	sh.conn = NULL;
+	pthread_mutex_unlock(&sh.mu);
 	pgc_conn_close(conn);
 	return rc;
 }

@@ -487,21 +487,6 @@ static int do_enqueue(int argc, char **argv)
 
 /* ---- stats ---------------------------------------------------------------------------------- */
 
-static void prom_label(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			fputc('\\', f);
-		if (*s == '\n') {
-			fputs("\\n", f);
-			continue;
-		}
-		fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_health *h,
                         bool prometheus)
 {
@@ -514,7 +499,7 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 			             st[i].failed, st[i].cancelled };
 			for (int k = 0; k < 6; k++) {
 				fputs("pgcoord_queue_jobs{queue=", stdout);
-				prom_label(stdout, st[i].queue);
+				cli_prom_label(stdout, st[i].queue);
 				printf(",status=\"%s\"} %ld\n", names[k], v[k]);
 			}
 		}
@@ -528,7 +513,7 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 			printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
 			for (size_t i = 0; i < n; i++) {
 				printf("%s{queue=", m[k].name);
-				prom_label(stdout, st[i].queue);
+				cli_prom_label(stdout, st[i].queue);
 				switch (m[k].which) {
 				case 0: printf("} %.3f\n", st[i].oldest_pending_s); break;
 				case 1: printf("} %ld\n", st[i].completed_1m); break;

@@ -163,6 +163,21 @@ int cli_connect(const char *cmd, pgc_conn **out)
 	return 0;
 }
 
+void cli_prom_label(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', f);
+		if (*s == '\n') {
+			fputs("\\n", f);
+			continue;
+		}
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
 void json_str(FILE *f, const char *s)
 {
 	if (s == NULL) {

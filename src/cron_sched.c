@@ -111,6 +111,11 @@ static PGresult *run(ctx *c, const char *tmpl, int n, const char *const *v, int 
 		char init[160];
 		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables are not installed in schema %s: run %s",
 		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
+	} else if (*rc == PGC_ESQL && err != NULL && strcmp(err->sqlstate, "42703") == 0) {
+		/* A column of a later migration (009's command, max_attempts): the schema is older. */
+		char init[160];
+		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables of schema %s are older than this pgcoord: run %s",
+		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
 	}
 	return res;
 }
@@ -124,6 +129,20 @@ static int check_name(const char *name, pgc_error *err)
 		if (*p <= ' ' || *p == 0x7f)
 			return pgc__err(err, PGC_EUSAGE, "schedule name \"%.100s\" must not contain white space or "
 			                "control characters", name);
+	return PGC_OK;
+}
+
+static int check_command(const char *const *argv, size_t n, pgc_error *err)
+{
+	if (argv == NULL || n == 0)
+		return pgc__err(err, PGC_EUSAGE, "a command schedule needs a command (command and n_command)");
+	if (n > PGC_CRON_COMMAND_MAX)
+		return pgc__err(err, PGC_EUSAGE, "a command has at most %d words, not %zu", PGC_CRON_COMMAND_MAX, n);
+	for (size_t i = 0; i < n; i++)
+		if (argv[i] == NULL)
+			return pgc__err(err, PGC_EUSAGE, "command word %zu is NULL", i);
+	if (argv[0][0] == '\0')
+		return pgc__err(err, PGC_EUSAGE, "the command's name must not be empty");
 	return PGC_OK;
 }
 
@@ -162,10 +181,23 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 	int rc = check_name(name, err);
 	if (rc != PGC_OK)
 		return rc;
-	if (def->queue == NULL || *def->queue == '\0')
+	const char *queue = def->queue;
+	if (def->command != NULL || def->n_command > 0) {
+		if ((rc = check_command(def->command, def->n_command, err)) != PGC_OK)
+			return rc;
+		if (queue != NULL && strcmp(queue, PGC_CRON_COMMAND_QUEUE) != 0)
+			return pgc__err(err, PGC_EUSAGE, "a command schedule's jobs go to the queue %s, not %.128s",
+			                PGC_CRON_COMMAND_QUEUE, queue);
+		queue = PGC_CRON_COMMAND_QUEUE;
+	} else if (queue != NULL && strcmp(queue, PGC_CRON_COMMAND_QUEUE) == 0) {
+		return pgc__err(err, PGC_EUSAGE, "the queue %s is for command schedules only", PGC_CRON_COMMAND_QUEUE);
+	}
+	if (queue == NULL || *queue == '\0')
 		return pgc__err(err, PGC_EUSAGE, "a schedule needs a queue for its jobs");
-	if ((rc = pgc_name_check("queue name", def->queue, PGC_QUEUE_NAME_MAX, err)) != PGC_OK)
+	if ((rc = pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, err)) != PGC_OK)
 		return rc;
+	if (def->max_attempts < 0 || def->max_attempts > 1000000)
+		return pgc__err(err, PGC_EUSAGE, "max attempts must be 1 to 1000000, not %d", def->max_attempts);
 	if (pgc_cron_catch_up_name(def->catch_up) == NULL || pgc_cron_overlap_name(def->overlap) == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_cron_add: unknown catch-up or overlap policy");
 	if (def->catch_up_window_ms < 0)
@@ -189,33 +221,42 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 	if ((rc = db_now_s(&c, &now, err)) == PGC_OK && (rc = pgc_cron_next(cr, now, &next, err)) != PGC_OK &&
 	    rc == PGC_ENOTFOUND)
 		pgc__err_prefix(err, "schedule %s", name);
+	pgc__sb cmd = PGC__SB_INIT;
+	if (rc == PGC_OK && def->command != NULL) {
+		pgc__sb_text_array(&cmd, def->n_command, def->command);
+		if (cmd.oom)
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
 	if (rc == PGC_OK) {
-		char nt[24], win[24], mx[16], jit[24];
+		char nt[24], win[24], mx[16], jit[24], att[16];
+		snprintf(att, sizeof att, "%d", def->max_attempts);
 		snprintf(nt, sizeof nt, "%" PRId64, next);
 		snprintf(win, sizeof win, "%" PRId64, def->catch_up_window_ms ? def->catch_up_window_ms : DEFAULT_WINDOW_MS);
 		snprintf(mx, sizeof mx, "%d", def->catch_up_max ? def->catch_up_max : DEFAULT_CATCHUP_MAX);
 		snprintf(jit, sizeof jit, "%" PRId64, def->jitter_ms);
-		const char *v[11] = { name, def->expr, pgc_cron_tz(cr),
-		                      def->queue, def->payload, pgc_cron_catch_up_name(def->catch_up), mx, win,
-		                      pgc_cron_overlap_name(def->overlap), jit, nt };
+		const char *v[13] = { name, def->expr, pgc_cron_tz(cr),
+		                      queue, def->payload, pgc_cron_catch_up_name(def->catch_up), mx, win,
+		                      pgc_cron_overlap_name(def->overlap), jit, nt, def->command != NULL ? cmd.buf : NULL,
+		                      att };
 		/* An unchanged definition keeps its next tick (sync runs again and again); a changed
 		 * one gets the tick computed now. */
 		const char *ins =
 			"INSERT INTO @S@.cron_schedules AS s (name, expr, tz, queue, payload, catch_up, catch_up_max,"
-			" catch_up_window, overlap, jitter, next_tick)"
+			" catch_up_window, overlap, jitter, next_tick, command, max_attempts)"
 			" VALUES ($1, $2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond',"
-			" $9, $10::int8 * interval '1 millisecond', to_timestamp($11::int8))"
+			" $9, $10::int8 * interval '1 millisecond', to_timestamp($11::int8), $12::text[], $13::int)"
 			" ON CONFLICT (name) DO NOTHING RETURNING true";
 		const char *upd =
 			"UPDATE @S@.cron_schedules s SET expr = $2, tz = $3, queue = $4, payload = @S@.cron_payload($5),"
 			" catch_up = $6, catch_up_max = $7::int, catch_up_window = $8::int8 * interval '1 millisecond',"
 			" overlap = $9, jitter = $10::int8 * interval '1 millisecond', next_tick = to_timestamp($11::int8),"
-			" updated_at = clock_timestamp()"
+			" command = $12::text[], max_attempts = $13::int, updated_at = clock_timestamp()"
 			" WHERE s.name = $1 AND (s.expr, s.tz, s.queue, s.payload, s.catch_up, s.catch_up_max,"
-			"  s.catch_up_window, s.overlap, s.jitter) IS DISTINCT FROM ($2, $3, $4, @S@.cron_payload($5), $6,"
-			"  $7::int, $8::int8 * interval '1 millisecond', $9, $10::int8 * interval '1 millisecond')"
+			"  s.catch_up_window, s.overlap, s.jitter, s.command, s.max_attempts) IS DISTINCT FROM"
+			"  ($2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond', $9,"
+			"  $10::int8 * interval '1 millisecond', $12::text[], $13::int)"
 			" RETURNING true";
-		PGresult *r = run(&c, ins, 11, v, &rc, err);
+		PGresult *r = run(&c, ins, 13, v, &rc, err);
 		bool inserted = rc == PGC_OK && PQntuples(r) == 1;
 		PQclear(r);
 		if (rc == PGC_OK && inserted) {
@@ -224,12 +265,13 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 		} else if (rc == PGC_OK && !(flags & PGC_CRON_REPLACE)) {
 			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s exists (replace it to change it)", name);
 		} else if (rc == PGC_OK) {
-			r = run(&c, upd, 11, v, &rc, err);
+			r = run(&c, upd, 13, v, &rc, err);
 			if (rc == PGC_OK && changed != NULL)
 				*changed = PQntuples(r) == 1;
 			PQclear(r);
 		}
 	}
+	pgc__sb_free(&cmd);
 	ctx_end(&c);
 	pgc_cron_free(cr);
 	return rc;
@@ -332,8 +374,8 @@ static char *job_payload(const char *payload, const char *name, const char *tick
 /* Enqueues one job of a schedule on c's session (inside the open transaction). *dup is set
  * when overlap skip found the previous job still there. */
 static int enqueue_tick(ctx *c, pgc_queue *q, const char *name, const char *queue, const char *payload,
-                        bool overlap_skip, int64_t run_at_ms, const char *tick, int64_t *job_id, bool *dup,
-                        pgc_error *err)
+                        bool overlap_skip, int max_attempts, int64_t run_at_ms, const char *tick, int64_t *job_id,
+                        bool *dup, pgc_error *err)
 {
 	*dup = false;
 	*job_id = 0;
@@ -344,6 +386,7 @@ static int enqueue_tick(ctx *c, pgc_queue *q, const char *name, const char *queu
 	snprintf(key, sizeof key, "cron:%s", name);
 	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
 	o.unique_key = overlap_skip ? key : NULL;
+	o.max_attempts = max_attempts;
 	if (run_at_ms > 0) {
 		time_t t = (time_t)(run_at_ms / 1000);
 		struct tm tm;
@@ -402,7 +445,7 @@ int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name, int64
 	const char *v[4] = { name, NULL, NULL, NULL };
 	PGresult *r = NULL;
 	if (rc == PGC_OK)
-		r = run(&c, "SELECT expr, tz, queue, payload::text, overlap, " US("now()")
+		r = run(&c, "SELECT expr, tz, queue, payload::text, overlap, " US("now()") ", max_attempts"
 		        " FROM @S@.cron_schedules WHERE name = $1 FOR UPDATE", 1, v, &rc, err);
 	if (rc == PGC_OK && PQntuples(r) != 1)
 		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
@@ -417,7 +460,8 @@ int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name, int64
 		}
 		if (rc == PGC_OK)
 			rc = enqueue_tick(&c, q, name, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
-			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, 0, tick, &id, &dup, err);
+			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, (int)get_i64(r, 0, 6), 0, tick, &id,
+			                  &dup, err);
 		if (rc == PGC_OK && dup)
 			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s: the previous job is still pending or running "
 			              "(overlap skip)", name);
@@ -464,6 +508,7 @@ void pgc_cron_infos_free(pgc_cron_info *infos, size_t n)
 		free(infos[i].payload);
 		free(infos[i].last_outcome);
 		free(infos[i].last_scheduler);
+		free(infos[i].command);
 	}
 	free(infos);
 }
@@ -489,7 +534,8 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 		" " US("s.next_tick") ", " US("s.last_tick") ", " US("s.last_fired_at") ", " US("s.created_at") ","
 		" " US("s.updated_at") ", " US("s.seen_at") ", s.last_outcome, s.last_scheduler, s.fired, s.missed,"
 		" s.skipped, " US("(SELECT max(t.tick_at) FROM @S@.cron_ticks t JOIN @S@.job_history h ON h.id = t.job_id"
-		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()")
+		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()") ","
+		" array_to_json(s.command)::text, s.max_attempts"
 		" FROM @S@.cron_schedules s WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name",
 		1, v, &rc, err);
 	if (rc == PGC_OK && name != NULL && PQntuples(r) == 0)
@@ -525,7 +571,9 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 		x->skipped = get_i64(r, row, 21);
 		x->last_success_us = get_i64(r, row, 22);
 		x->db_now_us = get_i64(r, row, 23);
-		if (x->name == NULL || x->expr == NULL || x->tz == NULL || x->queue == NULL || x->payload == NULL)
+		x->command = dup_or_null(r, row, 24);
+		x->max_attempts = (int)get_i64(r, row, 25);
+		if ((x->command == NULL && !PQgetisnull(r, row, 24)) || x->name == NULL || x->expr == NULL || x->tz == NULL || x->queue == NULL || x->payload == NULL)
 			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
 	PQclear(r);
@@ -591,6 +639,46 @@ int pgc_cron_history(pgc_conn *conn, const char *schema, const char *name, int l
 	return PGC_OK;
 }
 
+int pgc_cron_command(pgc_conn *conn, const char *schema, const char *name, char ***argv_out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (argv_out == NULL || name == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_command: name and argv_out must not be NULL");
+	*argv_out = NULL;
+	int rc = check_name(name, err);
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_command", err)) != PGC_OK)
+		return rc;
+	const char *v[1] = { name };
+	PGresult *r = run(&c, "SELECT w FROM @S@.cron_schedules s, unnest(s.command) WITH ORDINALITY AS u(w, i)"
+	                  " WHERE s.name = $1 ORDER BY u.i", 1, v, &rc, err);
+	int n = rc == PGC_OK ? PQntuples(r) : 0;
+	if (rc == PGC_OK && n == 0)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no command schedule %.100s", name);
+	size_t bytes = ((size_t)n + 1) * sizeof(char *);
+	for (int i = 0; rc == PGC_OK && i < n; i++)
+		bytes += (size_t)PQgetlength(r, i, 0) + 1;
+	char **argv = rc == PGC_OK ? malloc(bytes) : NULL;
+	if (rc == PGC_OK && argv == NULL)
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	if (rc == PGC_OK) {
+		char *p = (char *)(argv + n + 1);
+		for (int i = 0; i < n; i++) {
+			size_t len = (size_t)PQgetlength(r, i, 0);
+			memcpy(p, PQgetvalue(r, i, 0), len + 1);
+			argv[i] = p;
+			p += len + 1;
+		}
+		argv[n] = NULL;
+		*argv_out = argv;
+	}
+	PQclear(r);
+	ctx_end(&c);
+	return rc;
+}
+
 /* ---- the scheduler's step -------------------------------------------------------------------- */
 
 /* One due schedule, as locked. */
@@ -600,6 +688,7 @@ typedef struct due {
 	int catch_up_max;
 	int64_t window_ms, jitter_ms;
 	bool overlap_skip;
+	int max_attempts;   /* 0: the queue's default */
 	int64_t next_tick;  /* seconds */
 	int64_t now_us;     /* the server's now() */
 	int64_t total;      /* fired + missed + skipped so far, for trimming */
@@ -694,7 +783,8 @@ static int fire_one(ctx *c, pgc_queue *q, const due *d, const char *scheduler, p
 		if ((rc = pgc_cron_format_local(cr, fire[i], tick, sizeof tick, err)) != PGC_OK)
 			break;
 		int64_t run_at = d->jitter_ms > 0 ? fire[i] * 1000 + jitter_ms(d->jitter_ms) : 0;
-		rc = enqueue_tick(c, q, d->name, d->queue, d->payload, d->overlap_skip, run_at, tick, &id, &dup, err);
+		rc = enqueue_tick(c, q, d->name, d->queue, d->payload, d->overlap_skip, d->max_attempts, run_at, tick, &id,
+		                  &dup, err);
 		if (rc != PGC_OK)
 			break;
 		char ts[24], ids[24];
@@ -776,7 +866,7 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 	if (rc == PGC_OK)
 		r = run(&c, "SELECT name, expr, tz, queue, payload::text, catch_up, catch_up_max, " MS("catch_up_window") ","
 		        " overlap, " MS("jitter") ", floor(extract(epoch FROM next_tick))::int8, " US("now()") ","
-		        " fired + missed + skipped"
+		        " fired + missed + skipped, max_attempts"
 		        " FROM @S@.cron_schedules WHERE NOT paused AND next_tick <= now()"
 		        " ORDER BY next_tick LIMIT $1::int FOR UPDATE SKIP LOCKED", 1, v, &rc, err);
 	for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
@@ -795,6 +885,7 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		d.next_tick = get_i64(r, i, 10);
 		d.now_us = get_i64(r, i, 11);
 		d.total = get_i64(r, i, 12);
+		d.max_attempts = (int)get_i64(r, i, 13);
 		out->schedules++;
 		pgc_error e = PGC_ERROR_INIT;
 		bool soft = false;

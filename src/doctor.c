@@ -498,6 +498,113 @@ static void check_schema(doctor *d, const check *ck)
 		        "schema %s is at version %d, as this pgcoord expects", d->schema, sv);
 }
 
+/* The cron schedules: stale (two ticks have come since the last success, or since it was
+ * added when it never succeeded: its jobs fail, or nobody works its queue), overdue (its
+ * next tick is more than a minute behind the server's clock: no scheduler runs), paused
+ * (said, not warned). The ticks are the expression's own (pgc_cron_next), so a weekday
+ * schedule is not stale on a Sunday. */
+#define CRON_OVERDUE_US INT64_C(60000000)
+#define CRON_NAMED 3 /* schedules named per kind in the message */
+
+static void cron_name(char *buf, size_t size, int n, const char *name)
+{
+	size_t len = strlen(buf);
+	if (n < CRON_NAMED && len < size)
+		snprintf(buf + len, size - len, "%s%s", n > 0 ? ", " : "", name);
+	else if (n == CRON_NAMED && len < size)
+		snprintf(buf + len, size - len, ", ...");
+}
+
+static void check_cron(doctor *d, const check *ck)
+{
+	int sv = 0;
+	pgc_error e = PGC_ERROR_INIT;
+	if (pgc_schema_version(d->conn, d->schema, &sv, &e) != PGC_OK || sv == 0) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "0", "", "no cron schedules (schema %s is not installed)",
+		        d->schema);
+		return;
+	}
+	if (sv < pgc_schema_latest()) {
+		char init[160];
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, "unknown", pgc__init_cmd(d->schema, init, sizeof init),
+		        "the schedules are not checked: schema %s is older than this pgcoord", d->schema);
+		return;
+	}
+	pgc_cron_info *xs = NULL;
+	size_t n = 0;
+	if (pgc_cron_list(d->conn, d->schema, NULL, &xs, &n, &e) != PGC_OK) {
+		if (e.code == PGC_ECONNLOST || e.code == PGC_ETIMEDOUT) {
+			fail(d, ck, e.code, &e);
+			return;
+		}
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "unknown",
+		        "run doctor as the schema's owner (the cron tables are the owner's only)",
+		        "cannot read the schedules of schema %s: %s", d->schema, e.message);
+		return;
+	}
+	int stale = 0, overdue = 0, paused = 0, foreign = 0;
+	char stale_s[256] = "", overdue_s[256] = "", paused_s[256] = "";
+	int64_t worst_overdue_us = 0;
+	for (size_t i = 0; i < n; i++) {
+		const pgc_cron_info *x = &xs[i];
+		if (x->paused) {
+			cron_name(paused_s, sizeof paused_s, paused++, x->name);
+			continue;
+		}
+		if (x->db_now_us - x->next_tick_us > CRON_OVERDUE_US) {
+			cron_name(overdue_s, sizeof overdue_s, overdue++, x->name);
+			if (x->db_now_us - x->next_tick_us > worst_overdue_us)
+				worst_overdue_us = x->db_now_us - x->next_tick_us;
+		}
+		pgc_cron *c;
+		pgc_error pe;
+		if (pgc_cron_parse(x->expr, x->tz, &c, &pe) != PGC_OK) {
+			foreign++; /* its zone is not in this host's tzdata: not judged here */
+			continue;
+		}
+		/* Two ticks after the last success (or after it was added), both due by now. */
+		int64_t since = (x->last_success_us != 0 ? x->last_success_us : x->created_us) / 1000000, t1, t2;
+		if (pgc_cron_next(c, since, &t1, &pe) == PGC_OK && pgc_cron_next(c, t1, &t2, &pe) == PGC_OK &&
+		    t2 * 1000000 <= x->db_now_us && x->last_tick_us / 1000000 >= t2)
+			cron_name(stale_s, sizeof stale_s, stale++, x->name);
+		pgc_cron_free(c);
+	}
+	char value[32];
+	snprintf(value, sizeof value, "%zu", n);
+	char tail[512] = "";
+	if (paused > 0)
+		snprintf(tail, sizeof tail, "; %d paused (%s)", paused, paused_s);
+	if (foreign > 0) {
+		size_t len = strlen(tail);
+		snprintf(tail + len, sizeof tail - len, "; %d in zones this host's tzdata lacks", foreign);
+	}
+	if (overdue > 0) {
+		char od[PGC_DURATION_FORMAT_MAX];
+		/* Whole seconds, whole minutes past two of them: the size of the gap, not its digits. */
+		int64_t ms = worst_overdue_us / 1000000 * 1000;
+		if (ms >= 120000)
+			ms = ms / 60000 * 60000;
+		if (pgc_duration_format(ms, od, sizeof od, NULL) != PGC_OK)
+			snprintf(od, sizeof od, "?");
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, value,
+		        "run pgcoord cron run (on one host or more) for this schema",
+		        "%d of %zu schedules overdue by more than a minute, up to %s (%s): no scheduler fires them"
+		        "%s%s%s", overdue, n, od, overdue_s, stale > 0 ? "; no success in two periods: " : "",
+		        stale > 0 ? stale_s : "", tail);
+	} else if (stale > 0) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, value,
+		        "see pgcoord cron show NAME and pgcoord queue list --status failed (is a worker running?)",
+		        "%d of %zu schedules with no successful job in their last two periods (%s)%s", stale, n,
+		        stale_s, tail);
+	} else if (paused > 0) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_INFO, value, "pgcoord cron resume NAME",
+		        "%zu schedules, none overdue or failing%s", n, tail);
+	} else {
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, value, "", "%zu schedules, none overdue or failing%s", n, tail);
+	}
+	pgc_cron_infos_free(xs, n);
+}
+
 /* Primary or standby, timeline, the standbys streaming from a primary and how. */
 static void check_replication(doctor *d, const check *ck)
 {
@@ -661,6 +768,8 @@ static const check checks[] = {
 	  "the sessions idle in transaction now, apart from pgcoord's own lock holders",
 	  check_idle_in_transaction, false },
 	{ "schema", "the pgcoord schema's version against this binary's", check_schema, false },
+	{ "cron", "the cron schedules: overdue (no scheduler runs), no success in two periods, paused",
+	  check_cron, false },
 	{ "replication", "primary or standby, the timeline, and the standbys streaming from a primary",
 	  check_replication, false },
 	{ "dsn_hosts", "the hosts the DSN names, and whether it follows the primary after a failover",

@@ -60,6 +60,8 @@ struct pgc_worker {
 	pthread_t dispatcher;
 	pthread_t vacuumer;
 	bool have_vacuumer;
+	pthread_t scheduler;      /* opts.cron: fires the schema's due cron ticks */
+	bool have_scheduler;
 	pthread_t *threads;
 	int n_threads;
 
@@ -75,6 +77,7 @@ struct pgc_worker {
 
 	int wake[2];              /* the dispatcher's wake-up pipe */
 	int vac_wake[2];          /* the maintenance thread's */
+	int cron_wake[2];         /* the scheduler thread's */
 	atomic_bool wake_pending;
 	atomic_bool stop_requested;
 	atomic_llong grace_ms;
@@ -85,6 +88,7 @@ struct pgc_worker {
 
 	atomic_long s_claimed, s_completed, s_failed, s_retried, s_stale, s_released, s_reaped;
 	atomic_long s_wakeups;
+	atomic_long s_cron_enqueued;
 };
 
 static void wlog(pgc_worker *w, pgc_log_level level, const char *fmt, ...) PGC_PRINTF(3, 4);
@@ -1035,6 +1039,9 @@ exit:
 	w->exit_threads = true;
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
+	char b = 1;
+	ssize_t n = write(w->cron_wake[1], &b, 1); /* the scheduler thread stops with it */
+	(void)n;
 	free(d.more);
 	free(d.forward);
 	return NULL;
@@ -1087,6 +1094,81 @@ static void *vacuum_main(void *arg)
 	return NULL;
 }
 
+/* ---- the scheduler: cron ticks fired by the worker ----------------------------------------- */
+
+static bool worker_exiting(pgc_worker *w)
+{
+	if (atomic_load(&w->stop_requested))
+		return true;
+	pthread_mutex_lock(&w->mu);
+	bool e = w->exit_threads;
+	pthread_mutex_unlock(&w->mu);
+	return e;
+}
+
+/* opts.cron: what pgcoord cron run does, on a session of its own so that the claims of the
+ * dispatcher never wait for a tick's transaction: pgc_cron_fire_due() at once while batches
+ * come back full, otherwise when the next tick is due by the server's clock, at least every
+ * second (edits are seen), at most every 20 ms. It stops with the dispatcher. */
+static void *scheduler_main(void *arg)
+{
+	pgc_worker *w = arg;
+	pgc_conn *c = NULL;
+	int64_t delay = 0, last_warn = 0;
+	char last_error[256] = "";
+	while (!worker_exiting(w)) {
+		if (delay > 0)
+			pipe_wait(w->cron_wake[0], delay);
+		if (worker_exiting(w))
+			break;
+		pgc_error e;
+		if (c == NULL) {
+			pgc_conn_options co = conn_options(w, false);
+			if (pgc_connect(w->dsn, &co, &c, &e) != PGC_OK) {
+				if (strcmp(e.message, last_error) != 0)
+					wlog(w, PGC_LOG_WARN, "cron: %s", e.message);
+				snprintf(last_error, sizeof last_error, "%s", e.message);
+				c = NULL;
+				delay = 1000;
+				continue;
+			}
+		}
+		pgc_cron_fire_result r;
+		int rc = pgc_cron_fire_due(c, w->schema, w->worker_id, PGC_CRON_WORKER_BATCH, &r, &e);
+		int64_t now = pgc__now_ms();
+		if (rc != PGC_OK) {
+			if (strcmp(e.message, last_error) != 0)
+				wlog(w, PGC_LOG_WARN, "cron: %s", e.message);
+			snprintf(last_error, sizeof last_error, "%s", e.message);
+			if (!pgc__conn_ok(c)) {
+				pgc_conn_close(c);
+				c = NULL;
+			}
+			delay = 1000;
+			continue;
+		}
+		last_error[0] = '\0';
+		atomic_fetch_add(&w->s_cron_enqueued, r.enqueued);
+		if (r.missed > 0 || r.skipped > 0)
+			wlog(w, PGC_LOG_INFO, "cron: %ld enqueued, %ld missed, %ld skipped (overlap)", r.enqueued, r.missed,
+			     r.skipped);
+		if (r.failed > 0 && now - last_warn >= 60000) {
+			wlog(w, PGC_LOG_WARN, "cron: schedule %s cannot be fired on this host: %s", r.failed_name,
+			     r.failed_err.message);
+			last_warn = now;
+		}
+		if (r.schedules >= PGC_CRON_WORKER_BATCH) {
+			delay = 0;
+			continue;
+		}
+		delay = r.next_due_ms < 0 || r.next_due_ms > 1000 || r.failed > 0 ? 1000 : r.next_due_ms;
+		if (delay < 20)
+			delay = 20;
+	}
+	pgc_conn_close(c);
+	return NULL;
+}
+
 /* ---- public ------------------------------------------------------------------------------- */
 
 static char *dup_or(const char *s, const char *fallback)
@@ -1126,6 +1208,7 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	w->handler_arg = handler_arg;
 	w->wake[0] = w->wake[1] = -1;
 	w->vac_wake[0] = w->vac_wake[1] = -1;
+	w->cron_wake[0] = w->cron_wake[1] = -1;
 	w->held.hnext = w->held.hprev = &w->held;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -1156,7 +1239,8 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	w->o.schema = w->schema;
 	w->o.worker_id = w->worker_id;
 	w->o.application_name = w->app;
-	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(w->vac_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(w->vac_wake, O_CLOEXEC | O_NONBLOCK) != 0 ||
+	    pipe2(w->cron_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		pgc_worker_free(w);
 		return pgc__err(err, PGC_EINTERNAL, "cannot create a pipe: %s", strerror(errno));
 	}
@@ -1166,6 +1250,18 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
 		qo.schema = w->schema;
 		rc = pgc_queue_open(w->conn, &qo, &w->q, err);
+	}
+	if (rc == PGC_OK && opts->cron) {
+		/* The cron tables must be there (asking for a schedule that need not exist: the answer
+		 * is PGC_ENOSCHEMA without them), so that a worker that cannot fire ticks says so now. */
+		pgc_cron_info *xs = NULL;
+		size_t nx = 0;
+		rc = pgc_cron_list(w->conn, w->schema, "-", &xs, &nx, err);
+		pgc_cron_infos_free(xs, nx);
+		if (rc == PGC_ENOTFOUND) {
+			pgc_error_clear(err);
+			rc = PGC_OK;
+		}
 	}
 	if (rc == PGC_OK) {
 		/* A channel of its own, the same on every session, so that the registration a new
@@ -1211,6 +1307,10 @@ int pgc_worker_start(pgc_worker *w, pgc_error *err)
 		     " could stay behind on a pooled server connection): autovacuum does it");
 	else if (w->o.vacuum_dead_tuples > 0 && w->o.reap_ms > 0)
 		w->have_vacuumer = pthread_create(&w->vacuumer, &attr, vacuum_main, w) == 0;
+	if (w->o.cron && pthread_create(&w->scheduler, &attr, scheduler_main, w) != 0)
+		wlog(w, PGC_LOG_ERROR, "cannot start the cron scheduler thread: no ticks are fired by this worker");
+	else if (w->o.cron)
+		w->have_scheduler = true;
 	if (pthread_create(&w->dispatcher, &attr, dispatcher_main, w) != 0) {
 		pthread_mutex_lock(&w->mu);
 		w->exit_threads = true;
@@ -1236,6 +1336,7 @@ void pgc_worker_stop(pgc_worker *w, int64_t grace_ms)
 	char b = 1;
 	ssize_t n = write(w->wake[1], &b, 1);
 	n = write(w->vac_wake[1], &b, 1);
+	n = write(w->cron_wake[1], &b, 1);
 	(void)n;
 }
 
@@ -1248,6 +1349,8 @@ int pgc_worker_wait(pgc_worker *w, pgc_error *err)
 		pthread_join(w->dispatcher, NULL);
 		if (w->have_vacuumer)
 			pthread_join(w->vacuumer, NULL);
+		if (w->have_scheduler)
+			pthread_join(w->scheduler, NULL);
 		for (int i = 0; i < w->n_threads; i++)
 			pthread_join(w->threads[i], NULL);
 		w->stopped = true;
@@ -1277,6 +1380,7 @@ void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out)
 	out->released = atomic_load(&w->s_released);
 	out->reaped = atomic_load(&w->s_reaped);
 	out->wakeups = atomic_load(&w->s_wakeups);
+	out->cron_enqueued = atomic_load(&w->s_cron_enqueued);
 	out->listening = w->listening;
 }
 
@@ -1300,6 +1404,9 @@ void pgc_worker_free(pgc_worker *w)
 		close(w->vac_wake[0]);
 	if (w->vac_wake[1] >= 0)
 		close(w->vac_wake[1]);
+	for (int i = 0; i < 2; i++)
+		if (w->cron_wake[i] >= 0)
+			close(w->cron_wake[i]);
 	if (w->queues)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			free(w->queues[i]);

@@ -177,6 +177,25 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_cron_parse_time(const pgc_cron *c, const char *
  * previous tick's job is pending or running, a tick is recorded as 'skipped-overlap' and
  * counted. A jitter D puts the job's run_at at the tick plus a random delay in [0, D].
  *
+ * A command schedule (def->command) keeps its command's words in its row (a text[]); its jobs go
+ * to PGC_CRON_COMMAND_QUEUE and carry only the "cron" member's name and tick, from which the
+ * runner reads the command with pgc_cron_command(): what runs is what the row says when the
+ * job runs, never what a job carries. pgcoord cron run runs them with pgcoord worker's handler.
+ *
+ * A program that both schedules and works sets pgc_worker_options.cron (<pgcoord/queue.h>): its
+ * worker then also runs a scheduler thread with a session of its own that calls
+ * pgc_cron_fire_due() as pgcoord cron run does (PGC_CRON_WORKER_BATCH schedules per
+ * transaction, again at once while batches come back full, otherwise when the next tick is
+ * due, at least every second), named by the worker's worker_id, until the worker stops; its
+ * stats count the jobs it enqueued (cron_enqueued). Any number of such workers and cron run
+ * processes may run side by side: each tick is still fired once.
+ *
+ *     const char *queues[] = { "reports" };
+ *     pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+ *     o.queues = queues;
+ *     o.n_queues = 1;
+ *     o.cron = true;    // the schedules whose ticks go to "reports" fire here too
+ *
  * cron_ticks keeps the last 1000 rows per schedule; older rows are trimmed as ticks fire.
  * Every function here takes a connection that is not shared with another thread meanwhile. */
 
@@ -213,10 +232,24 @@ typedef struct pgc_cron_schedule {
 	int catch_up_max;                /* ALL: at most this many late ticks fire; 0: 100 */
 	pgc_cron_overlap overlap;        /* default allow */
 	int64_t jitter_ms;               /* >= 0 */
+	/* A command schedule: argv[0] and its arguments (n_command words, 1 to
+	 * PGC_CRON_COMMAND_MAX, none NULL, the first not empty), stored as a text[]; its jobs go to
+	 * PGC_CRON_COMMAND_QUEUE (queue must then be NULL or that) and pgcoord cron run runs it.
+	 * NULL: the jobs go to queue for a worker of the caller's. */
+	const char *const *command;
+	size_t n_command;
+	/* The max_attempts of each job (a failed job is retried with backoff until then; a
+	 * "retry later" answer does not count): 1 to 1000000; 0: the queue's default (25). */
+	int max_attempts;
 } pgc_cron_schedule;
 
 #define PGC_CRON_SCHEDULE_INIT                                                              \
-	{ NULL, NULL, NULL, NULL, PGC_CRON_CATCHUP_SKIP, 0, 0, PGC_CRON_OVERLAP_ALLOW, 0 }
+	{ NULL, NULL, NULL, NULL, PGC_CRON_CATCHUP_SKIP, 0, 0, PGC_CRON_OVERLAP_ALLOW, 0, NULL, 0, 0 }
+
+/* The queue of every command schedule's jobs (a name no other schedule may use), and the
+ * most words a command may have. */
+#define PGC_CRON_COMMAND_QUEUE "cron:commands"
+#define PGC_CRON_COMMAND_MAX 1024
 
 /* Flags of pgc_cron_add(). */
 #define PGC_CRON_REPLACE 0x01u /* an existing schedule of that name is changed (its next tick
@@ -228,7 +261,10 @@ typedef struct pgc_cron_schedule {
  * definition (the next tick is then kept).
  * Errors: PGC_EUSAGE (NULL conn, name or def; a bad name, expression, zone, queue, payload
  * that is not a JSON object, window or maximum out of range, negative jitter: the message
- * names it), PGC_EDUPLICATE (name exists and REPLACE is not given), PGC_ENOTFOUND (the
+ * names it; a command with no words, a NULL word or an empty first word, more than
+ * PGC_CRON_COMMAND_MAX words; a command with a queue other than PGC_CRON_COMMAND_QUEUE, or that
+ * queue without a command; max_attempts out of range), PGC_EDUPLICATE (name exists and REPLACE
+ * is not given), PGC_ENOTFOUND (the
  * expression never fires again), PGC_ESQL (the payload is not JSON, SQLSTATE 22P02, or not
  * an object, 22023), PGC_ENOSCHEMA, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name,
@@ -269,6 +305,8 @@ typedef struct pgc_cron_info {
 	int64_t fired, missed, skipped;
 	int64_t last_success_us; /* the latest tick whose job succeeded (job_history), or 0 */
 	int64_t db_now_us;       /* the server's now() when this was read */
+	char *command;           /* a command schedule's argv as a JSON array of strings, or NULL */
+	int max_attempts;        /* 0: the queue's default */
 } pgc_cron_info;
 
 /* The schedules of schema by name, or only the one called name (NULL: all). *out (free with
@@ -317,6 +355,15 @@ typedef struct pgc_cron_fire_result {
 PGC_EXTERN PGC_MUSTCHECK int pgc_cron_fire_due(pgc_conn *conn, const char *schema,
                                                const char *scheduler, int max,
                                                pgc_cron_fire_result *out, pgc_error *err);
+
+/* The command of the command schedule name, as stored: a NULL-terminated argv in *argv_out,
+ * one allocation (free() it). Takes the name from a job's payload (pgc_cron_payload_tick),
+ * so that what runs is what the schedule's row says now, never what a job carries.
+ * Errors: PGC_EUSAGE (NULL arguments, a bad name), PGC_ENOTFOUND (no such schedule, or it
+ * has no command: removed or changed since the job was enqueued), PGC_ENOSCHEMA,
+ * PGC_ECONNLOST, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_command(pgc_conn *conn, const char *schema, const char *name,
+                                              char ***argv_out, pgc_error *err);
 
 /* Reads the "cron" member that a scheduled job's payload carries (a JSON object with
  * "cron": {"schedule": NAME, "tick": TIME}, as top-level member): NAME into schedule and TIME

@@ -4,7 +4,8 @@
  * unsafe through it), waits without timeouts, invisible lock waits, the size of the shared
  * lock table that advisory locks use, sessions idle in transaction now (pgcoord's own lock
  * holders, which stay idle in transaction by design, counted apart), and the pgcoord schema's
- * version, and the replication picture: primary or standby, timeline, standbys and their sync
+ * version, its cron schedules (overdue: no scheduler runs; no success in two periods; paused),
+ * and the replication picture: primary or standby, timeline, standbys and their sync
  * state, whether the DSN follows the primary, and what an asynchronous failover can lose. Each
  * finding has a severity, a one-line message and the fix. */
 #ifndef PGCOORD_DOCTOR_H
@@ -32,7 +33,7 @@ typedef enum pgc_doctor_severity {
 
 /* One finding. check is a stable identifier: "server", "pooler", "lock_timeout",
  * "statement_timeout", "idle_in_transaction_session_timeout", "log_lock_waits",
- * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema", "replication",
+ * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema", "cron", "replication",
  * "dsn_hosts", "failover". */
 typedef struct pgc_doctor_finding {
 	char check[40];

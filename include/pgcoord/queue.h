@@ -464,10 +464,18 @@ typedef struct pgc_worker_options {
 	                               tests. Jobs scheduled later (a retry's backoff included) and
 	                               jobs running in other workers do not keep it going.
 	                               pgc_worker_wait() then returns PGC_OK. Default false. */
+	bool cron;                  /* also be a cron scheduler: a thread with a session of its own
+	                               fires the due ticks of the schema's schedules, as pgcoord
+	                               cron run does (pgc_cron_fire_due, see <pgcoord/cron.h>),
+	                               whatever queues this worker works on; until the worker
+	                               stops. Default false. */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
-		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false }
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false, false }
+
+/* Schedules the cron thread of a worker (opts.cron) fires per transaction. */
+#define PGC_CRON_WORKER_BATCH 100
 
 typedef struct pgc_worker pgc_worker;
 
@@ -476,10 +484,12 @@ typedef struct pgc_worker_stats {
 	long reaped;   /* jobs this worker's reaper returned or failed */
 	bool listening;
 	long wakeups;  /* notifications received that named one of its queues */
+	long cron_enqueued; /* opts.cron: jobs its scheduler thread enqueued for cron ticks */
 } pgc_worker_stats;
 
-/* Creates a worker (connects, checks the schema, LISTENs). Nothing runs until
- * pgc_worker_start. Errors: PGC_EUSAGE, PGC_ECONNECT, PGC_ENOSCHEMA, PGC_ESQL, PGC_ENOMEM. */
+/* Creates a worker (connects, checks the schema, and with opts.cron the cron tables, LISTENs).
+ * Nothing runs until pgc_worker_start. Errors: PGC_EUSAGE, PGC_ECONNECT, PGC_ENOSCHEMA,
+ * PGC_ESQL, PGC_ENOMEM. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_worker_new(const pgc_worker_options *opts,
                                             pgc_job_handler handler, void *handler_arg,
                                             pgc_worker **out, pgc_error *err);

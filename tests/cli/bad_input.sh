@@ -100,7 +100,7 @@ for v in "${values[@]}"; do
 	check "cron add <value> SCHEDULE" cron add "$v" '* * * * *' --queue q
 	check "cron add NAME <value>" cron add n "$v" --queue q
 	check "cron add --payload=<value>" cron add n '* * * * *' --queue q "--payload=$v"
-	for o in --tz --queue --catch-up --catch-up-window --catch-up-max --overlap --jitter; do
+	for o in --tz --queue --catch-up --catch-up-window --catch-up-max --overlap --jitter --max-attempts; do
 		check "cron add $o=<value>" cron add n '* * * * *' --queue q "$o=$v"
 	done
 	for sub in show pause resume trigger remove history sync; do
@@ -109,6 +109,12 @@ for v in "${values[@]}"; do
 	check "cron history --limit=<value>" cron history n "--limit=$v"
 	check "cron run --batch=<value>" cron run "--batch=$v"
 	check "cron run --wait-for-db=<value>" cron run "--wait-for-db=$v"
+	for o in --concurrency --timeout --grace; do
+		check "cron run $o=<value>" cron run "$o=$v"
+	done
+	check "cron add NAME SCHEDULE -- <value>" cron add n '* * * * *' -- "$v"
+	printf 'n * * * * * -- %s\n' "$v" >"$TMP/crontab"
+	check "cron sync FILE with command <value>" cron sync "$TMP/crontab"
 	printf 'ok * * * * * queue=q\n%s\n' "$v" >"$TMP/crontab"
 	check "cron sync FILE with <value>" cron sync "$TMP/crontab"
 	printf 'n %s queue=q\n' "$v" >"$TMP/crontab"

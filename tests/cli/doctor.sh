@@ -55,8 +55,8 @@ assert set(d) == {"findings", "errors", "warnings", "worst"}, d.keys()
 checks = [f["check"] for f in d["findings"]]
 assert checks == ["server", "pooler", "lock_timeout", "statement_timeout",
                   "idle_in_transaction_session_timeout", "log_lock_waits", "deadlock_timeout",
-                  "lock_table", "idle_in_transaction", "schema", "replication", "dsn_hosts",
-                  "failover"], checks
+                  "lock_table", "idle_in_transaction", "schema", "cron", "replication",
+                  "dsn_hosts", "failover"], checks
 for f in d["findings"]:
     assert set(f) == {"check", "severity", "value", "message", "fix"}, f
     assert f["severity"] in ("ok", "info", "warning", "error"), f

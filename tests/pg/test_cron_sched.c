@@ -2,10 +2,12 @@
  * server: argument checks, a locked schedule left to its scheduler, a tick fired once
  *
  * Each case runs in its own process with its own schema (pgc_cron_<pid>). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/util/util.h"
 #include "pgt.h"
 
 static char schema[64];
@@ -165,12 +167,145 @@ static void cron_sched__locked_schedule_fires_once(void)
 	pgc_conn_close(b);
 }
 
+/* A command schedule: its words kept as given (quotes, blanks, backslashes, UTF-8), its jobs
+ * in the command queue with its max_attempts, and the command read back by name only. */
+static void cron_sched__command_schedule(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	static const char *const argv[] = { "sh", "-c", "echo \"$1\" 'x'\\", "a b", "{\"q\"}", "\xc3\xa9" };
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "0 0 1 1 *";
+	d.command = argv;
+	d.n_command = 0;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.n_command = 6;
+	d.queue = "other";
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, PGC_CRON_COMMAND_QUEUE);
+	d.queue = NULL;
+	d.max_attempts = -1;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_EUSAGE);
+	d.max_attempts = 2;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, 0, NULL, &err), PGC_OK);
+	/* The command queue is not for schedules without a command. */
+	pgc_cron_schedule p = PGC_CRON_SCHEDULE_INIT;
+	p.expr = "0 0 1 1 *";
+	p.queue = PGC_CRON_COMMAND_QUEUE;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "plain", &p, 0, NULL, &err), PGC_EUSAGE);
+	char **got = NULL;
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "cmd", &got, &err), PGC_OK);
+	for (int i = 0; i < 6; i++)
+		T_ASSERT_STR_EQ(got[i], argv[i]);
+	T_ASSERT(got[6] == NULL);
+	free(got);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "nosuch", &got, &err), PGC_ENOTFOUND);
+	T_ASSERT(got == NULL);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "cmd", NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, NULL, &got, &err), PGC_EUSAGE);
+	int64_t id = 0;
+	T_ASSERT_INT_EQ(pgc_cron_trigger(c, schema, "cmd", &id, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE id = %lld AND queue = 'cron:commands'"
+	                        " AND max_attempts = 2 AND NOT payload ? 'command'", schema, (long long)id), 1);
+	pgc_cron_info *xs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, "cmd", &xs, &n, &err), PGC_OK);
+	T_ASSERT_STR_EQ(xs[0].queue, PGC_CRON_COMMAND_QUEUE);
+	T_ASSERT_STR_EQ(xs[0].command, "[\"sh\",\"-c\",\"echo \\\"$1\\\" 'x'\\\\\",\"a b\",\"{\\\"q\\\"}\",\"\xc3\xa9\"]");
+	T_ASSERT_INT_EQ(xs[0].max_attempts, 2);
+	pgc_cron_infos_free(xs, n);
+	/* Replacing it with the same definition changes nothing; another word does. */
+	bool changed = true;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(!changed);
+	d.n_command = 5;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "cmd", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(changed);
+	/* A schema from before these columns: told to upgrade, not a bare SQL error. */
+	sql(c, "ALTER TABLE \"%s\".cron_schedules DROP COLUMN max_attempts", schema);
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, NULL, &xs, &n, &err), PGC_ENOSCHEMA);
+	T_ASSERT_CONTAINS(err.message, "older than this pgcoord");
+	pgc_conn_close(c);
+}
+
+/* Embedding: workers with opts.cron schedule and work in one program. Two of them fire one
+ * every-second schedule into the queue they work on: every tick is enqueued once, each job is
+ * handled once and carries its tick. */
+static atomic_int handled;
+static atomic_int handled_bad;
+
+static void tick_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)arg;
+	(void)res;
+	char s[PGC_CRON_NAME_MAX + 1], t[PGC_CRON_NAME_MAX + 1];
+	if (pgc_cron_payload_tick(job->payload, s, t, sizeof s) && strcmp(s, "sec") == 0)
+		atomic_fetch_add(&handled, 1);
+	else
+		atomic_fetch_add(&handled_bad, 1);
+}
+
+static void cron_sched__worker_schedules(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "* * * * * *";
+	d.queue = "ticks";
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "sec", &d, 0, NULL, &err), PGC_OK);
+	const char *queues[] = { "ticks" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.poll_ms = 100;
+	o.cron = true;
+	pgc_worker *w[2];
+	for (int i = 0; i < 2; i++) {
+		T_ASSERT_INT_EQ(pgc_worker_new(&o, tick_handler, NULL, &w[i], &err), PGC_OK);
+		T_ASSERT_INT_EQ(pgc_worker_start(w[i], &err), PGC_OK);
+	}
+	int64_t deadline = pgc__now_ms() + 20000;
+	while (pgc__now_ms() < deadline && atomic_load(&handled) < 4)
+		sleep_ms(50);
+	for (int i = 0; i < 2; i++)
+		pgc_worker_stop(w[i], 2000);
+	long fired = 0;
+	for (int i = 0; i < 2; i++) {
+		T_ASSERT_INT_EQ(pgc_worker_wait(w[i], &err), PGC_OK);
+		pgc_worker_stats st;
+		pgc_worker_get_stats(w[i], &st);
+		fired += st.cron_enqueued;
+		pgc_worker_free(w[i]);
+	}
+	T_ASSERT(atomic_load(&handled) >= 4);
+	T_ASSERT_INT_EQ(atomic_load(&handled_bad), 0);
+	long long ticks = sql_int(c, "SELECT count(*) FROM \"%s\".cron_ticks WHERE outcome = 'enqueued'", schema);
+	T_ASSERT_INT_EQ(fired, ticks);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM (SELECT id FROM \"%s\".jobs UNION ALL"
+	                        " SELECT id FROM \"%s\".job_history) j", schema, schema), ticks);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(DISTINCT tick_at) FROM \"%s\".cron_ticks", schema), ticks);
+	/* Stopped workers fire nothing more. */
+	sleep_ms(1500);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_ticks", schema), ticks);
+	/* A worker asked to schedule where the cron tables are missing says so at once. */
+	o.schema = "pgc_cron_none_here";
+	pgc_worker *x = NULL;
+	sql(c, "DROP SCHEMA IF EXISTS pgc_cron_none_here CASCADE");
+	T_ASSERT(pgc_worker_new(&o, tick_handler, NULL, &x, &err) != PGC_OK);
+	T_ASSERT(x == NULL);
+	pgc_conn_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
 		{ "cron_sched__bad_arguments", cron_sched__bad_arguments },
 		{ "cron_sched__payload_tick", cron_sched__payload_tick },
 		{ "cron_sched__locked_schedule_fires_once", cron_sched__locked_schedule_fires_once },
+		{ "cron_sched__command_schedule", cron_sched__command_schedule },
+		{ "cron_sched__worker_schedules", cron_sched__worker_schedules },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);

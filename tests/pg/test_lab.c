@@ -435,7 +435,7 @@ static void doctor__bad_arguments(void)
 	exec_ok(c, "ROLLBACK");
 	/* And a normal run on the superuser's connection works and names every check once. */
 	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, &rep, &err), PGC_OK);
-	T_ASSERT_INT_EQ(rep.count, 13);
+	T_ASSERT_INT_EQ(rep.count, 14);
 	T_ASSERT_STR_EQ(rep.findings[0].check, "server");
 	T_ASSERT_STR_EQ(pgc_doctor_severity_name(PGC_DOCTOR_ERROR), "error");
 	T_ASSERT_STR_EQ(pgc_doctor_severity_name((pgc_doctor_severity)42), "unknown");
