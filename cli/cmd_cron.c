@@ -50,8 +50,8 @@ static void usage(FILE *f)
 	      "                       the latest ticks and what became of them\n"
 	      "  sync FILE [--dry-run]\n"
 	      "                       make the schedules those of FILE, in one transaction\n"
-	      "  run [--batch N] [--once] [--wait-for-db[=D]] [-c N] [--timeout D]\n"
-	      "      [--grace D] [--no-commands]\n"
+	      "  run [--batch N] [--lookahead D] [--once] [--wait-for-db[=D]] [-c N]\n"
+	      "      [--timeout D] [--grace D] [--no-commands]\n"
 	      "                       the scheduler: fire due ticks by the database's clock,\n"
 	      "                       and run the command schedules' commands\n"
 	      "\n"
@@ -91,6 +91,8 @@ static void usage(FILE *f)
 	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
 	      "      --dry-run        sync: print the changes, change nothing\n"
 	      "      --batch=N        run: schedules per transaction, 1 to 1000 (default 100)\n"
+	      "      --lookahead=D    run: fire ticks up to D ahead, their jobs runnable at\n"
+	      "                       the tick (overlap allow only; 0 to 60s, default 5s)\n"
 	      "      --once           run: fire what is due now, then exit\n"
 	      "      --wait-for-db[=D]  run: retry until the database answers at start (or\n"
 	      "                       for at most D, then exit 69); default: 69 at once\n"
@@ -260,7 +262,7 @@ enum {
 	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
 	A_LIMIT = 0x02,   /* --limit */
 	A_DRYRUN = 0x04,  /* --dry-run */
-	A_RUN = 0x08,     /* --batch --once --wait-for-db -c --timeout --grace --no-commands */
+	A_RUN = 0x08,     /* --batch --lookahead --once --wait-for-db -c --timeout --grace --no-commands */
 	A_PROM = 0x10     /* --prometheus */
 };
 
@@ -270,7 +272,7 @@ typedef struct cron_args {
 	pgc_cron_schedule def;
 	bool replace, dry_run, once, no_commands, prometheus;
 	long long limit, batch, concurrency;
-	int64_t dbwait_ms, timeout_ms, grace_ms;
+	int64_t dbwait_ms, timeout_ms, grace_ms, lookahead_ms;
 	int argc;            /* the operands */
 	char **argv;
 } cron_args;
@@ -279,7 +281,7 @@ typedef struct cron_args {
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
 
 enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM };
+       O_LIMIT, O_DRYRUN, O_BATCH, O_LOOKAHEAD, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM };
 
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
 {
@@ -342,6 +344,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 		{ "limit", required_argument, NULL, O_LIMIT },
 		{ "dry-run", no_argument, NULL, O_DRYRUN },
 		{ "batch", required_argument, NULL, O_BATCH },
+		{ "lookahead", required_argument, NULL, O_LOOKAHEAD },
 		{ "once", no_argument, NULL, O_ONCE },
 		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -362,6 +365,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 	a->batch = BATCH_DEFAULT;
 	a->concurrency = CONCURRENCY_DEFAULT;
 	a->grace_ms = GRACE_DEFAULT_MS;
+	a->lookahead_ms = PGC_CRON_LOOKAHEAD_MS;
 	int ch, idx = -1, rc;
 	optind = 0; /* glibc: start over */
 	opterr = 0;
@@ -385,6 +389,10 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 		case O_BATCH:
 			if (!cli_parse_int(optarg, 1, 1000, &a->batch))
 				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
+			break;
+		case O_LOOKAHEAD:
+			if (!cli_duration_opt(sub, "--lookahead", optarg, 0, PGC_CRON_LOOKAHEAD_MAX_MS, &a->lookahead_ms, &rc))
+				return rc;
 			break;
 		case O_ONCE: a->once = true; break;
 		case O_NOCMD: a->no_commands = true; break;
@@ -1330,7 +1338,7 @@ static int cron_run(int argc, char **argv)
 		pgc_cron_fire_result res;
 		pgc_error err = PGC_ERROR_INIT;
 		pthread_mutex_lock(&sh.mu);
-		int frc = pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, &res, &err);
+		int frc = pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, a.lookahead_ms, &res, &err);
 		pthread_mutex_unlock(&sh.mu);
 		if (frc != PGC_OK) {
 			if (!transient(&err) || a.once) {

@@ -168,6 +168,31 @@ static int db_now_s(ctx *c, int64_t *out, pgc_error *err)
 	return rc;
 }
 
+/* A transaction of our own unless the caller has one: several statements, all or nothing. */
+static int own_begin(pgc_conn *conn, bool *own, pgc_error *err)
+{
+	*own = !in_transaction(conn);
+	return *own ? pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err) : PGC_OK;
+}
+
+static int own_end(pgc_conn *conn, bool own, int rc, pgc_error *err)
+{
+	if (own && rc == PGC_OK)
+		return pgc__command(conn, "COMMIT", err);
+	if (own)
+		pgc__rollback(conn);
+	return rc;
+}
+
+/* Takes back the ticks of a locked schedule that fired ahead and are not due yet. */
+static int unfire(ctx *c, const char *name, pgc_error *err)
+{
+	int rc;
+	const char *v[1] = { name };
+	PQclear(run(c, "SELECT @S@.cron_unfire($1)", 1, v, &rc, err));
+	return rc;
+}
+
 /* ---- add, remove, pause ------------------------------------------------------------------- */
 
 int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc_cron_schedule *def,
@@ -256,7 +281,9 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 			"  ($2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond', $9,"
 			"  $10::int8 * interval '1 millisecond', $12::text[], $13::int)"
 			" RETURNING true";
-		PGresult *r = run(&c, ins, 13, v, &rc, err);
+		bool own = false;
+		rc = own_begin(conn, &own, err);
+		PGresult *r = rc == PGC_OK ? run(&c, ins, 13, v, &rc, err) : NULL;
 		bool inserted = rc == PGC_OK && PQntuples(r) == 1;
 		PQclear(r);
 		if (rc == PGC_OK && inserted) {
@@ -266,10 +293,19 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s exists (replace it to change it)", name);
 		} else if (rc == PGC_OK) {
 			r = run(&c, upd, 13, v, &rc, err);
-			if (rc == PGC_OK && changed != NULL)
-				*changed = PQntuples(r) == 1;
+			bool upd_done = rc == PGC_OK && PQntuples(r) == 1;
 			PQclear(r);
+			if (changed != NULL)
+				*changed = upd_done;
+			/* A tick that fired ahead under the old definition is taken back; the next tick
+			 * is the new definition's. */
+			if (upd_done && (rc = unfire(&c, name, err)) == PGC_OK) {
+				const char *w[2] = { name, nt };
+				PQclear(run(&c, "UPDATE @S@.cron_schedules SET next_tick = to_timestamp($2::int8) WHERE name = $1",
+				            2, w, &rc, err));
+			}
 		}
+		rc = own_end(conn, own, rc, err);
 	}
 	pgc__sb_free(&cmd);
 	ctx_end(&c);
@@ -287,10 +323,19 @@ int pgc_cron_remove(pgc_conn *conn, const char *schema, const char *name, pgc_er
 	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_remove", err)) != PGC_OK)
 		return rc;
 	const char *v[1] = { name };
-	PGresult *r = run(&c, "DELETE FROM @S@.cron_schedules WHERE name = $1 RETURNING true", 1, v, &rc, err);
+	bool own = false;
+	rc = own_begin(conn, &own, err);
+	/* Its ticks that fired ahead go with it: their jobs never became due. */
+	PGresult *r = rc == PGC_OK ? run(&c, "SELECT true FROM @S@.cron_schedules WHERE name = $1 FOR UPDATE", 1, v, &rc,
+	                                 err) : NULL;
 	if (rc == PGC_OK && PQntuples(r) != 1)
 		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
 	PQclear(r);
+	if (rc == PGC_OK)
+		rc = unfire(&c, name, err);
+	if (rc == PGC_OK)
+		PQclear(run(&c, "DELETE FROM @S@.cron_schedules WHERE name = $1", 1, v, &rc, err));
+	rc = own_end(conn, own, rc, err);
 	ctx_end(&c);
 	return rc;
 }
@@ -306,11 +351,17 @@ int pgc_cron_pause(pgc_conn *conn, const char *schema, const char *name, bool pa
 		return rc;
 	const char *v[2] = { name, NULL };
 	if (paused) {
-		PGresult *r = run(&c, "UPDATE @S@.cron_schedules SET paused = true, updated_at = clock_timestamp()"
-		                  " WHERE name = $1 RETURNING true", 1, v, &rc, err);
+		/* Paused runs nothing more: a tick that fired ahead is taken back. */
+		bool own = false;
+		rc = own_begin(conn, &own, err);
+		PGresult *r = rc == PGC_OK ? run(&c, "UPDATE @S@.cron_schedules SET paused = true, updated_at = clock_timestamp()"
+		                                 " WHERE name = $1 RETURNING true", 1, v, &rc, err) : NULL;
 		if (rc == PGC_OK && PQntuples(r) != 1)
 			rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
 		PQclear(r);
+		if (rc == PGC_OK)
+			rc = unfire(&c, name, err);
+		rc = own_end(conn, own, rc, err);
 		ctx_end(&c);
 		return rc;
 	}
@@ -374,27 +425,19 @@ static char *job_payload(const char *payload, const char *name, const char *tick
 /* Enqueues one job of a schedule on c's session (inside the open transaction). *dup is set
  * when overlap skip found the previous job still there. */
 static int enqueue_tick(ctx *c, pgc_queue *q, const char *name, const char *queue, const char *payload,
-                        bool overlap_skip, int max_attempts, int64_t run_at_ms, const char *tick, int64_t *job_id,
-                        bool *dup, pgc_error *err)
+                        bool overlap_skip, int max_attempts, const char *tick, int64_t *job_id, bool *dup,
+                        pgc_error *err)
 {
 	*dup = false;
 	*job_id = 0;
 	char *body = job_payload(payload, name, tick);
 	if (body == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	char key[PGC_CRON_NAME_MAX + 8], at[48];
+	char key[PGC_CRON_NAME_MAX + 8];
 	snprintf(key, sizeof key, "cron:%s", name);
 	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
 	o.unique_key = overlap_skip ? key : NULL;
 	o.max_attempts = max_attempts;
-	if (run_at_ms > 0) {
-		time_t t = (time_t)(run_at_ms / 1000);
-		struct tm tm;
-		gmtime_r(&t, &tm);
-		size_t len = strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S", &tm);
-		snprintf(at + len, sizeof at - len, ".%03d+00", (int)(run_at_ms % 1000));
-		o.run_at = at;
-	}
 	int rc = pgc_queue_enqueue(q, queue, body, &o, job_id, err);
 	free(body);
 	(void)c;
@@ -460,7 +503,7 @@ int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name, int64
 		}
 		if (rc == PGC_OK)
 			rc = enqueue_tick(&c, q, name, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
-			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, (int)get_i64(r, 0, 6), 0, tick, &id,
+			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, (int)get_i64(r, 0, 6), tick, &id,
 			                  &dup, err);
 		if (rc == PGC_OK && dup)
 			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s: the previous job is still pending or running "
@@ -531,7 +574,11 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 	PGresult *r = run(&c,
 		"SELECT s.name, s.expr, s.tz, s.queue, s.payload::text, s.catch_up, s.catch_up_max,"
 		" " MS("s.catch_up_window") ", s.overlap, " MS("s.jitter") ", s.paused,"
-		" " US("s.next_tick") ", " US("s.last_tick") ", " US("s.last_fired_at") ", " US("s.created_at") ","
+		" " US("coalesce((SELECT min(t.tick_at) FROM @S@.cron_ticks t WHERE t.schedule = s.name"
+		"  AND t.tick_at > now() AND t.outcome = 'enqueued'), s.next_tick)") ","
+		" " US("CASE WHEN s.last_tick > now() THEN (SELECT max(t.tick_at) FROM @S@.cron_ticks t"
+		"  WHERE t.schedule = s.name AND t.tick_at <= now()) ELSE s.last_tick END") ","
+		" " US("s.last_fired_at") ", " US("s.created_at") ","
 		" " US("s.updated_at") ", " US("s.seen_at") ", s.last_outcome, s.last_scheduler, s.fired, s.missed,"
 		" s.skipped, " US("(SELECT max(t.tick_at) FROM @S@.cron_ticks t JOIN @S@.job_history h ON h.id = t.job_id"
 		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()") ","
@@ -694,40 +741,75 @@ typedef struct due {
 	int64_t total;      /* fired + missed + skipped so far, for trimming */
 } due;
 
-static PGresult *tick_row(ctx *c, const char *name, int64_t tick, const char *outcome, long ticks, int64_t job,
-                          int *rc, pgc_error *err)
+/* The arrays of one cron_fire() call: the ticks to fire, the gaps of missed ticks, the
+ * schedules' new state. */
+typedef struct plan {
+	pgc__sb names, ticks, payloads, run_at;  /* per tick */
+	pgc__sb m_names, m_ticks, m_counts;      /* per gap */
+	pgc__sb s_names, s_next, s_last, s_trim; /* per schedule */
+	size_t n_ticks, n_missed, n_sched;
+} plan;
+
+static void plan_free(plan *p)
 {
-	char t[24], k[24], j[24];
-	snprintf(t, sizeof t, "%" PRId64, tick);
-	snprintf(k, sizeof k, "%ld", ticks);
-	snprintf(j, sizeof j, "%" PRId64, job);
-	const char *v[5] = { name, t, outcome, k, job > 0 ? j : NULL };
-	return run(c, "INSERT INTO @S@.cron_ticks (schedule, tick_at, outcome, ticks, job_id)"
-	           " VALUES ($1, to_timestamp($2::int8), $3, $4::int, $5::int8) ON CONFLICT DO NOTHING RETURNING true",
-	           5, v, rc, err);
+	pgc__sb *all[] = { &p->names, &p->ticks, &p->payloads, &p->run_at, &p->m_names, &p->m_ticks,
+	                   &p->m_counts, &p->s_names, &p->s_next, &p->s_last, &p->s_trim };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		pgc__sb_free(all[i]);
 }
 
-/* Fires one locked schedule: its due ticks as its policy says, then moves next_tick. A
- * schedule that this host cannot compute (its zone is not in this host's tzdata, say) fails
- * with *soft set: nothing was written for it. */
-static int fire_one(ctx *c, pgc_queue *q, const due *d, const char *scheduler, pgc_cron_fire_result *res,
-                    bool *soft, pgc_error *err)
+static void put_sep(pgc__sb *b, size_t n)
 {
-	*soft = true; /* until the first statement */
+	pgc__sb_putc(b, n == 0 ? '{' : ',');
+}
+
+static void put_i64(pgc__sb *b, size_t n, int64_t v)
+{
+	char num[24];
+	put_sep(b, n);
+	snprintf(num, sizeof num, "%" PRId64, v);
+	pgc__sb_puts(b, num);
+}
+
+static void put_text(pgc__sb *b, size_t n, const char *v)
+{
+	put_sep(b, n);
+	pgc__sb_array_text(b, v);
+}
+
+/* Closes an array (an empty one is "{}"). */
+static const char *done_array(pgc__sb *b, size_t n)
+{
+	if (n == 0)
+		pgc__sb_putc(b, '{');
+	pgc__sb_putc(b, '}');
+	return b->buf;
+}
+
+/* Plans one locked schedule: which of its due ticks fire (as its policy says; an 'allow' one's
+ * ticks up to lookahead_ms ahead too), which are missed, and its next tick. A schedule that
+ * this host cannot compute (its zone is not in this host's tzdata, say) fails: nothing was
+ * planned for it. *fires counts the ticks planned. */
+static int plan_one(plan *p, const due *d, int64_t lookahead_ms, long *fires, long *missed_out, pgc_error *err)
+{
+	*fires = 0;
+	*missed_out = 0;
 	pgc_cron *cr;
 	int rc = pgc_cron_parse(d->expr, d->tz, &cr, err);
 	if (rc != PGC_OK)
 		return rc;
 	int64_t now_s = d->now_us / 1000000;
+	/* The newest tick that may fire: now's, or one up to the lookahead ahead (whole seconds). */
+	int64_t limit_s = d->overlap_skip ? now_s : (d->now_us + lookahead_ms * 1000) / 1000000;
 	/* The due ticks: all of them counted, the newest RING kept. */
 	static __thread int64_t ring[RING];
 	long n = 0;
 	int64_t t = d->next_tick, after = 0;
-	while (rc == PGC_OK && t <= now_s) {
+	while (rc == PGC_OK && t <= limit_s) {
 		ring[n % RING] = t;
 		n++;
 		if (n >= COUNT_MAX) {
-			rc = pgc_cron_next(cr, now_s, &after, err);
+			rc = pgc_cron_next(cr, limit_s, &after, err);
 			break;
 		}
 		rc = pgc_cron_next(cr, t, &t, err);
@@ -737,7 +819,8 @@ static int fire_one(ctx *c, pgc_queue *q, const due *d, const char *scheduler, p
 		pgc_cron_free(cr);
 		return rc;
 	}
-	/* Which fire, newest first: on time whatever the policy; late ones as the policy says. */
+	/* Which fire, newest first: on time (or ahead) whatever the policy; late ones as the
+	 * policy says. */
 	int64_t fire[RING];
 	int nf = 0;
 	long kept = n < RING ? n : RING;
@@ -763,75 +846,52 @@ static int fire_one(ctx *c, pgc_queue *q, const due *d, const char *scheduler, p
 		}
 	}
 	long missed = n - nf;
-	PGresult *r;
-	*soft = false;
 	if (missed > 0) {
-		r = tick_row(c, d->name, d->next_tick, "missed", missed > INT32_MAX ? INT32_MAX : missed, 0, &rc, err);
-		PQclear(r);
+		put_text(&p->m_names, p->n_missed, d->name);
+		put_i64(&p->m_ticks, p->n_missed, d->next_tick);
+		put_i64(&p->m_counts, p->n_missed, missed > INT32_MAX ? INT32_MAX : missed);
+		p->n_missed++;
 	}
-	long enq = 0, skipped = 0;
-	const char *last_outcome = missed > 0 ? "missed" : NULL;
 	for (int i = nf - 1; rc == PGC_OK && i >= 0; i--) {
-		r = tick_row(c, d->name, fire[i], "enqueued", 1, 0, &rc, err);
-		bool fresh = rc == PGC_OK && PQntuples(r) == 1;
-		PQclear(r);
-		if (!fresh)
-			continue; /* recorded already: this tick fired before */
 		char tick[PGC_CRON_TIME_MAX];
-		int64_t id = 0;
-		bool dup = false;
 		if ((rc = pgc_cron_format_local(cr, fire[i], tick, sizeof tick, err)) != PGC_OK)
 			break;
-		int64_t run_at = d->jitter_ms > 0 ? fire[i] * 1000 + jitter_ms(d->jitter_ms) : 0;
-		rc = enqueue_tick(c, q, d->name, d->queue, d->payload, d->overlap_skip, d->max_attempts, run_at, tick, &id,
-		                  &dup, err);
-		if (rc != PGC_OK)
+		char *body = job_payload(d->payload, d->name, tick);
+		if (body == NULL) {
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 			break;
-		char ts[24], ids[24];
-		snprintf(ts, sizeof ts, "%" PRId64, fire[i]);
-		snprintf(ids, sizeof ids, "%" PRId64, id);
-		const char *v[4] = { d->name, ts, dup ? "skipped-overlap" : "enqueued", dup ? NULL : ids };
-		r = run(c, "UPDATE @S@.cron_ticks SET outcome = $3, job_id = $4::int8"
-		        " WHERE schedule = $1 AND tick_at = to_timestamp($2::int8)", 4, v, &rc, err);
-		PQclear(r);
-		if (dup)
-			skipped++;
-		else
-			enq++;
-		last_outcome = v[2];
+		}
+		put_text(&p->names, p->n_ticks, d->name);
+		put_i64(&p->ticks, p->n_ticks, fire[i]);
+		put_text(&p->payloads, p->n_ticks, body);
+		free(body);
+		/* The job waits for its tick when it fired ahead, and for its jitter. */
+		int64_t run_at = d->jitter_ms > 0 ? fire[i] * 1000 + jitter_ms(d->jitter_ms)
+		                 : fire[i] > now_s ? fire[i] * 1000 : -1;
+		if (run_at >= 0) {
+			put_i64(&p->run_at, p->n_ticks, run_at);
+		} else {
+			put_sep(&p->run_at, p->n_ticks);
+			pgc__sb_puts(&p->run_at, "NULL");
+		}
+		p->n_ticks++;
 	}
 	pgc_cron_free(cr);
 	if (rc != PGC_OK)
 		return rc;
-	char nt[24], lt[24], fe[24], mi[24], sk[24];
-	snprintf(nt, sizeof nt, "%" PRId64, after);
-	snprintf(lt, sizeof lt, "%" PRId64, n > 0 ? ring[(n - 1) % RING] : d->next_tick);
-	snprintf(fe, sizeof fe, "%ld", enq);
-	snprintf(mi, sizeof mi, "%ld", missed);
-	snprintf(sk, sizeof sk, "%ld", skipped);
-	const char *v[8] = { d->name, nt, lt, last_outcome, fe, mi, sk, scheduler };
-	r = run(c, "UPDATE @S@.cron_schedules SET next_tick = to_timestamp($2::int8), last_tick = to_timestamp($3::int8),"
-	        " last_outcome = coalesce($4, last_outcome), fired = fired + $5::int8, missed = missed + $6::int8,"
-	        " skipped = skipped + $7::int8,"
-	        " last_fired_at = CASE WHEN $5::int8 > 0 THEN now() ELSE last_fired_at END,"
-	        " last_scheduler = coalesce($8, last_scheduler), seen_at = now() WHERE name = $1",
-	        8, v, &rc, err);
-	PQclear(r);
+	put_text(&p->s_names, p->n_sched, d->name);
+	put_i64(&p->s_next, p->n_sched, after);
+	put_i64(&p->s_last, p->n_sched, n > 0 ? ring[(n - 1) % RING] : d->next_tick);
 	/* Trim the history now and then: every 100 ticks of the schedule. */
-	if (rc == PGC_OK && (d->total + enq + skipped + (missed > 0)) / 100 != d->total / 100) {
-		const char *w[1] = { d->name };
-		r = run(c, "DELETE FROM @S@.cron_ticks t WHERE t.schedule = $1 AND t.tick_at <"
-		        " (SELECT k.tick_at FROM @S@.cron_ticks k WHERE k.schedule = $1 ORDER BY k.tick_at DESC"
-		        " OFFSET 999 LIMIT 1)", 1, w, &rc, err);
-		PQclear(r);
-	}
-	res->enqueued += enq;
-	res->missed += missed;
-	res->skipped += skipped;
-	return rc;
+	put_sep(&p->s_trim, p->n_sched);
+	pgc__sb_puts(&p->s_trim, (d->total + nf + (missed > 0)) / 100 != d->total / 100 ? "t" : "f");
+	p->n_sched++;
+	*fires = nf;
+	*missed_out = missed;
+	return PGC_OK;
 }
 
-int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler, int max,
+int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler, int max, int64_t lookahead_ms,
                       pgc_cron_fire_result *out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -841,6 +901,9 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 	out->next_due_ms = -1;
 	if (max < 1 || max > 1000)
 		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: max must be 1 to 1000, not %d", max);
+	if (lookahead_ms < 0 || lookahead_ms > PGC_CRON_LOOKAHEAD_MAX_MS)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: the lookahead must be 0 to %d ms, not %" PRId64,
+		                PGC_CRON_LOOKAHEAD_MAX_MS, lookahead_ms);
 	if (scheduler != NULL && strlen(scheduler) > 200)
 		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due: scheduler is longer than 200 bytes");
 	ctx c;
@@ -851,24 +914,23 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		ctx_end(&c);
 		return pgc__err(err, PGC_EUSAGE, "pgc_cron_fire_due must run outside a transaction");
 	}
-	pgc_queue *q = NULL;
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = c.schema;
-	if ((rc = pgc_queue_open(conn, &qo, &q, err)) != PGC_OK) {
-		ctx_end(&c);
-		return rc;
-	}
-	char mx[16];
+	char mx[16], la[24];
 	snprintf(mx, sizeof mx, "%d", max);
-	const char *v[1] = { mx };
+	snprintf(la, sizeof la, "%" PRId64, lookahead_ms);
+	const char *v[2] = { mx, la };
 	PGresult *r = NULL;
 	rc = pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err);
+	/* Due: an 'allow' schedule whose next tick is at most the lookahead ahead, a 'skip' one
+	 * whose tick has come (its previous job must be looked at when the tick is due). */
 	if (rc == PGC_OK)
 		r = run(&c, "SELECT name, expr, tz, queue, payload::text, catch_up, catch_up_max, " MS("catch_up_window") ","
 		        " overlap, " MS("jitter") ", floor(extract(epoch FROM next_tick))::int8, " US("now()") ","
 		        " fired + missed + skipped, max_attempts"
-		        " FROM @S@.cron_schedules WHERE NOT paused AND next_tick <= now()"
-		        " ORDER BY next_tick LIMIT $1::int FOR UPDATE SKIP LOCKED", 1, v, &rc, err);
+		        " FROM @S@.cron_schedules WHERE NOT paused"
+		        "  AND next_tick <= now() + $2::int8 * interval '1 millisecond'"
+		        "  AND (overlap = 'allow' OR next_tick <= now())"
+		        " ORDER BY next_tick LIMIT $1::int FOR UPDATE SKIP LOCKED", 2, v, &rc, err);
+	plan p = { 0 };
 	for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
 		due d;
 		d.name = PQgetvalue(r, i, 0);
@@ -888,26 +950,61 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		d.max_attempts = (int)get_i64(r, i, 13);
 		out->schedules++;
 		pgc_error e = PGC_ERROR_INIT;
-		bool soft = false;
-		int frc = fire_one(&c, q, &d, scheduler, out, &soft, &e);
-		if (frc != PGC_OK && soft) {
-			/* Nothing was written for it (the zone or the expression is the problem, found
-			 * before any statement): leave it to a host that can. */
+		long fires = 0, missed = 0;
+		int prc = plan_one(&p, &d, lookahead_ms, &fires, &missed, &e);
+		if (prc == PGC_ENOMEM) {
+			rc = prc;
+			if (err != NULL)
+				*err = e;
+		} else if (prc != PGC_OK) {
+			/* Nothing was planned for it (the zone or the expression is the problem): leave it
+			 * to a host that can. */
 			out->failed++;
 			snprintf(out->failed_name, sizeof out->failed_name, "%s", d.name);
 			out->failed_err = e;
-		} else if (frc != PGC_OK) {
-			rc = frc;
-			if (err != NULL)
-				*err = e;
+		} else {
+			out->missed += missed;
 		}
 	}
 	PQclear(r);
 	r = NULL;
+	if (rc == PGC_OK && p.n_sched > 0) {
+		const char *fv[12] = {
+			done_array(&p.names, p.n_ticks), done_array(&p.ticks, p.n_ticks),
+			done_array(&p.payloads, p.n_ticks), done_array(&p.run_at, p.n_ticks),
+			done_array(&p.m_names, p.n_missed), done_array(&p.m_ticks, p.n_missed),
+			done_array(&p.m_counts, p.n_missed), done_array(&p.s_names, p.n_sched),
+			done_array(&p.s_next, p.n_sched), done_array(&p.s_last, p.n_sched),
+			done_array(&p.s_trim, p.n_sched), scheduler
+		};
+		bool oom = false;
+		for (int i = 0; i < 11; i++)
+			oom |= fv[i] == NULL;
+		if (oom || p.names.oom || p.payloads.oom || p.m_names.oom || p.s_names.oom || p.run_at.oom ||
+		    p.ticks.oom || p.m_ticks.oom || p.m_counts.oom || p.s_next.oom || p.s_last.oom || p.s_trim.oom)
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+		if (rc == PGC_OK)
+			r = run(&c, "SELECT job_id, fresh FROM @S@.cron_fire($1::text[], $2::int8[], $3::text[], $4::int8[],"
+			        " $5::text[], $6::int8[], $7::int[], $8::text[], $9::int8[], $10::int8[], $11::bool[], $12)",
+			        12, fv, &rc, err);
+		for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
+			bool fresh = strcmp(PQgetvalue(r, i, 1), "t") == 0;
+			if (fresh && !PQgetisnull(r, i, 0))
+				out->enqueued++;
+			else if (fresh)
+				out->skipped++;
+		}
+		PQclear(r);
+		r = NULL;
+	}
+	plan_free(&p);
+	/* When to look again: the earliest 'allow' tick less the lookahead, or the earliest 'skip'
+	 * tick; NULL when every schedule is paused (or there is none). */
 	if (rc == PGC_OK)
-		r = run(&c, "SELECT " MS("min(next_tick) - now()") " FROM @S@.cron_schedules WHERE NOT paused", 0, NULL, &rc,
-		        err);
-	/* NULL when every schedule is paused (or there is none). */
+		r = run(&c, "SELECT " MS("least((SELECT min(next_tick) FROM @S@.cron_schedules"
+		        "  WHERE NOT paused AND overlap = 'allow') - $1::int8 * interval '1 millisecond',"
+		        " (SELECT min(next_tick) FROM @S@.cron_schedules WHERE NOT paused AND overlap = 'skip')) - now()"),
+		        1, v + 1, &rc, err);
 	if (rc == PGC_OK && !PQgetisnull(r, 0, 0)) {
 		int64_t ms = get_i64(r, 0, 0);
 		out->next_due_ms = ms > 0 ? ms : 0;
@@ -921,7 +1018,6 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		out->enqueued = out->missed = out->skipped = 0;
 		out->schedules = 0;
 	}
-	pgc_queue_close(q);
 	ctx_end(&c);
 	return rc;
 }

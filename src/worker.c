@@ -1134,7 +1134,8 @@ static void *scheduler_main(void *arg)
 			}
 		}
 		pgc_cron_fire_result r;
-		int rc = pgc_cron_fire_due(c, w->schema, w->worker_id, PGC_CRON_WORKER_BATCH, &r, &e);
+		int rc = pgc_cron_fire_due(c, w->schema, w->worker_id, PGC_CRON_WORKER_BATCH, PGC_CRON_LOOKAHEAD_MS, &r,
+		                           &e);
 		int64_t now = pgc__now_ms();
 		if (rc != PGC_OK) {
 			if (strcmp(e.message, last_error) != 0)

@@ -299,6 +299,8 @@ typedef struct pgc_cron_info {
 	pgc_cron_overlap overlap;
 	int64_t jitter_ms;
 	bool paused;
+	/* next_tick_us: the next tick to come (one that fired ahead, or the next to fire);
+	 * last_tick_us: the latest tick that has come (fired, skipped or missed). */
 	int64_t next_tick_us, last_tick_us, last_fired_us, created_us, updated_us, seen_us;
 	char *last_outcome;   /* NULL before the first tick */
 	char *last_scheduler; /* the one that last fired a tick (seen_us: when), or NULL */
@@ -346,14 +348,27 @@ typedef struct pgc_cron_fire_result {
 } pgc_cron_fire_result;
 
 /* The scheduler's step: fires the ticks due now of at most max (1..1000) schedules of schema
- * in one transaction (see above), and says when the next one is due. scheduler (may be NULL)
- * names the caller in last_scheduler ("host:pid"). Call it again at once when
- * out->schedules == max; otherwise sleep for at most out->next_due_ms, and at most a second
- * so that edits are seen. Must be called outside a transaction.
+ * in one transaction (see above; one statement for all their ticks), and says when the next
+ * one is due. scheduler (may be NULL) names the caller in last_scheduler ("host:pid"). Call it
+ * again at once when out->schedules == max; otherwise sleep for at most out->next_due_ms, and
+ * at most a second so that edits are seen. Must be called outside a transaction.
+ *
+ * lookahead_ms (0..PGC_CRON_LOOKAHEAD_MAX_MS; pgcoord cron run and the worker's scheduler use
+ * PGC_CRON_LOOKAHEAD_MS) also fires the ticks of overlap-allow schedules that are due within
+ * that time, by the server's clock: their jobs are enqueued with run_at = the tick (plus any
+ * jitter), so they are 'scheduled' until the tick and runnable from the tick on, not from
+ * whenever the scheduler got to them (10,000 schedules of one minute fire in well under the
+ * lookahead). Such a tick is in cron_ticks before its time. Pausing, changing or removing the
+ * schedule takes back its ticks that fired ahead and are not due yet (their jobs are deleted
+ * while still 'scheduled'), so a paused schedule runs nothing after the pause, and a changed
+ * one runs its new definition from its next tick on. Overlap-skip schedules fire when due
+ * only: whether the previous job is still there is decided at the tick.
  * Errors: PGC_EUSAGE, PGC_ENOSCHEMA, PGC_ESQL, PGC_ECONNLOST, PGC_ETIMEDOUT (nothing was
  * fired then: the transaction rolled back). */
+#define PGC_CRON_LOOKAHEAD_MS 5000
+#define PGC_CRON_LOOKAHEAD_MAX_MS 60000
 PGC_EXTERN PGC_MUSTCHECK int pgc_cron_fire_due(pgc_conn *conn, const char *schema,
-                                               const char *scheduler, int max,
+                                               const char *scheduler, int max, int64_t lookahead_ms,
                                                pgc_cron_fire_result *out, pgc_error *err);
 
 /* The command of the command schedule name, as stored: a NULL-terminated argv in *argv_out,

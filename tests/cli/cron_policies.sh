@@ -86,8 +86,12 @@ run 0 "$PG" cron pause ov --schema "$S"
 # Add: ticks start within a few seconds.
 run 0 "$PG" cron add live '* * * * * *' --queue q_live --schema "$S"
 wait_for 5 "SELECT count(*) >= 2 FROM $S.jobs WHERE queue = 'q_live'" t
-# Pause: no more ticks (after the one that may be firing).
+# The scheduler fires its ticks ahead (the default lookahead): jobs scheduled for ticks to come.
+wait_for 5 "SELECT count(*) > 0 FROM $S.jobs WHERE queue = 'q_live' AND status = 'scheduled' AND run_at > now()" t
+# Pause: no more ticks (after the one that may be firing), and those fired ahead are taken back.
 run 0 "$PG" cron pause live --schema "$S"
+[ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live' AND run_at > now()")" = 0 ] ||
+	fail "pause left jobs of ticks to come: $(q "SELECT id, status, run_at FROM $S.jobs WHERE queue = 'q_live'")"
 sleep 1.5
 n=$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live'")
 sleep 2
@@ -99,17 +103,23 @@ id=$(cat "$TMP/out")
 [ "$(q "SELECT outcome FROM $S.cron_ticks WHERE job_id = $id")" = triggered ] || fail "trigger: no triggered tick"
 [ "$(q "SELECT next_tick FROM $S.cron_schedules WHERE name = 'live'")" = "$nt" ] || fail "trigger moved next_tick"
 # Resume: from now on, the ticks of the pause are not caught up.
+t0=$(q "SELECT now()")
 run 0 "$PG" cron resume live --schema "$S"
-[ "$(q "SELECT next_tick > now() FROM $S.cron_schedules WHERE name = 'live'")" = t ] || fail "resume: next_tick not in the future"
+[ "$(q "SELECT next_tick > '$t0' FROM $S.cron_schedules WHERE name = 'live'")" = t ] ||
+	fail "resume: next_tick not after the resume: $(q "SELECT next_tick FROM $S.cron_schedules WHERE name = 'live'")"
 wait_for 5 "SELECT count(*) >= $((n + 3)) FROM $S.jobs WHERE queue = 'q_live'" t
 [ "$(q "SELECT missed FROM $S.cron_schedules WHERE name = 'live'")" = 0 ] || fail "resume caught up the pause"
 # Edit: the jobs go to the new queue within a few seconds.
 run 1 "$PG" cron add live '* * * * * *' --queue q_live2 --schema "$S"
 err_has "exists"
 run 0 "$PG" cron add live '* * * * * *' --queue q_live2 --replace --schema "$S"
+[ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live' AND run_at > now()")" = 0 ] ||
+	fail "the edit left jobs of the old definition's ticks to come"
 wait_for 5 "SELECT count(*) >= 1 FROM $S.jobs WHERE queue = 'q_live2'" t
-# Remove: no more ticks.
+# Remove: no more ticks, none of those fired ahead left.
 run 0 "$PG" cron remove live --schema "$S"
+[ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live2' AND run_at > now()")" = 0 ] ||
+	fail "remove left jobs of ticks to come"
 sleep 1.5
 n=$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live2'")
 sleep 2

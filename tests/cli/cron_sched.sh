@@ -1,5 +1,6 @@
 # cron_sched.sh - five schedulers race for every-second ticks, two of them on hosts whose clocks
-# are 5 s ahead and 5 s behind (faketime): every tick is enqueued exactly once, none is missing
+# are 5 s ahead and 5 s behind (faketime), with different lookaheads: every tick is enqueued
+# exactly once, none is missing, no job can run before its tick
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
 # libfaketime, preloaded directly: the faketime(1) wrapper forks, and a signal to it would not
@@ -24,13 +25,17 @@ pids=()
 stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; }
 trap 'stop_all; own_schema_cleanup' EXIT
 # Each scheduler carries the test's mark in its environment, and only those pids are stopped.
+# Their lookaheads differ too: one fires each tick when it is due, the others up to 2 s or
+# 5 s (the default) ahead.
 for i in 1 2 3; do
-	PGCOORD_TEST_MARK=cron_race_$$ "$PG" cron run --schema "$S" 2>"$TMP/s$i" &
+	la=()
+	case $i in 1) la=(--lookahead 0) ;; 2) la=(--lookahead 2s) ;; esac
+	PGCOORD_TEST_MARK=cron_race_$$ "$PG" cron run --schema "$S" "${la[@]}" 2>"$TMP/s$i" &
 	pids+=($!)
 done
 PGCOORD_TEST_MARK=cron_race_$$ LD_PRELOAD=$lib FAKETIME=+5s "$PG" cron run --schema "$S" 2>"$TMP/s4" &
 pids+=($!)
-PGCOORD_TEST_MARK=cron_race_$$ LD_PRELOAD=$lib FAKETIME=-5s "$PG" cron run --schema "$S" 2>"$TMP/s5" &
+PGCOORD_TEST_MARK=cron_race_$$ LD_PRELOAD=$lib FAKETIME=-5s "$PG" cron run --schema "$S" --lookahead 0 2>"$TMP/s5" &
 pids+=($!)
 sleep 25
 stop_all
@@ -57,9 +62,16 @@ jobs=$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'race'")
 [ "$jobs" = "$ticks" ] || fail "$jobs jobs for $ticks ticks"
 [ "$(q "SELECT count(DISTINCT payload->'cron'->>'tick') FROM $S.jobs")" = "$ticks" ] ||
 	fail "two jobs carry the same tick"
-# No tick fired before the server's clock reached it (the host 5 s ahead decides nothing).
-[ "$(q "SELECT count(*) FROM $S.cron_ticks WHERE fired_at < tick_at")" = 0 ] ||
-	{ q "SELECT tick_at, fired_at FROM $S.cron_ticks WHERE fired_at < tick_at"; fail "ticks fired early"; }
+# No job could run before the server's clock reached its tick (the host 5 s ahead decides
+# nothing): a tick fired ahead is a job scheduled for the tick, never sooner, and ahead by at
+# most the lookahead, by the server's clock.
+[ "$(q "SELECT count(*) FROM $S.cron_ticks t JOIN $S.jobs j ON j.id = t.job_id WHERE j.run_at < t.tick_at")" = 0 ] ||
+	{ q "SELECT t.tick_at, t.fired_at, j.run_at FROM $S.cron_ticks t JOIN $S.jobs j ON j.id = t.job_id
+		WHERE j.run_at < t.tick_at"; fail "jobs runnable before their ticks"; }
+[ "$(q "SELECT count(*) FROM $S.cron_ticks WHERE fired_at < tick_at - interval '5 seconds'")" = 0 ] ||
+	{ q "SELECT tick_at, fired_at FROM $S.cron_ticks WHERE fired_at < tick_at - interval '5 seconds'"
+	  fail "ticks fired more than the lookahead ahead"; }
+[ "$(q "SELECT count(*) > 0 FROM $S.cron_ticks WHERE fired_at < tick_at")" = t ] || fail "no tick fired ahead"
 # Each tick's job is the one that names it, and the schedule's payload is kept.
 [ "$(q "SELECT count(*) FROM $S.cron_ticks t JOIN $S.jobs j ON j.id = t.job_id
 	WHERE (j.payload->'cron'->>'tick')::timestamptz = t.tick_at AND j.payload->'cron'->>'schedule' = 'tick'

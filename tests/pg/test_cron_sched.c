@@ -80,13 +80,13 @@ static void cron_sched__bad_arguments(void)
 	T_ASSERT_INT_EQ(pgc_cron_history(c, schema, "a", 0, &t, &n, &err), PGC_EUSAGE);
 	T_ASSERT_INT_EQ(pgc_cron_history(c, schema, "a", 10, &t, &n, &err), PGC_ENOTFOUND);
 	pgc_cron_fire_result res;
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(NULL, schema, NULL, 10, &res, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 0, &res, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, NULL, &err), PGC_EUSAGE);
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, "nosuch_schema_here", NULL, 10, &res, &err), PGC_ENOSCHEMA);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(NULL, schema, NULL, 10, 0, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 0, 0, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, 0, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, "nosuch_schema_here", NULL, 10, 0, &res, &err), PGC_ENOSCHEMA);
 	/* Inside a transaction the step refuses: it must commit its own. */
 	sql(c, "BEGIN");
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, 0, &res, &err), PGC_EUSAGE);
 	sql(c, "ROLLBACK");
 	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a", &d, 0, NULL, &err), PGC_EDUPLICATE);
@@ -126,15 +126,15 @@ static void cron_sched__locked_schedule_fires_once(void)
 	sql(a, "BEGIN");
 	sql(a, "SELECT 1 FROM \"%s\".cron_schedules FOR UPDATE", schema);
 	pgc_cron_fire_result res;
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, 0, &res, &err), PGC_OK);
 	T_ASSERT_INT_EQ(res.schedules, 0);
 	T_ASSERT_INT_EQ(res.next_due_ms, 0);
 	sql(a, "ROLLBACK");
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, 0, &res, &err), PGC_OK);
 	T_ASSERT_INT_EQ(res.schedules, 1);
 	T_ASSERT_INT_EQ(res.enqueued, 1);
 	T_ASSERT(res.next_due_ms > 0);
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(a, schema, "a", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(a, schema, "a", 10, 0, &res, &err), PGC_OK);
 	T_ASSERT_INT_EQ(res.schedules, 0);
 	T_ASSERT_INT_EQ(sql_int(a, "SELECT count(*) FROM \"%s\".jobs", schema), 1);
 	T_ASSERT_INT_EQ(sql_int(a, "SELECT count(*) FROM \"%s\".cron_ticks", schema), 1);
@@ -154,7 +154,7 @@ static void cron_sched__locked_schedule_fires_once(void)
 	T_ASSERT_INT_EQ(sql_int(a, "SELECT extract(epoch FROM next_tick)::int8 FROM \"%s\".cron_schedules", schema), nt);
 	T_ASSERT_INT_EQ(pgc_cron_pause(a, schema, "y", true, &err), PGC_OK);
 	sql(a, "UPDATE \"%s\".cron_schedules SET next_tick = now() - interval '1 second'", schema);
-	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(b, schema, "b", 10, 0, &res, &err), PGC_OK);
 	T_ASSERT_INT_EQ(res.schedules, 0);
 	T_ASSERT_INT_EQ(res.next_due_ms, -1);
 	pgc_cron_tick *t;
@@ -165,6 +165,78 @@ static void cron_sched__locked_schedule_fires_once(void)
 	free(t);
 	pgc_conn_close(a);
 	pgc_conn_close(b);
+}
+
+/* Ticks fired ahead: with a lookahead, an 'allow' schedule's tick due within it fires now, its
+ * job 'scheduled' with run_at = the tick; a 'skip' one waits for its tick. Pausing, editing
+ * and removing take back what fired ahead (its job and its row, the counter); a job that
+ * became due meanwhile stays. One batch covers schedules of several queues. */
+static void cron_sched__lookahead(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	pgc_cron_fire_result res;
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, -1, &res, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, NULL, 10, PGC_CRON_LOOKAHEAD_MAX_MS + 1, &res, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "lookahead");
+	pgc_cron_schedule d = PGC_CRON_SCHEDULE_INIT;
+	d.expr = "0 0 1 1 *"; /* once a year: only the ticks made due below fire */
+	const char *names[] = { "a1", "a2", "b1", "sk" };
+	for (int i = 0; i < 4; i++) {
+		d.queue = names[i][0] == 'b' ? "qb" : "qa";
+		d.overlap = i == 3 ? PGC_CRON_OVERLAP_SKIP : PGC_CRON_OVERLAP_ALLOW;
+		T_ASSERT_INT_EQ(pgc_cron_add(c, schema, names[i], &d, 0, NULL, &err), PGC_OK);
+	}
+	/* Every tick 30 s ahead: nothing with a lookahead of 10 s, the three 'allow' ones with 40 s. */
+	sql(c, "UPDATE \"%s\".cron_schedules SET next_tick = date_trunc('second', now()) + interval '30 seconds'", schema);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "s", 10, 10000, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 0);
+	T_ASSERT(res.next_due_ms > 15000 && res.next_due_ms <= 20000);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "s", 10, 40000, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.schedules, 3);
+	T_ASSERT_INT_EQ(res.enqueued, 3);
+	/* The overlap-skip one is due at its tick: about 30 s from now. */
+	T_ASSERT(res.next_due_ms > 25000 && res.next_due_ms <= 30000);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs j JOIN \"%s\".cron_ticks t ON t.job_id = j.id"
+	                        " WHERE j.status = 'scheduled' AND j.run_at = t.tick_at AND t.tick_at > now()"
+	                        " AND (j.payload->'cron'->>'tick')::timestamptz = t.tick_at", schema, schema), 3);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE queue = 'qb'", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE fired = 1"
+	                        " AND next_tick > now() + interval '1 day'", schema), 3);
+	/* Pause a1: its job and tick are gone, its next tick is the one taken back. */
+	T_ASSERT_INT_EQ(pgc_cron_pause(c, schema, "a1", true, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_ticks WHERE schedule = 'a1'", schema), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE payload->'cron'->>'schedule' = 'a1'",
+	                        schema), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'a1' AND fired = 0"
+	                        " AND next_tick < now() + interval '1 minute' AND last_tick IS NULL", schema), 1);
+	/* Edit a2 (a new payload): the tick fired ahead with the old payload is taken back. */
+	d.queue = "qa";
+	d.overlap = PGC_CRON_OVERLAP_ALLOW;
+	d.payload = "{\"v\": 2}";
+	bool changed = false;
+	T_ASSERT_INT_EQ(pgc_cron_add(c, schema, "a2", &d, PGC_CRON_REPLACE, &changed, &err), PGC_OK);
+	T_ASSERT(changed);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE payload->'cron'->>'schedule' = 'a2'",
+	                        schema), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'a2' AND fired = 0"
+	                        " AND next_tick > now() + interval '1 day'", schema), 1);
+	/* b1's job became due (a worker promoted it): removing b1 leaves that job alone. */
+	sql(c, "UPDATE \"%s\".jobs SET status = 'pending' WHERE queue = 'qb'", schema);
+	T_ASSERT_INT_EQ(pgc_cron_remove(c, schema, "b1", &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE queue = 'qb'", schema), 1);
+	/* The same in a caller's transaction, rolled back: nothing changes. */
+	T_ASSERT_INT_EQ(pgc_cron_pause(c, schema, "a1", false, &err), PGC_OK);
+	sql(c, "UPDATE \"%s\".cron_schedules SET next_tick = date_trunc('second', now()) + interval '30 seconds'"
+	    " WHERE name = 'a1'", schema);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "s", 10, 40000, &res, &err), PGC_OK);
+	T_ASSERT_INT_EQ(res.enqueued, 1);
+	sql(c, "BEGIN");
+	T_ASSERT_INT_EQ(pgc_cron_pause(c, schema, "a1", true, &err), PGC_OK);
+	sql(c, "ROLLBACK");
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE payload->'cron'->>'schedule' = 'a1'"
+	                        " AND status = 'scheduled'", schema), 1);
+	pgc_conn_close(c);
 }
 
 /* A command schedule: its words kept as given (quotes, blanks, backslashes, UTF-8), its jobs
@@ -306,6 +378,7 @@ int main(int argc, char **argv)
 		{ "cron_sched__locked_schedule_fires_once", cron_sched__locked_schedule_fires_once },
 		{ "cron_sched__command_schedule", cron_sched__command_schedule },
 		{ "cron_sched__worker_schedules", cron_sched__worker_schedules },
+		{ "cron_sched__lookahead", cron_sched__lookahead },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
