@@ -109,7 +109,7 @@ for v in "${values[@]}"; do
 	check "cron history --limit=<value>" cron history n "--limit=$v"
 	check "cron run --batch=<value>" cron run "--batch=$v"
 	check "cron run --wait-for-db=<value>" cron run "--wait-for-db=$v"
-	for o in --concurrency --timeout --grace; do
+	for o in --concurrency --timeout --grace --lookahead; do
 		check "cron run $o=<value>" cron run "$o=$v"
 	done
 	check "cron add NAME SCHEDULE -- <value>" cron add n '* * * * *' -- "$v"
