@@ -244,9 +244,12 @@ int cmd_worker(int argc, char **argv)
 	if (o.poll_ms < 1)
 		return cli_usage_error("worker", "--poll must be at least 1ms");
 	ctx.argv = argv + optind;
-	int rc = cli_command_check(ctx.argv[0]);
+	/* Found once, not at every job's start. */
+	char path[4096];
+	int rc = cli_command_resolve(ctx.argv[0], path, sizeof path);
 	if (rc != 0)
 		return rc;
+	ctx.path = path;
 
 	/* Every thread inherits this mask: only the main thread takes these signals. */
 	sigset_t stop_sigs;

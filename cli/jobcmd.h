@@ -22,6 +22,8 @@ typedef pgc_job_outcome (*cli_jobcmd_resolve)(const pgc_job *job, char ***argv, 
 
 typedef struct cli_jobcmd {
 	char **argv;                /* COMMAND [ARGS...] of every job; NULL: resolve says */
+	const char *path;           /* argv[0] as cli_command_resolve() found it (NULL: search
+	                               PATH for every job) */
 	int64_t timeout_ms;         /* 0: none */
 	int64_t retry_delay_ms;     /* after exit 75 */
 	cli_jobcmd_resolve resolve; /* used when argv is NULL */
@@ -29,7 +31,7 @@ typedef struct cli_jobcmd {
 	atomic_long running;        /* commands running now */
 } cli_jobcmd;
 
-#define CLI_JOBCMD_INIT { NULL, 0, 10000, NULL, NULL, 0 }
+#define CLI_JOBCMD_INIT { NULL, NULL, 0, 10000, NULL, NULL, 0 }
 
 /* The pgc_job_handler; arg is a cli_jobcmd. */
 void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg);
