@@ -116,8 +116,8 @@ wpid=
 grep -q "1 cancelled" "$TMP/werr" || { cat "$TMP/werr"; fail "polling worker summary"; }
 
 # Finished jobs: exit 1 and what became of them; an unknown id: exit 65.
-"$PG" worker --schema "$S" --queue ok --once -- true 2>/dev/null &
 id5=$(enq ok --payload '{}')
+"$PG" worker --schema "$S" --queue ok --once -- true 2>/dev/null &
 wpid=$!
 wait_for 15 "SELECT count(*) FROM $S.job_history WHERE id = $id5 AND status = 'succeeded'" 1
 wait "$wpid"
