@@ -1,17 +1,24 @@
 /* child.c - the user's command in its own process group, with signals forwarded to the group
  *
- * Exec failures travel back through a close-on-exec pipe, so the parent knows synchronously
- * whether the command started (127 not found, 126 not executable, as env(1) reports). Signals
+ * The child is started vfork-style (clone with CLONE_VM | CLONE_VFORK: no copy of the page
+ * tables of a big threaded parent, which is what a worker starting thousands of short commands
+ * a second pays for with fork()), and keeps everything fork() gave it: its own process group,
+ * the parent-death signal, default dispositions and an empty signal mask. Exec failures travel
+ * back through a close-on-exec pipe, so the parent knows synchronously whether the command
+ * started (127 not found, 126 not executable, as env(1) reports). Signals
  * are turned into bytes on a self-pipe, so callers keep one poll() loop over the child, their
  * database socket and their timers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -79,6 +86,125 @@ static void drain_signal_pipe(void)
 		;
 }
 
+/* The length of the name of an environment entry "NAME=value" (the whole entry without '='). */
+static size_t env_name_len(const char *e)
+{
+	const char *eq = strchr(e, '=');
+	return eq ? (size_t)(eq - e) : strlen(e);
+}
+
+/* The child's environment: ours without the names env sets, then env's entries ("NAME"
+ * alone removes NAME, as putenv(3) does). Built in the parent, since the child shares its
+ * memory until it execs. Returns a malloc()ed array whose strings are borrowed. */
+static char **child_environ(char *const env[])
+{
+	size_t n_own = 0, n_env = 0;
+	while (environ != NULL && environ[n_own] != NULL)
+		n_own++;
+	while (env != NULL && env[n_env] != NULL)
+		n_env++;
+	char **out = malloc((n_own + n_env + 1) * sizeof *out);
+	if (out == NULL)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n_own; i++) {
+		size_t len = env_name_len(environ[i]);
+		bool replaced = false;
+		for (size_t j = 0; j < n_env && !replaced; j++)
+			replaced = env_name_len(env[j]) == len && strncmp(env[j], environ[i], len) == 0;
+		if (!replaced)
+			out[k++] = environ[i];
+	}
+	for (size_t j = 0; j < n_env; j++)
+		if (strchr(env[j], '=') != NULL)
+			out[k++] = env[j];
+	out[k] = NULL;
+	return out;
+}
+
+/* What the child needs, prepared by the parent. */
+typedef struct spawn_args {
+	char *const *argv;
+	char **envp;
+	const char *path;   /* argv[0] resolved, or NULL: search PATH */
+	const cli_child_io *io;
+	pid_t parent;
+	int errfd;          /* close-on-exec: the errno of a failed exec, or end of file */
+} spawn_args;
+
+static _Noreturn void exec_failed(const spawn_args *a, int e)
+{
+	ssize_t n = write(a->errfd, &e, sizeof e);
+	(void)n;
+	_exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+}
+
+/* The child, between clone() and exec: system calls only (no allocation, no lock, no stdio),
+ * since it shares the parent's memory and the parent's other threads go on running. Every
+ * signal is blocked on entry (the parent blocked them before clone()), and every one the
+ * parent handles goes back to its default before the mask is cleared, so that no handler of
+ * the parent's can run here; and those a command expects to find at their default (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+ * SIGCHLD, SIGPIPE, SIGTTOU, SIGTTIN) go back to it even when ignored. */
+static int spawn_child(void *arg)
+{
+	spawn_args *a = arg;
+	setpgid(0, 0);
+	/* If pgcoord dies (even by SIGKILL) the session holding the lock or lease ends with
+	 * it: the command must not go on unprotected. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != a->parent)
+		_exit(EXIT_SOFTWARE);
+	struct sigaction dfl, cur;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	int always[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE, SIGTTOU, SIGTTIN };
+	for (int sig = 1; sig < NSIG; sig++) {
+		bool reset = false;
+		for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+			reset |= sig == always[i];
+		if (!reset && sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN)
+			reset = true;
+		if (reset)
+			sigaction(sig, &dfl, NULL);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	const cli_child_io *io = a->io;
+	if (io != NULL) {
+		if (io->stdin_fd >= 0)
+			dup2(io->stdin_fd, STDIN_FILENO);
+		if (io->stdout_fd >= 0)
+			dup2(io->stdout_fd, STDOUT_FILENO);
+		if (io->stderr_fd >= 0)
+			dup2(io->stderr_fd, STDERR_FILENO);
+	}
+	if (a->path != NULL) {
+		execve(a->path, a->argv, a->envp);
+		/* Gone since it was resolved: look again, as the shell would. */
+		if (errno != ENOENT || strchr(a->argv[0], '/') != NULL)
+			exec_failed(a, errno);
+	}
+	execvpe(a->argv[0], a->argv, a->envp);
+	exec_failed(a, errno);
+}
+
+/* The child's stack while it shares our memory: its frames and execvpe()'s path buffer. */
+#define SPAWN_STACK (64 * 1024)
+
+/* Under a sanitizer the child forks instead: the sanitizers' interceptors of sigaction() and
+ * friends keep state of their own, which a child sharing our memory would change for us. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPAWN_WITH_CLONE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define SPAWN_WITH_CLONE 0
+#endif
+#endif
+#ifndef SPAWN_WITH_CLONE
+#define SPAWN_WITH_CLONE 1
+#endif
+
 int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const cli_child_io *io)
 {
 	memset(c, 0, sizeof *c);
@@ -91,60 +217,53 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
 		cli_errorf("cannot create a pipe: %s", strerror(errno));
 		return EXIT_SOFTWARE;
 	}
-	/* Hand the terminal to the child's group when we own it, so that it can read from the
-	 * terminal and ^C reaches it directly. */
-	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() &&
-	           (io == NULL || io->stdin_fd < 0); /* only a child that reads our terminal */
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0) {
-		cli_errorf("cannot fork: %s", strerror(errno));
+	spawn_args a = { argv, child_environ(env), io != NULL ? io->path : NULL, io, getpid(), errpipe[1] };
+	void *stack = SPAWN_WITH_CLONE ? mmap(NULL, SPAWN_STACK, PROT_READ | PROT_WRITE,
+	                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0) : NULL;
+	if (a.envp == NULL || stack == MAP_FAILED) {
+		cli_errorf("cannot start %s: out of memory", argv[0]);
+		free(a.envp);
 		close(errpipe[0]);
 		close(errpipe[1]);
 		return EXIT_SOFTWARE;
 	}
-	if (pid == 0) {
-		setpgid(0, 0);
-		/* If pgcoord dies (even by SIGKILL) the session holding the lock or lease ends with
-		 * it: the command must not go on unprotected. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
-			_exit(EXIT_SOFTWARE);
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE, SIGTTOU, SIGTTIN };
-		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-			sigaction(sigs[i], &sa, NULL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (io != NULL) {
-			if (io->stdin_fd >= 0)
-				dup2(io->stdin_fd, STDIN_FILENO);
-			if (io->stdout_fd >= 0)
-				dup2(io->stdout_fd, STDOUT_FILENO);
-			if (io->stderr_fd >= 0)
-				dup2(io->stderr_fd, STDERR_FILENO);
-		}
-		for (size_t i = 0; env != NULL && env[i] != NULL; i++)
-			putenv(env[i]);
-		execvp(argv[0], argv);
-		int e = errno;
-		ssize_t n = write(errpipe[1], &e, sizeof e);
-		(void)n;
-		_exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+	/* Hand the terminal to the child's group when we own it, so that it can read from the
+	 * terminal and ^C reaches it directly. */
+	bool tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp() &&
+	           (io == NULL || io->stdin_fd < 0); /* only a child that reads our terminal */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+#if SPAWN_WITH_CLONE
+	/* vfork-style: the child borrows our memory and this thread waits until it has exec'd
+	 * (or exited), so that starting a command costs no copy of the page tables of a big,
+	 * threaded process; the other threads go on. */
+	pid_t pid = clone(spawn_child, (char *)stack + SPAWN_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+#else
+	pid_t pid = fork();
+	if (pid == 0)
+		spawn_child(&a);
+#endif
+	int spawn_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (stack != NULL)
+		munmap(stack, SPAWN_STACK);
+	free(a.envp);
+	close(errpipe[1]);
+	if (pid < 0) {
+		cli_errorf("cannot start %s: %s", argv[0], strerror(spawn_errno));
+		close(errpipe[0]);
+		return EXIT_SOFTWARE;
 	}
 	setpgid(pid, pid); /* also in the parent: no race with signals sent right away */
-	close(errpipe[1]);
 	c->pid = pid;
 	if (tty) {
-		struct sigaction ign, old;
+		struct sigaction ign, oldsa;
 		memset(&ign, 0, sizeof ign);
 		ign.sa_handler = SIG_IGN;
-		sigaction(SIGTTOU, &ign, &old);
+		sigaction(SIGTTOU, &ign, &oldsa);
 		c->own_tty = tcsetpgrp(STDIN_FILENO, pid) == 0;
-		sigaction(SIGTTOU, &old, NULL);
+		sigaction(SIGTTOU, &oldsa, NULL);
 	}
 	int e = 0;
 	ssize_t n;
@@ -271,6 +390,14 @@ int cli_child_exit_code(const cli_child *c)
 
 int cli_command_check(const char *cmd)
 {
+	char path[4096];
+	return cli_command_resolve(cmd, path, sizeof path);
+}
+
+int cli_command_resolve(const char *cmd, char *out, size_t size)
+{
+	if (size > 0)
+		out[0] = '\0';
 	if (strchr(cmd, '/') != NULL) {
 		struct stat st;
 		if (stat(cmd, &st) != 0) {
@@ -281,6 +408,7 @@ int cli_command_check(const char *cmd)
 			cli_errorf("%s: not executable", cmd);
 			return EXIT_NOEXEC;
 		}
+		snprintf(out, size, "%s", cmd);
 		return 0;
 	}
 	const char *path = getenv("PATH");
@@ -294,8 +422,10 @@ int cli_command_check(const char *cmd)
 		snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", cmd);
 		struct stat st;
 		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(full, X_OK) == 0)
+			if (access(full, X_OK) == 0) {
+				snprintf(out, size, "%s", full);
 				return 0;
+			}
 			seen = true;
 		}
 		if (colon == NULL)

@@ -22,6 +22,8 @@ typedef struct cli_child_io {
 	int stdin_fd;  /* -1: inherit */
 	int stdout_fd; /* -1: inherit */
 	int stderr_fd; /* -1: inherit */
+	const char *path; /* argv[0] as cli_command_resolve() found it, or NULL: search PATH at
+	                     every start (a resolved path that is gone is searched for again) */
 } cli_child_io;
 
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP, SIGQUIT (recorded, to forward) and SIGCHLD
@@ -48,6 +50,10 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
  * found", "CMD: not executable"). For commands that must not take a lock, a lease or a job
  * only to find that their command cannot run. */
 int cli_command_check(const char *cmd);
+
+/* cli_command_check(), also giving the file that runs into path (size bytes): cmd itself when
+ * it names a file, else the first executable match in PATH. */
+int cli_command_resolve(const char *cmd, char *path, size_t size);
 
 /* Reaps the child if it exited and forwards a pending signal to its group. Returns true once
  * the child has exited. Never blocks. */

@@ -1315,6 +1315,7 @@ static int cron_run(int argc, char **argv)
 	cron_shared sh = { PTHREAD_MUTEX_INITIALIZER, conn, a.schema };
 	cli_jobcmd jc = CLI_JOBCMD_INIT;
 	jc.timeout_ms = a.timeout_ms;
+	jc.grace_ms = a.grace_ms;
 	jc.resolve = resolve_command;
 	jc.resolve_arg = &sh;
 	pgc_worker *w = NULL;

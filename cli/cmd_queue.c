@@ -34,7 +34,7 @@ static void usage(FILE *f)
 	      "  retry --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
 	      "                       run its failed (or --status cancelled) jobs again\n"
-	      "  cancel ID            cancel a pending or scheduled job\n"
+	      "  cancel ID            cancel a job; a running one is stopped by its worker\n"
 	      "  cancel --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
 	      "                       cancel its pending and scheduled jobs (never running\n"
@@ -89,6 +89,7 @@ static int qreport(const pgc_error *err)
 	int code = cli_report(err);
 	switch (err->code) {
 	case PGC_EDUPLICATE:
+	case PGC_EFINISHED:
 	case PGC_EBUSY: return EXIT_CONFLICT;
 	case PGC_ENOTFOUND: return EXIT_DATAERR;
 	case PGC_ENOSCHEMA: return EXIT_UNAVAILABLE;
@@ -938,14 +939,20 @@ static int do_id_action(const char *sub, int argc, char **argv)
 	if ((rc = open_queue(sub, a.schema, &conn, &q)) != 0)
 		return rc;
 	pgc_error err;
-	bool retry = strcmp(sub, "retry") == 0;
-	int r = retry ? pgc_queue_retry(q, id, &err) : pgc_queue_cancel(q, id, &err);
+	bool retry = strcmp(sub, "retry") == 0, was_running = false;
+	int r = retry ? pgc_queue_retry(q, id, &err) : pgc_queue_cancel_job(q, id, &was_running, &err);
 	if (r != PGC_OK) {
 		rc = qreport(&err);
+	} else if (g_cli.json && retry) {
+		printf("{\"id\":%lld,\"status\":\"pending\"}\n", (long long)id);
 	} else if (g_cli.json) {
-		printf("{\"id\":%lld,\"status\":\"%s\"}\n", (long long)id, retry ? "pending" : "cancelled");
+		printf("{\"id\":%lld,\"status\":\"cancelled\",\"was_running\":%s}\n", (long long)id,
+		       was_running ? "true" : "false");
+	} else if (!g_cli.quiet && retry) {
+		printf("job %lld is pending again\n", (long long)id);
 	} else if (!g_cli.quiet) {
-		printf(retry ? "job %lld is pending again\n" : "job %lld cancelled\n", (long long)id);
+		printf(was_running ? "job %lld cancelled while running: its worker has been told to stop it\n"
+		                   : "job %lld cancelled\n", (long long)id);
 	}
 	pgc_queue_close(q);
 	pgc_conn_close(conn);

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 	      "                         short jobs: bigger batches)\n"
 	      "      --timeout=D        kill a command's process group after D (default none)\n"
 	      "      --grace=D          on stop, wait D for running commands (default 30s),\n"
-	      "                         then kill them and return their jobs to pending\n"
+	      "                         then kill them and return their jobs to pending;\n"
+	      "                         a cancelled job's command: SIGKILL D after SIGTERM\n"
 	      "      --lease=D          job lease, renewed every D/3 (default 30s)\n"
 	      "      --poll=D           fallback poll interval (default 2s)\n"
 	      "      --retry-delay=D    delay after exit 75 (default 10s)\n"
@@ -244,9 +245,13 @@ int cmd_worker(int argc, char **argv)
 	if (o.poll_ms < 1)
 		return cli_usage_error("worker", "--poll must be at least 1ms");
 	ctx.argv = argv + optind;
-	int rc = cli_command_check(ctx.argv[0]);
+	/* Found once, not at every job's start. */
+	char path[4096];
+	int rc = cli_command_resolve(ctx.argv[0], path, sizeof path);
 	if (rc != 0)
 		return rc;
+	ctx.path = path;
+	ctx.grace_ms = grace;
 
 	/* Every thread inherits this mask: only the main thread takes these signals. */
 	sigset_t stop_sigs;
@@ -334,6 +339,7 @@ int cmd_worker(int argc, char **argv)
 		sum.retried += st.retried;
 		sum.released += st.released;
 		sum.stale += st.stale;
+		sum.cancelled += st.cancelled;
 	}
 	if (have_second) {
 		pthread_cancel(second);
@@ -341,8 +347,8 @@ int cmd_worker(int argc, char **argv)
 	}
 	if (!g_cli.quiet)
 		fprintf(stderr, "pgcoord worker: stopped: %ld completed, %ld failed, %ld retried later, "
-		        "%ld released, %ld stale\n", sum.completed, sum.failed, sum.retried, sum.released,
-		        sum.stale);
+		        "%ld released, %ld stale, %ld cancelled\n", sum.completed, sum.failed, sum.retried,
+		        sum.released, sum.stale, sum.cancelled);
 	for (int i = 0; i < nconn; i++)
 		pgc_worker_free(ws[i]);
 	return rc;

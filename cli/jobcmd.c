@@ -4,7 +4,8 @@
  * the job's id, queue and attempt go to its environment. Exit 0 completes the job, 75 asks for
  * a retry later, anything else fails it (retried with backoff until max_attempts); the tail of
  * its stderr becomes the error text. Each command runs in its own process group (cli/child.c)
- * and the whole group is killed when the job times out or its lease is lost. */
+ * and the whole group is killed when the job times out or its lease is lost, and when the job
+ * is cancelled (then with the worker's --grace between SIGTERM and SIGKILL). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -142,7 +143,7 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	snprintf(e_cs, sizeof e_cs, "PGCOORD_CRON_SCHEDULE=%s", cs);
 	snprintf(e_ct, sizeof e_ct, "PGCOORD_CRON_TICK=%s", ct);
 	char *env[] = { e_id, e_queue, e_att, e_max, cron ? e_cs : NULL, e_ct, NULL };
-	cli_child_io io = { in, -1, errp[1] };
+	cli_child_io io = { in, -1, errp[1], argv == ctx->argv ? ctx->path : NULL };
 	cli_child c;
 	int64_t t0 = pgc__now_ms();
 	int src = cli_child_spawn(&c, argv, env, &io);
@@ -157,7 +158,7 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	int pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
 	tail t = { .len = 0 };
 	int status = 0;
-	bool exited = false, timed_out = false, lost = false, eof = false;
+	bool exited = false, timed_out = false, lost = false, cancelled = false, eof = false;
 	fcntl(errp[0], F_SETFL, fcntl(errp[0], F_GETFL) | O_NONBLOCK);
 	while (!exited) {
 		struct pollfd p[2] = { { eof ? -1 : errp[0], POLLIN, 0 }, { pidfd, POLLIN, 0 } };
@@ -178,11 +179,15 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 		}
 		if (ctx->timeout_ms > 0 && pgc__now_ms() - t0 >= ctx->timeout_ms)
 			timed_out = true;
+		else if (pgc_job_cancelled(job))
+			cancelled = true;
 		else if (pgc_job_lost(job))
 			lost = true;
-		if (timed_out || lost) {
-			/* The group gets SIGTERM, then SIGKILL after 2 s; the child is reaped. */
-			cli_child_terminate_fd(&c, 2000, pidfd);
+		if (timed_out || lost || cancelled) {
+			/* The group gets SIGTERM, then SIGKILL after 2 s (a cancel: after --grace); the
+			 * child is reaped. */
+			int64_t grace = cancelled ? ctx->grace_ms : 2000;
+			cli_child_terminate_fd(&c, grace > INT32_MAX ? INT32_MAX : (int)grace, pidfd);
 			status = c.status;
 			exited = true;
 		}
@@ -203,6 +208,9 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	} else if (lost) {
 		res->outcome = PGC_JOB_FAIL; /* stale anyway: the job is no longer ours */
 		snprintf(res->error, sizeof res->error, "lease lost: command killed");
+	} else if (cancelled) {
+		res->outcome = PGC_JOB_FAIL; /* not recorded: the job stays cancelled */
+		snprintf(res->error, sizeof res->error, "cancelled: command stopped");
 	} else if (code == 0) {
 		res->outcome = PGC_JOB_COMPLETE;
 	} else if (code == EXIT_LOCKLOST) {

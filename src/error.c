@@ -45,6 +45,7 @@ static const struct {
 	{ PGC_EINTERNAL, "internal error" },
 	{ PGC_EINTR, "interrupted" },
 	{ PGC_EDUPLICATE, "a job with this unique key is already pending or running" },
+	{ PGC_EFINISHED, "the job has finished already" },
 	{ PGC_EAUTH, "the server refused the credentials" },
 	{ PGC_ECONFIG, "a connection setting cannot work" },
 	{ PGC_EPOOLER, "the pooler in between cannot keep this" },
@@ -120,7 +121,8 @@ static pgc_error_class class_of_code(int code)
 	case PGC_EUSAGE:
 	case PGC_ECOLLISION:
 	case PGC_ENOSCHEMA:
-	case PGC_ENOTFOUND: return PGC_CLASS_USAGE;
+	case PGC_ENOTFOUND:
+	case PGC_EFINISHED: return PGC_CLASS_USAGE;
 	case PGC_ECONNECT:
 	case PGC_ECONNLOST:
 	case PGC_ETIMEDOUT:

@@ -252,30 +252,66 @@ static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char
 	return pgc__queue_run_text(q, tmpl, 1, v, rc, err);
 }
 
-int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
+/* Cancels a live job in one statement: the row is locked, deleted and written to the history
+ * as cancelled, and when it was running the workers serving its queue get a notification on
+ * their own channels (sent at commit, so only for a cancel that happened). The lock decides a
+ * race with the job's completion: whichever comes second finds the row gone (a completion is
+ * then stale; a cancel looks in the history, with a snapshot taken after the wait, and says
+ * how the job ended). A worker takes the notification as a hint only: it renews its leases at
+ * once, and a job whose row is gone and whose history says cancelled is cancelled for it. */
+int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error *err)
 {
-	char sql[1024];
+	if (was_running != NULL)
+		*was_running = false;
+	char sql[2048];
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
-	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint"
-	         "  AND (SELECT status <> 'running' FROM j) RETURNING x.*),"
+	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint AND EXISTS (SELECT 1 FROM j)"
+	         "  RETURNING x.*),"
 	         " h AS (INSERT INTO @S@.job_history (%s)"
 	         "  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
-	         "   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
-	         "   max_deferrals FROM d)"
-	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d)", history_cols);
+	         "   CASE WHEN status = 'running' THEN 'cancelled while running on ' || coalesce(worker, '?')"
+	         "    ELSE last_error END,"
+	         "   errors, unique_key, created_at, started_at, payload, deferrals,"
+	         "   max_deferrals FROM d),"
+	         " n AS (SELECT count(pg_notify(w.channel, 'cancel ' || d.id)) AS sent"
+	         "  FROM d JOIN @S@.workers w ON d.queue = ANY (w.queues) WHERE d.status = 'running')"
+	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d), (SELECT sent FROM n)", history_cols);
 	int rc;
 	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, sql, &rc, err);
 	if (res == NULL)
 		return rc;
 	bool none = PQgetisnull(res, 0, 0);
+	bool running = !none && strcmp(PQgetvalue(res, 0, 0), "running") == 0;
 	long done = atol(PQgetvalue(res, 0, 1));
 	PQclear(res);
-	if (none)
-		return pgc__err(err, PGC_ENOTFOUND, "no pending or scheduled job with id %lld", (long long)id);
-	if (done == 0)
-		return pgc__err(err, PGC_EBUSY, "job %lld is running and cannot be cancelled", (long long)id);
-	return PGC_OK;
+	if (!none && done == 1) {
+		if (was_running != NULL)
+			*was_running = running;
+		return PGC_OK;
+	}
+	if (!none)
+		return pgc__err(err, PGC_EINTERNAL, "job %lld was locked but not cancelled", (long long)id);
+	/* Not live: finished (perhaps while we waited for its row), or unknown. A new statement,
+	 * so that a completion that committed during the wait is seen. */
+	res = run_on_job(q, "pgc_queue_cancel", id, "SELECT status FROM @S@.job_history WHERE id = $1::bigint",
+	                 &rc, err);
+	if (res == NULL)
+		return rc;
+	char status[16] = "";
+	if (PQntuples(res) == 1)
+		snprintf(status, sizeof status, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (status[0] != '\0')
+		return pgc__err(err, PGC_EFINISHED, "job %lld has already finished (%s): nothing to cancel",
+		                (long long)id, status);
+	return pgc__err(err, PGC_ENOTFOUND, "no job with id %lld (never enqueued, or finished and no longer"
+	                " in the history)", (long long)id);
+}
+
+int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
+{
+	return pgc_queue_cancel_job(q, id, NULL, err);
 }
 
 int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)

@@ -36,6 +36,7 @@
 typedef struct wjob {
 	pgc_job job;
 	atomic_bool lost;
+	atomic_bool cancelled;  /* lost because pgc_queue_cancel() cancelled it */
 	bool started;
 	pgc_job_result result;
 	struct wjob *next;      /* in the ready or done list */
@@ -87,6 +88,7 @@ struct pgc_worker {
 	pgc_error err;
 
 	atomic_long s_claimed, s_completed, s_failed, s_retried, s_stale, s_released, s_reaped;
+	atomic_long s_cancelled;
 	atomic_long s_wakeups;
 	atomic_long s_cron_enqueued;
 };
@@ -118,6 +120,13 @@ bool pgc_job_lost(const pgc_job *job)
 	if (job == NULL || job->internal == NULL)
 		return false;
 	return atomic_load(&((const wjob *)job->internal)->lost);
+}
+
+bool pgc_job_cancelled(const pgc_job *job)
+{
+	if (job == NULL || job->internal == NULL)
+		return false;
+	return atomic_load(&((const wjob *)job->internal)->cancelled);
 }
 
 static void held_add(pgc_worker *w, wjob *j)
@@ -274,6 +283,7 @@ static wjob *job_from_row(PGresult *res, int r, const char *queue)
 	pgc__queue_job_from_row(res, r, qn, qn + qlen, &j->job);
 	j->job.internal = j;
 	atomic_init(&j->lost, false);
+	atomic_init(&j->cancelled, false);
 	return j;
 }
 
@@ -342,6 +352,7 @@ typedef struct dstate {
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
 	int64_t next_hb, next_reap, next_register;
 	int64_t hb_every;
+	bool hb_now;         /* a job we hold may have been cancelled: renew (and so check) now */
 	int64_t idle_poll;   /* adaptive poll interval without LISTEN */
 	bool stopping;
 	int64_t stop_started, stop_deadline;
@@ -360,6 +371,8 @@ static bool any_more(const pgc_worker *w, const dstate *d)
 	return more;
 }
 
+static size_t cancelled_among(pgc_worker *w, const int64_t *ids, const bool *gone, size_t n, bool *cancelled);
+
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
 static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 {
@@ -372,7 +385,8 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		}
 		int rc = PGC_OK;
 		if (atomic_load(&j->lost)) {
-			atomic_fetch_add(&w->s_stale, 1);
+			/* Its outcome is not ours to record: a cancelled job stays cancelled. */
+			atomic_fetch_add(atomic_load(&j->cancelled) ? &w->s_cancelled : &w->s_stale, 1);
 		} else if (j->result.outcome == PGC_JOB_RETRY_LATER) {
 			bool dead = false;
 			rc = pgc_queue_defer(w->q, j->job.id, j->job.token,
@@ -408,8 +422,14 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 			}
 		}
 		if (rc == PGC_ESTALE) {
-			atomic_fetch_add(&w->s_stale, 1);
-			wlog(w, PGC_LOG_WARN, "job %lld: %s", (long long)j->job.id, err->message);
+			bool cancelled = false;
+			cancelled_among(w, &j->job.id, NULL, 1, &cancelled);
+			atomic_fetch_add(cancelled ? &w->s_cancelled : &w->s_stale, 1);
+			if (cancelled)
+				wlog(w, PGC_LOG_INFO, "job %lld was cancelled before its outcome was recorded: it stays cancelled",
+				     (long long)j->job.id);
+			else
+				wlog(w, PGC_LOG_WARN, "job %lld: %s", (long long)j->job.id, err->message);
 			rc = PGC_OK;
 		}
 		if (rc != PGC_OK)
@@ -449,28 +469,81 @@ static bool heartbeat_arrays(pgc_worker *w, pgc__sb *ia, pgc__sb *ta, int64_t **
 	return !(ia->oom || ta->oom);
 }
 
+/* Of the n jobs in ids whose rows are gone (gone[i]; NULL: all of them), which the history
+ * shows cancelled, into cancelled[i]: one statement, sent only when a job was found gone. A
+ * job that is not found there lost its lease (reaped, claimed elsewhere since), or its answer
+ * was lost with the session: it is not taken for cancelled. Returns how many were. */
+static size_t cancelled_among(pgc_worker *w, const int64_t *ids, const bool *gone, size_t n, bool *cancelled)
+{
+	memset(cancelled, 0, n * sizeof *cancelled);
+	int64_t *ask = malloc(n * sizeof *ask);
+	size_t k = 0;
+	for (size_t i = 0; ask != NULL && i < n; i++)
+		if (gone == NULL || gone[i])
+			ask[k++] = ids[i];
+	pgc__sb a = PGC__SB_INIT;
+	size_t found = 0;
+	if (k > 0) {
+		pgc__sb_int_array(&a, k, ask);
+		const char *v[1] = { a.buf };
+		int rc;
+		pgc_error e;
+		PGresult *res = a.oom ? NULL : pgc__queue_run_text(w->q,
+		        "SELECT id FROM @S@.job_history WHERE id = ANY ($1::bigint[]) AND status = 'cancelled'",
+		        1, v, &rc, &e);
+		for (int r = 0; res != NULL && r < PQntuples(res); r++) {
+			int64_t id = atoll(PQgetvalue(res, r, 0));
+			for (size_t i = 0; i < n; i++)
+				if (ids[i] == id && (gone == NULL || gone[i]) && !cancelled[i]) {
+					cancelled[i] = true;
+					found++;
+				}
+		}
+		PQclear(res);
+	}
+	pgc__sb_free(&a);
+	free(ask);
+	return found;
+}
+
+/* A job whose heartbeat came back empty is no longer ours: cancelled (the history says so), or
+ * its lease was lost. Its handler is told (pgc_job_cancelled() is set before pgc_job_lost(), so
+ * a handler that sees it lost can tell why); a job that had not started is dropped. */
 static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n)
 {
 	int rows = PQntuples(res);
 	if ((size_t)rows == n)
 		return;
-	bool *alive = calloc(n, sizeof *alive);
-	if (alive == NULL)
+	bool *alive = calloc(n, sizeof *alive), *gone = calloc(n, sizeof *gone), *cancelled = calloc(n, sizeof *cancelled);
+	if (alive == NULL || gone == NULL || cancelled == NULL) {
+		free(alive);
+		free(gone);
+		free(cancelled);
 		return;
+	}
 	for (int r = 0; r < rows; r++) {
 		int64_t id = atoll(PQgetvalue(res, r, 0));
 		for (size_t i = 0; i < n; i++)
 			if (ids[i] == id)
 				alive[i] = true;
 	}
+	for (size_t i = 0; i < n; i++)
+		gone[i] = !alive[i];
+	cancelled_among(w, ids, gone, n, cancelled);
 	pthread_mutex_lock(&w->mu);
 	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext) {
 		for (size_t i = 0; i < n; i++) {
-			if (ids[i] == j->job.id && !alive[i] && !atomic_load(&j->lost)) {
-				atomic_store(&j->lost, true);
+			if (ids[i] != j->job.id || alive[i] || atomic_load(&j->lost))
+				continue;
+			if (cancelled[i]) {
+				atomic_store(&j->cancelled, true);
+				wlog(w, PGC_LOG_INFO, "job %lld was cancelled: %s", (long long)j->job.id,
+				     j->started ? "telling its handler to stop" : "dropped before it started");
+			} else {
 				wlog(w, PGC_LOG_WARN, "job %lld: lease lost (reaped or reclaimed elsewhere)",
 				     (long long)j->job.id);
 			}
+			atomic_store(&j->lost, true);
 		}
 	}
 	/* Lost jobs that have not started are dropped from the ready list. */
@@ -481,6 +554,8 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 		if (atomic_load(&j->lost)) {
 			*pp = j->next;
 			w->n_ready--;
+			if (atomic_load(&j->cancelled))
+				atomic_fetch_add(&w->s_cancelled, 1);
 			held_remove(w, j);
 			free(j);
 			continue;
@@ -490,6 +565,37 @@ static void mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n
 	}
 	pthread_mutex_unlock(&w->mu);
 	free(alive);
+	free(gone);
+	free(cancelled);
+}
+
+/* Some completions changed nothing: the jobs were cancelled before them (the history says so),
+ * or their leases were lost. ids holds the n jobs sent, res the ids completed. */
+static void stale_completions(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n)
+{
+	bool *gone = calloc(n, sizeof *gone), *cancelled = calloc(n, sizeof *cancelled);
+	size_t n_gone = 0, n_cancelled = 0;
+	if (gone != NULL && cancelled != NULL) {
+		for (size_t i = 0; i < n; i++) {
+			gone[i] = true;
+			for (int r = 0; r < PQntuples(res) && gone[i]; r++)
+				gone[i] = atoll(PQgetvalue(res, r, 0)) != ids[i];
+			n_gone += gone[i];
+		}
+		n_cancelled = cancelled_among(w, ids, gone, n, cancelled);
+		for (size_t i = 0; i < n; i++)
+			if (cancelled[i])
+				wlog(w, PGC_LOG_INFO, "job %lld was cancelled before its completion was recorded: it stays cancelled",
+				     (long long)ids[i]);
+	} else {
+		n_gone = n - (size_t)PQntuples(res);
+	}
+	free(gone);
+	free(cancelled);
+	atomic_fetch_add(&w->s_cancelled, (long)n_cancelled);
+	atomic_fetch_add(&w->s_stale, (long)(n_gone - n_cancelled));
+	if (n_gone > n_cancelled)
+		wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion", n_gone - n_cancelled);
 }
 
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
@@ -583,11 +689,8 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 	if (n_done > 0) {
 		int rows = PQntuples(done_res);
 		atomic_fetch_add(&w->s_completed, rows);
-		if ((size_t)rows != n_done) {
-			atomic_fetch_add(&w->s_stale, (long)n_done - rows);
-			wlog(w, PGC_LOG_WARN, "%zu completion(s) were stale: lease lost before completion",
-			     n_done - (size_t)rows);
-		}
+		if ((size_t)rows != n_done)
+			stale_completions(w, done_res, cids, n_done);
 		while (*done) {
 			wjob *j = *done;
 			*done = j->next;
@@ -676,6 +779,16 @@ static void read_notifications(pgc_worker *w, dstate *d, bool consume)
 	PGnotify *n;
 	while ((n = pgc__notify(w->conn, consume)) != NULL) {
 		consume = false;
+		/* "cancel ID" on our own channel (pgc_queue_cancel): a hint, since anyone may notify
+		 * anything; when we hold that job, the leases are renewed at once, which tells. */
+		long long cid;
+		char tail;
+		if (strcmp(n->relname, w->own_channel) == 0 && sscanf(n->extra, "cancel %lld%c", &cid, &tail) == 1) {
+			pthread_mutex_lock(&w->mu);
+			for (wjob *j = w->held.hnext; j != &w->held && !d->hb_now; j = j->hnext)
+				d->hb_now = j->job.id == cid;
+			pthread_mutex_unlock(&w->mu);
+		}
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			if (strcmp(n->extra, w->o.queues[i]) == 0) {
 				d->more[i] = true;
@@ -864,7 +977,7 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 	if (now >= d->next_claim || recheck)
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			d->more[i] = true;
-	bool do_hb = now >= d->next_hb;
+	bool do_hb = now >= d->next_hb || d->hb_now;
 	bool want_claim = false;
 	if (!d->stopping) {
 		int slots = free_slots(w);
@@ -884,8 +997,10 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 		return STEP_ON;
 	bool any_more_before = any_more(w, d);
 	*rc = round_trip(w, d, &d->pending_done, do_hb, want_claim, e);
-	if (*rc == PGC_OK && do_hb)
+	if (*rc == PGC_OK && do_hb) {
 		d->next_hb = pgc__now_ms() + d->hb_every;
+		d->hb_now = false;
+	}
 	if (*rc == PGC_OK && w->o.once && want_claim && !any_more(w, d)) {
 		/* Once: every queue came back short and nothing is held any more (a job that failed
 		 * or was deferred to now makes its queue worth claiming again first). */
@@ -963,7 +1078,7 @@ static void sleep_step(pgc_worker *w, dstate *d)
 		return;
 	int64_t now = pgc__now_ms();
 	bool more = any_more(w, d);
-	int64_t until = d->next_hb;
+	int64_t until = d->hb_now ? now : d->next_hb;
 	if (!d->stopping) {
 		if (more && free_slots(w) > 0)
 			until = now;
@@ -1382,6 +1497,7 @@ void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out)
 	out->reaped = atomic_load(&w->s_reaped);
 	out->wakeups = atomic_load(&w->s_wakeups);
 	out->cron_enqueued = atomic_load(&w->s_cron_enqueued);
+	out->cancelled = atomic_load(&w->s_cancelled);
 	out->listening = w->listening;
 }
 

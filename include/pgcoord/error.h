@@ -40,7 +40,8 @@ typedef enum pgc_code {
 
 /* Job queue codes (-30..-39). */
 enum {
-	PGC_EDUPLICATE = -30 /* a job with this unique key is already pending or running */
+	PGC_EDUPLICATE = -30, /* a job with this unique key is already pending or running */
+	PGC_EFINISHED = -31   /* the job has finished already (succeeded, failed or cancelled) */
 };
 
 /* What a caller should do about an error. */

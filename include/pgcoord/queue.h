@@ -226,10 +226,26 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_vacuum(pgc_queue *q, long min_dead, bool 
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused,
                                              pgc_error *err);
 
-/* Cancels a pending or scheduled job: it moves to job_history as cancelled. Errors: PGC_EUSAGE,
- * PGC_ENOTFOUND (no such live job), PGC_EBUSY (the job is running: it cannot be cancelled),
+/* Cancels a live job: it moves to job_history as cancelled, whatever happens to it afterwards.
+ * A pending or scheduled job simply never runs. A running job is cancelled too: its claim
+ * token stops being current, so whatever its handler returns later changes nothing (a
+ * completion, failure or deferral is stale), and the workers serving its queue are notified
+ * on their own channels (at commit): the one holding it renews its leases at once, sees the job
+ * cancelled, and tells its handler (pgc_job_cancelled(); pgcoord worker stops the command's
+ * process group: SIGTERM, SIGKILL after --grace). A worker that missed the notification
+ * (reconnecting, polling behind a pooler) finds out at its next lease renewal, within a third
+ * of the lease. The job's unique key is free from the cancel on, although its handler may still
+ * be stopping. A cancel racing the job's completion has one outcome: the job is cancelled (the
+ * completion is stale), or it finished first and the cancel fails with PGC_EFINISHED.
+ * Errors: PGC_EUSAGE, PGC_EFINISHED (the job is in the history already: succeeded, failed or
+ * cancelled; the message says which), PGC_ENOTFOUND (no such job, live or in the history),
  * PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err);
+
+/* pgc_queue_cancel(), also saying whether the job was running when it was cancelled
+ * (*was_running, may be NULL; false on error). */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running,
+                                                  pgc_error *err);
 
 /* Runs a failed or cancelled job again: it returns from job_history to pending with its
  * attempts reset. Errors: PGC_EUSAGE, PGC_ENOTFOUND (no failed or cancelled job with this id),
@@ -485,6 +501,7 @@ typedef struct pgc_worker_stats {
 	bool listening;
 	long wakeups;  /* notifications received that named one of its queues */
 	long cron_enqueued; /* opts.cron: jobs its scheduler thread enqueued for cron ticks */
+	long cancelled; /* jobs it held that pgc_queue_cancel() cancelled (their outcome ignored) */
 } pgc_worker_stats;
 
 /* Creates a worker (connects, checks the schema, and with opts.cron the cron tables, LISTENs).
@@ -513,9 +530,19 @@ PGC_EXTERN void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out);
 /* Frees a stopped worker (stops and waits first if needed). NULL is accepted. */
 PGC_EXTERN void pgc_worker_free(pgc_worker *w);
 
-/* True once the job passed to a handler is no longer this worker's: its lease was lost, or
- * the worker stopped past its grace period. A handler should give up then. Thread-safe. */
+/* True once the job passed to a handler is no longer this worker's: its lease was lost, it was
+ * cancelled (pgc_job_cancelled() is then true too), or the worker stopped past its grace
+ * period. A handler should give up then: what it returns is not recorded. Thread-safe; cheap
+ * enough to call in a handler's inner loop. */
 PGC_EXTERN bool pgc_job_lost(const pgc_job *job);
+
+/* True once the job passed to a handler was cancelled (pgc_queue_cancel(), pgcoord queue
+ * cancel) while this worker held it. The job is cancelled in the history whatever the handler
+ * returns from then on; it should stop its work (undo what it can) and return. The worker
+ * finds out right away from the notification the cancel sends, or at its next lease renewal
+ * (every lease/3) when it missed it. Set before pgc_job_lost() turns true. False for a job
+ * not claimed by a pgc_worker. Thread-safe. */
+PGC_EXTERN bool pgc_job_cancelled(const pgc_job *job);
 
 #ifdef __cplusplus
 }

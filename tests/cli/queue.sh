@@ -124,7 +124,10 @@ err_has "no job with id 999999999"
 # Cancel, retry, purge.
 run 0 "$PG" queue cancel "$id" --schema "$S"
 out_has "cancelled"
-run 65 "$PG" queue cancel "$id" --schema "$S"
+run 1 "$PG" queue cancel "$id" --schema "$S"
+err_has "job $id has already finished (cancelled): nothing to cancel"
+run 65 "$PG" queue cancel 999999999 --schema "$S"
+err_has "no job with id 999999999"
 run 0 "$PG" --json queue show "$id" --schema "$S"
 out_has '"status":"cancelled"'
 run 0 "$PG" queue retry "$id" --schema "$S"

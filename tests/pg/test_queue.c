@@ -501,12 +501,13 @@ static void queue__priorities_schedule_unique_pause_cancel(void)
 	int64_t running = jobs[0].id;
 	pgc_queue_jobs_free(jobs, n);
 
-	/* Cancel: pending yes, running no, unknown not found; a cancelled job can be retried. */
+	/* Cancel: pending and running yes, finished says so, unknown not found; a cancelled job
+	 * can be retried. */
 	int64_t cid;
 	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "cx", "{}", NULL, &cid, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_cancel(q, cid, &err), PGC_OK);
-	T_ASSERT_INT_EQ(pgc_queue_cancel(q, cid, &err), PGC_ENOTFOUND);
-	T_ASSERT_INT_EQ(pgc_queue_cancel(q, running, &err), PGC_EBUSY);
+	T_ASSERT_INT_EQ(pgc_queue_cancel(q, cid, &err), PGC_EFINISHED);
+	T_ASSERT_INT_EQ(pgc_queue_cancel(q, running, &err), PGC_OK);
 	T_ASSERT_INT_EQ(pgc_queue_cancel(q, 99999999, &err), PGC_ENOTFOUND);
 	pgc_job_info *info;
 	T_ASSERT_INT_EQ(pgc_queue_show(q, cid, &info, &err), PGC_OK);
