@@ -23,11 +23,18 @@ mkdir -p "$TMP/bin1" "$TMP/bin2"
 cat >"$TMP/bin1/pgc-spawn-cmd" <<'SH'
 #!/bin/sh
 set -e
+# The mask and dispositions the shell started with, read by builtins before anything forks: the
+# shell blocks every signal of its own while it forks and waits for a child.
+sigs=
+while read -r k v; do
+	case $k in SigBlk: | SigIgn:) sigs="$sigs$k	$v
+" ;; esac
+done </proc/$$/status
 out=$OUT.$PGCOORD_JOB_ID
 {
 	echo "from bin1"
 	echo "pid $$ pgrp $(awk '{print $5}' /proc/$$/stat)"
-	grep -E '^(SigBlk|SigIgn):' /proc/$$/status
+	printf '%s' "$sigs"
 	echo "job ids $(env | grep -c '^PGCOORD_JOB_ID=') $PGCOORD_JOB_ID"
 	echo "inherited $PGC_SPAWN_MARK"
 	echo "stdin $(cat)"
