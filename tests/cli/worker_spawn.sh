@@ -58,7 +58,11 @@ read -r _ pid _ pgrp < <(grep '^pid ' "$f")
 # The worker blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT in its threads and ignores SIGPIPE:
 # the command has none of that.
 grep -q '^SigBlk:[[:space:]]*0*$' "$f" || { cat "$f"; fail "the command starts with signals blocked"; }
-grep -q '^SigIgn:[[:space:]]*0*$' "$f" || { cat "$f"; fail "the command starts with signals ignored"; }
+# Signals 32 and 33 are the C library's own: no program can change them through it, so a
+# worker started with them ignored (the test's runners sometimes start it so) passes that on.
+# Every other one is at its default.
+ign=$(sed -n 's/^SigIgn:[[:space:]]*//p' "$f")
+[ -n "$ign" ] && [ $((0x$ign & ~0x180000000)) = 0 ] || { cat "$f"; fail "the command starts with signals ignored"; }
 grep -q "^job ids 1 $id1\$" "$f" || { cat "$f"; fail "PGCOORD_JOB_ID: $(grep '^job ids' "$f")"; }
 grep -q "^inherited kept.$$\$" "$f" || { cat "$f"; fail "the worker's environment did not reach the command"; }
 grep -q '^stdin {"n": 1}$' "$f" || { cat "$f"; fail "payload: $(grep '^stdin' "$f")"; }
