@@ -4,16 +4,17 @@
 # so the duplicates (a job run again when its completion was lost with the old primary) are
 # counted and printed. Prints how long after the new primary first accepted a write the first
 # job completed on it. Meanwhile a loop of `pgcoord tx` runs through both faults: every
-# transaction that reported a commit is on the new primary, and one whose session died before
-# COMMIT was sent ran again on a new one. Functional bounds only: everything done within 120 s of the last fault.
+# transaction that reported a commit is on the new primary; and a transaction in its body at
+# each fault, whose session died before COMMIT was sent, ran again on a new one. Functional bounds only: everything done within 120 s of the last fault.
 . "$(dirname "$0")/lib.sh"
 JOBS=2000
 ha_start --nodes 2 --sync
 ha_jobs "$JOBS"
 wpids=()
+flight_pids=()
 ha_on_exit() {
 	local p
-	for p in "${wpids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${wpids[@]}" "${flight_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
 }
 for w in 1 2; do
 	"$PG" -d "$HA_DSN" worker --queue q -c 4 -- "$TMP/job.sh" 2>"$TMP/worker$w.err" &
@@ -37,6 +38,23 @@ tx_loop() {
 tx_loop &
 txpid=$!
 wpids+=($txpid)
+# tx_in_flight K: a transaction of its own that is surely in its body when the fault comes: its
+# body waits until the test writes K into flight_go, which the test does only after the fault,
+# on the new primary, and the fault waits until the primary shows it waiting. So its session
+# dies before COMMIT was sent, and it must run again on the new primary, where it then ends.
+hq "CREATE TABLE flight_go (k int PRIMARY KEY)" >/dev/null || fail "create flight_go"
+tx_in_flight() {
+	timeout 120 "$PG" -d "$HA_DSN" tx --retries 40 --max-backoff 1s --isolation read-committed \
+		-c "INSERT INTO tx_rows (k) VALUES ($1); DO \$\$ BEGIN WHILE NOT EXISTS (SELECT 1 FROM flight_go WHERE k = $1)
+			LOOP PERFORM pg_sleep(0.1); END LOOP; END \$\$ /* in-flight $1 */" >/dev/null 2>"$TMP/flight.$1.err" &
+	flight_pids+=($!)
+	local end=$((SECONDS + 30))
+	until [ "$(hq "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%in-flight $1 */' AND state = 'active'
+		AND pid <> pg_backend_pid()")" = 1 ]; do
+		[ $SECONDS -lt $end ] || { cat "$TMP/flight.$1.err"; fail "the in-flight transaction $1 did not start within 30 s"; }
+		sleep 0.1
+	done
+}
 done_count() { hq "SELECT count(*) FROM pgcoord.job_history WHERE queue = 'q'" 2>/dev/null; }
 # wait_done N SECONDS WHAT: until N jobs are done.
 wait_done() {
@@ -51,12 +69,16 @@ wait_done() {
 }
 wait_done 200 60 "before the switchover"
 note "switchover with $(done_count) of $JOBS jobs done"
+tx_in_flight 1000001
 note "pg-ha switchover"
 "$HA" switchover "$HA_DIR" || fail "pg-ha switchover"
+hq "INSERT INTO flight_go VALUES (1000001)" >/dev/null || fail "flight_go after the switchover"
 wait_done 800 180 "after the switchover"
 note "failover once a standby can take over, with $(done_count) of $JOBS jobs done"
+tx_in_flight 1000002
 note "pg-ha failover"
 "$HA" failover "$HA_DIR" || fail "pg-ha failover"
+hq "INSERT INTO flight_go VALUES (1000002)" >/dev/null || fail "flight_go after the failover"
 fault_end=$SECONDS
 read -r fo_ts fo_addr <"$HA_DIR/last-failover"
 # Nothing completes while no node accepts writes: what was done before the new primary's first
@@ -95,7 +117,18 @@ while read -r i st; do
 	esac
 done <"$TMP/tx.status"
 note "transactions: $txs run, $ok_tx committed ($rerun of them run again on a new session), $unknown commit unknown, $refused unavailable"
-[ "$rerun" -ge 1 ] || { tail -n 5 "$TMP"/tx.*.err; fail "no transaction was run again after losing its session before COMMIT"; }
+# The two in flight at the faults: each committed once, on a new session, after running again.
+for k in 1000001 1000002; do
+	[ "${#flight_pids[@]}" -gt 0 ] || fail "the in-flight transactions were not started"
+	wait "${flight_pids[0]}"
+	st=$?
+	flight_pids=("${flight_pids[@]:1}")
+	[ "$st" = 0 ] || { cat "$TMP/flight.$k.err"; fail "the transaction in flight at a fault exited $st, expected 0"; }
+	grep -q "reconnecting and retrying" "$TMP/flight.$k.err" ||
+		{ cat "$TMP/flight.$k.err"; fail "the transaction in flight at a fault was not run again on a new session"; }
+	[ "$(hq "SELECT count(*) FROM tx_rows WHERE k = $k")" = 1 ] || fail "the transaction in flight at a fault: its row is not there once"
+done
+note "the transactions in flight at the switchover and at the crash each ran again and committed once"
 
 # Nothing left, every job succeeded exactly once in the history, every one ran.
 [ "$(hq "SELECT count(*) FROM pgcoord.jobs")" = 0 ] || { hq "SELECT id, status, attempts FROM pgcoord.jobs LIMIT 10"; fail "jobs left pending or running"; }
