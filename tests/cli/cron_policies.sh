@@ -5,16 +5,6 @@ skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 own_schema pgc_cron_pol
 q() { psql_q "$1"; }
-# wait_for SECONDS SQL WANT: until SQL answers WANT, at most SECONDS.
-wait_for() {
-	local end=$((SECONDS + $1)) got
-	while :; do
-		got=$(q "$2")
-		[ "$got" = "$3" ] && return 0
-		[ $SECONDS -lt $end ] || fail "after $1 s: $2 gave \"$got\", expected \"$3\""
-		sleep 0.1
-	done
-}
 
 # ---- catch-up: every scheduler was down for ten minutes ----
 # The downtime is made by moving next_tick back (nothing else knows the time): ticks at the
@@ -75,7 +65,7 @@ run 0 "$PG" cron remove jit --schema "$S"
 wpid=$!
 # Overlap skip: nobody takes the jobs, so after the first tick's job every tick is skipped.
 run 0 "$PG" cron add ov '* * * * * *' --overlap skip --queue q_ov --schema "$S"
-wait_for 10 "SELECT skipped >= 2 FROM $S.cron_schedules WHERE name = 'ov'" t
+wait_query 10 "SELECT skipped >= 2 FROM $S.cron_schedules WHERE name = 'ov'" t
 [ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_ov'")" = 1 ] || fail "overlap skip enqueued twice"
 [ "$(q "SELECT count(*) >= 2 FROM $S.cron_ticks WHERE schedule = 'ov' AND outcome = 'skipped-overlap'")" = t ] ||
 	fail "no skipped-overlap ticks recorded"
@@ -85,9 +75,9 @@ run 0 "$PG" cron pause ov --schema "$S"
 
 # Add: ticks start within a few seconds.
 run 0 "$PG" cron add live '* * * * * *' --queue q_live --schema "$S"
-wait_for 5 "SELECT count(*) >= 2 FROM $S.jobs WHERE queue = 'q_live'" t
+wait_query 5 "SELECT count(*) >= 2 FROM $S.jobs WHERE queue = 'q_live'" t
 # The scheduler fires its ticks ahead (the default lookahead): jobs scheduled for ticks to come.
-wait_for 5 "SELECT count(*) > 0 FROM $S.jobs WHERE queue = 'q_live' AND status = 'scheduled' AND run_at > now()" t
+wait_query 5 "SELECT count(*) > 0 FROM $S.jobs WHERE queue = 'q_live' AND status = 'scheduled' AND run_at > now()" t
 # Pause: no more ticks (after the one that may be firing), and those fired ahead are taken back.
 run 0 "$PG" cron pause live --schema "$S"
 [ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live' AND run_at > now()")" = 0 ] ||
@@ -107,7 +97,7 @@ t0=$(q "SELECT now()")
 run 0 "$PG" cron resume live --schema "$S"
 [ "$(q "SELECT next_tick > '$t0' FROM $S.cron_schedules WHERE name = 'live'")" = t ] ||
 	fail "resume: next_tick not after the resume: $(q "SELECT next_tick FROM $S.cron_schedules WHERE name = 'live'")"
-wait_for 5 "SELECT count(*) >= $((n + 3)) FROM $S.jobs WHERE queue = 'q_live'" t
+wait_query 5 "SELECT count(*) >= $((n + 3)) FROM $S.jobs WHERE queue = 'q_live'" t
 [ "$(q "SELECT missed FROM $S.cron_schedules WHERE name = 'live'")" = 0 ] || fail "resume caught up the pause"
 # Edit: the jobs go to the new queue within a few seconds.
 run 1 "$PG" cron add live '* * * * * *' --queue q_live2 --schema "$S"
@@ -115,7 +105,7 @@ err_has "exists"
 run 0 "$PG" cron add live '* * * * * *' --queue q_live2 --replace --schema "$S"
 [ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live' AND run_at > now()")" = 0 ] ||
 	fail "the edit left jobs of the old definition's ticks to come"
-wait_for 5 "SELECT count(*) >= 1 FROM $S.jobs WHERE queue = 'q_live2'" t
+wait_query 5 "SELECT count(*) >= 1 FROM $S.jobs WHERE queue = 'q_live2'" t
 # Remove: no more ticks, none of those fired ahead left.
 run 0 "$PG" cron remove live --schema "$S"
 [ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live2' AND run_at > now()")" = 0 ] ||

@@ -43,6 +43,16 @@ err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }
 # own_schema PREFIX: installs a pgcoord schema of the test's own, $S (PREFIX_PID), dropped on
 # exit together with the worker $wpid if one still runs.
+# wait_query SECONDS SQL EXPECTED: polls SQL until it gives EXPECTED, failing after SECONDS.
+wait_query() {
+	local end=$((SECONDS + $1)) got
+	while [ $SECONDS -lt "$end" ]; do
+		got=$(psql_q "$2")
+		[ "$got" = "$3" ] && return 0
+		sleep 0.1
+	done
+	fail "waited $1 s for [$2] = $3, last got $got"
+}
 own_schema() {
 	S=$1_$$
 	trap own_schema_cleanup EXIT

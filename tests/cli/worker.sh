@@ -32,16 +32,6 @@ trap cleanup EXIT
 run 0 "$PG" init --schema "$S"
 q() { "$PG" queue "$@" --schema "$S" >/dev/null || fail "queue $*"; }
 status_of() { psql_q "SELECT status FROM (SELECT id, status FROM $S.jobs UNION ALL SELECT id, status FROM $S.job_history) x WHERE id = $1"; }
-# wait_for SECONDS SQL EXPECTED: polls until the query gives EXPECTED.
-wait_for() {
-	local end=$((SECONDS + $1)) got
-	while [ $SECONDS -lt "$end" ]; do
-		got=$(psql_q "$2")
-		[ "$got" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "waited $1 s for [$2] = $3, last got $got"
-}
 
 cat >"$TMP/job.sh" <<'SH'
 #!/bin/sh
@@ -68,8 +58,8 @@ q enqueue w --payload '{"k":"junk"}' --max-attempts 1
 "$PG" worker --schema "$S" --queue w -c 4 --backoff 100ms --retry-delay 1h --timeout 1s \
 	-- "$TMP/job.sh" >"$TMP/wout" 2>"$TMP/werr" &
 wpid=$!
-wait_for 20 "SELECT count(*) FROM $S.job_history" 4
-wait_for 5 "SELECT count(*) FROM $S.jobs WHERE status = 'scheduled' AND attempts = 0" 1
+wait_query 20 "SELECT count(*) FROM $S.job_history" 4
+wait_query 5 "SELECT count(*) FROM $S.jobs WHERE status = 'scheduled' AND attempts = 0" 1
 kill -TERM "$wpid"
 timeout 20 tail --pid="$wpid" -f /dev/null || fail "the worker did not stop on SIGTERM"
 wait "$wpid"
@@ -134,7 +124,7 @@ while [ ! -s "$PIDF.term" ] && [ $SECONDS -lt $end ]; do sleep 0.05; done
 [ "$(status_of "$crash_id")" = running ] || fail "the job is not running after the crash"
 "$PG" worker --schema "$S" --queue crash --lease 1s --poll 200ms -- "$TMP/slow.sh" 2>"$TMP/w2err" &
 w2=$!
-wait_for 20 "SELECT status FROM $S.job_history WHERE id = $crash_id" succeeded
+wait_query 20 "SELECT status FROM $S.job_history WHERE id = $crash_id" succeeded
 kill -TERM "$w2"
 wait "$w2" || fail "second worker exit status"
 w2=
@@ -148,7 +138,7 @@ q enqueue conn --file "$TMP/conn.jsonl"
 export OUT3=$TMP/conn.runs
 "$PG" worker --schema "$S" --queue conn -c 4 --connections 2 -- sh -c 'cat >>"$OUT3"; echo >>"$OUT3"' 2>"$TMP/wcerr" &
 wc_pid=$!
-wait_for 20 "SELECT count(*) FROM $S.job_history WHERE queue = 'conn' AND status = 'succeeded'" 40
+wait_query 20 "SELECT count(*) FROM $S.job_history WHERE queue = 'conn' AND status = 'succeeded'" 40
 kill -TERM "$wc_pid"
 wait "$wc_pid" || fail "--connections worker exit status"
 wc_pid=
@@ -161,7 +151,7 @@ q enqueue stop --payload '{}'
 stop_id=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'stop'")
 "$PG" worker --schema "$S" --queue stop --grace 300ms -- sh -c 'sleep 30' 2>"$TMP/w3err" &
 w3=$!
-wait_for 10 "SELECT status FROM $S.jobs WHERE id = $stop_id" running
+wait_query 10 "SELECT status FROM $S.jobs WHERE id = $stop_id" running
 kill -TERM "$w3"
 timeout 10 tail --pid="$w3" -f /dev/null || fail "the worker did not stop within its grace period"
 wait "$w3" || fail "graceful stop exit status"
@@ -178,7 +168,7 @@ for i in 1 2; do
 	"$PG" worker --schema "$S" --queue rel --grace 200ms -- \
 		sh -c 'echo "$PGCOORD_JOB_ATTEMPT/$PGCOORD_JOB_MAX_ATTEMPTS" >>"$OUT5"; sleep 30' 2>"$TMP/w5err" &
 	w3=$!
-	wait_for 10 "SELECT status FROM $S.jobs WHERE id = $rel_id" running
+	wait_query 10 "SELECT status FROM $S.jobs WHERE id = $rel_id" running
 	kill -TERM "$w3"
 	wait "$w3" || fail "release stop $i exit status"
 	w3=
@@ -188,7 +178,7 @@ out_has " pending *0 *0/1 "
 out_has "released unfinished when worker"
 "$PG" worker --schema "$S" --queue rel -- sh -c 'echo "$PGCOORD_JOB_ATTEMPT/$PGCOORD_JOB_MAX_ATTEMPTS" >>"$OUT5"' 2>"$TMP/w5err" &
 w3=$!
-wait_for 10 "SELECT status FROM $S.job_history WHERE id = $rel_id" succeeded
+wait_query 10 "SELECT status FROM $S.job_history WHERE id = $rel_id" succeeded
 kill -TERM "$w3"
 wait "$w3" || fail "release final exit status"
 w3=

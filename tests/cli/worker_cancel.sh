@@ -13,15 +13,6 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-wait_for() {
-	local end=$((SECONDS + $1)) got
-	while [ $SECONDS -lt "$end" ]; do
-		got=$(psql_q "$2")
-		[ "$got" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "waited $1 s for [$2] = $3, last got $got"
-}
 enq() { "$PG" queue enqueue "$@" --schema "$S" | sed -n 's/^enqueued job \([0-9]*\) .*/\1/p'; }
 # alive PID: that process exists and is not a zombie.
 alive() { [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
@@ -119,7 +110,7 @@ grep -q "1 cancelled" "$TMP/werr" || { cat "$TMP/werr"; fail "polling worker sum
 id5=$(enq ok --payload '{}')
 "$PG" worker --schema "$S" --queue ok --once -- true 2>/dev/null &
 wpid=$!
-wait_for 15 "SELECT count(*) FROM $S.job_history WHERE id = $id5 AND status = 'succeeded'" 1
+wait_query 15 "SELECT count(*) FROM $S.job_history WHERE id = $id5 AND status = 'succeeded'" 1
 wait "$wpid"
 wpid=
 run 1 "$PG" queue cancel "$id5" --schema "$S"

@@ -6,16 +6,6 @@
 skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 own_schema pgc_wspawn
-# wait_for SECONDS SQL EXPECTED: polls until the query gives EXPECTED.
-wait_for() {
-	local end=$((SECONDS + $1)) got
-	while [ $SECONDS -lt "$end" ]; do
-		got=$(psql_q "$2")
-		[ "$got" = "$3" ] && return 0
-		sleep 0.1
-	done
-	fail "waited $1 s for [$2] = $3, last got $got"
-}
 # enq QUEUE ARGS...: enqueues one job and prints its id.
 enq() { "$PG" queue enqueue "$@" --schema "$S" | sed -n 's/^enqueued job \([0-9]*\) .*/\1/p'; }
 
@@ -49,7 +39,7 @@ id1=$(enq sp --payload '{"n":1}')
 PATH=$TMP/bin1:$TMP/bin2:$PATH PGCOORD_JOB_ID=bogus \
 	"$PG" worker --schema "$S" --queue sp --poll 100ms --backoff 1h -- pgc-spawn-cmd 2>"$TMP/werr" &
 wpid=$!
-wait_for 20 "SELECT status FROM $S.job_history WHERE id = $id1" succeeded
+wait_query 20 "SELECT status FROM $S.job_history WHERE id = $id1" succeeded
 f=$OUT.$id1
 [ -s "$f" ] || fail "job $id1 left no output"
 grep -q '^from bin1$' "$f" || { cat "$f"; fail "not the command of bin1"; }
@@ -73,14 +63,14 @@ chmod +x "$TMP/bin2/pgc-spawn-cmd"
 rm "$TMP/bin1/pgc-spawn-cmd"
 id2=$(enq sp --payload '{"n":2}')
 [ -n "$id2" ] || fail "enqueue 2"
-wait_for 20 "SELECT status FROM $S.job_history WHERE id = $id2" succeeded
+wait_query 20 "SELECT status FROM $S.job_history WHERE id = $id2" succeeded
 grep -q '^from bin2$' "$OUT.$id2" || { cat "$OUT.$id2"; fail "the command was not looked up again"; }
 
 # Gone everywhere: the job fails with the reason, and the worker goes on.
 rm "$TMP/bin2/pgc-spawn-cmd"
 id3=$(enq sp --payload '{"n":3}' --max-attempts 1)
 [ -n "$id3" ] || fail "enqueue 3"
-wait_for 20 "SELECT status FROM $S.job_history WHERE id = $id3" failed
+wait_query 20 "SELECT status FROM $S.job_history WHERE id = $id3" failed
 [ "$(psql_q "SELECT last_error FROM $S.job_history WHERE id = $id3")" = \
   "pgc-spawn-cmd: command not found (exit 127)" ] ||
 	fail "error of a vanished command: $(psql_q "SELECT last_error FROM $S.job_history WHERE id = $id3")"
