@@ -104,11 +104,12 @@ static bool finished_status(const char *s)
 /* The window: the max_scan ($2) highest ids below the cursor ($1) of the tables the status
  * allows ($7 live, $8 history), with what the filters need; then the ids of the first limit
  * ($6) that match, and how much of the window there was. The text test reads the payload only
- * when there is a text to look for. */
+ * when there is a text to look for, and never with $10 (errors only). */
 #define WINDOW_COLS(tbl) \
 	"SELECT id, queue, status, unique_key," \
 	" CASE WHEN $5::text IS NULL THEN true" \
-	"  ELSE strpos(payload::text, $5) > 0 OR strpos(coalesce(last_error, ''), $5) > 0 END AS hit" \
+	"  ELSE (NOT $10::boolean AND strpos(payload::text, $5) > 0)" \
+	"   OR strpos(coalesce(last_error, ''), $5) > 0 END AS hit" \
 	" FROM @S@." tbl " WHERE id < $1::bigint"
 static const char browse_sql[] =
 	"WITH w AS ("
@@ -162,10 +163,10 @@ int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f, pgc_job_inf
 	snprintf(lims, sizeof lims, "%ld", limit);
 	bool live = f->status == NULL || live_status(f->status);
 	bool hist = f->status == NULL || finished_status(f->status);
-	const char *v[9] = { before, scans, f->queue, f->status, f->text, lims, live ? "t" : "f",
-	                     hist ? "t" : "f", f->key_prefix };
+	const char *v[10] = { before, scans, f->queue, f->status, f->text, lims, live ? "t" : "f",
+	                      hist ? "t" : "f", f->key_prefix, f->text_in_errors_only ? "t" : "f" };
 	int rc;
-	PGresult *res = pgc__queue_run_text(q, browse_sql, 9, v, &rc, err);
+	PGresult *res = pgc__queue_run_text(q, browse_sql, 10, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	long seen = atol(PQgetvalue(res, 0, 0)), matched = atol(PQgetvalue(res, 0, 2));

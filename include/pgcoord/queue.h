@@ -436,9 +436,12 @@ typedef struct pgc_queue_browse_filter {
 	int64_t before_id;      /* keyset cursor: only ids below it (0: from the newest) */
 	long limit;             /* jobs per page, 1..1000; 0: 50 */
 	long max_scan;          /* the most jobs one call examines, 1..1000000; 0: 10000 */
+	bool text_in_errors_only; /* text is looked for in last_error only, not in payloads (a
+	                             dashboard that hides payloads must not let a search tell what
+	                             they hold) */
 } pgc_queue_browse_filter;
 
-#define PGC_QUEUE_BROWSE_FILTER_INIT { NULL, NULL, NULL, NULL, 0, 0, 0 }
+#define PGC_QUEUE_BROWSE_FILTER_INIT { NULL, NULL, NULL, NULL, 0, 0, 0, false }
 
 /* One page of jobs matching f, live and finished together, newest id first, by keyset on the
  * id (never OFFSET): a call examines at most f->max_scan jobs below f->before_id, so a filter

@@ -177,6 +177,15 @@ static void browse__keyset_pages(void)
 		if ((long)got != cases[i].want)
 			T_FAIL("case %zu: %zu jobs, expected %ld", i, got, cases[i].want);
 	}
+	/* Errors only: the payload's text is not looked at. */
+	memset(seen, 0, seen_n);
+	pgc_queue_browse_filter h = PGC_QUEUE_BROWSE_FILTER_INIT;
+	h.text = "needle";
+	h.text_in_errors_only = true;
+	T_ASSERT_INT_EQ((long long)page_all(q, h, seen, seen_n, &pages), 0);
+	memset(seen, 0, seen_n);
+	h.text = "boom";
+	T_ASSERT_INT_EQ((long long)page_all(q, h, seen, seen_n, &pages), 5);
 	/* The finished ones come back with their error history. */
 	pgc_queue_browse_filter g = PGC_QUEUE_BROWSE_FILTER_INIT;
 	g.status = "failed";
