@@ -238,6 +238,12 @@ int cmd_web(int argc, char **argv)
 		free_creds(&srv);
 		return rc;
 	}
+	if (web_slot_queue(&srv, s, &err) == PGC_ENOSCHEMA) {
+		web_pool_put(&srv, s, NULL);
+		web_pool_close(&srv);
+		free_creds(&srv);
+		return cli_report(&err);
+	}
 	web_pool_put(&srv, s, NULL);
 
 	/* Signals wait for this thread: block them before the server's threads start, so that

@@ -115,5 +115,7 @@ web_slot *web_pool_get(web_server *srv, pgc_error *err);
  * unusable is closed, to be opened anew by the next request. */
 void web_pool_put(web_server *srv, web_slot *s, const pgc_error *err);
 void web_pool_close(web_server *srv);
+/* Opens s's queue handle when it has none yet (PGC_OK when it has one). */
+int web_slot_queue(web_server *srv, web_slot *s, pgc_error *err);
 
 #endif

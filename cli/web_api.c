@@ -4,6 +4,7 @@
  * what it writes goes to the response's memory stream. Reads are bounded (capped counts, keyset
  * pages with a scan bound); the paths and their fields are documented in pgcoord-web(1). */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +56,8 @@ static void db_error(web_req *r, web_resp *out, const pgc_error *err)
 		status = 503;
 	else if (err->code == PGC_ENOTFOUND)
 		status = 404;
+	else if (err->code == PGC_EDUPLICATE || err->code == PGC_EFINISHED)
+		status = 409;
 	else if (err->code == PGC_EUSAGE)
 		status = 400;
 	else if (err->code == PGC_ENOSCHEMA)
@@ -427,7 +430,13 @@ static int take_snapshot(web_req *r, web_slot *s, pgc_diag_snapshot **snap, pgc_
 {
 	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
 	o.schema = r->srv->schema;
-	return pgc_diag_snapshot_take(s->conn, &o, snap, err);
+	int rc = pgc_diag_snapshot_take(s->conn, &o, snap, err);
+	if (rc == PGC_ESQL && strcmp(err->sqlstate, "42501") == 0) {
+		/* A role that may not read the schema still sees the locks, without their names. */
+		o.names = false;
+		rc = pgc_diag_snapshot_take(s->conn, &o, snap, err);
+	}
+	return rc;
 }
 
 static void api_locks(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
@@ -563,6 +572,286 @@ static void api_metrics(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	out->type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
+/* ---- actions (POST, only with --allow-actions) ---- */
+
+/* One line on stderr per action: who, from where, what, how many. */
+static void log_action(const web_req *r, const char *fmt, ...) PGC_PRINTF(2, 3);
+static void log_action(const web_req *r, const char *fmt, ...)
+{
+	char what[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "pgcoord: web: action by %s from %s: %s\n", r->who ? cli_esc(r->who) : "-", r->client,
+	        cli_esc(what));
+	fflush(stderr);
+}
+
+static void done(web_resp *out, const char *msg, long rows)
+{
+	out->status = 200;
+	fputs("{\"ok\":true,\"message\":", out->f);
+	json_str(out->f, msg);
+	fprintf(out->f, ",\"rows\":%ld}\n", rows);
+}
+
+static void act_job(web_req *r, web_resp *out, web_slot *s, int64_t id, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	char msg[200];
+	if (strcmp(verb, "retry") == 0) {
+		if (pgc_queue_retry(s->q, id, err) != PGC_OK) {
+			log_action(r, "retry job %" PRId64 ": refused: %s", id, err->message);
+			db_error(r, out, err);
+			return;
+		}
+		snprintf(msg, sizeof msg, "job %" PRId64 " returns to pending", id);
+	} else {
+		bool was_running = false;
+		if (pgc_queue_cancel_job(s->q, id, &was_running, err) != PGC_OK) {
+			log_action(r, "cancel job %" PRId64 ": refused: %s", id, err->message);
+			db_error(r, out, err);
+			return;
+		}
+		snprintf(msg, sizeof msg, "job %" PRId64 " cancelled%s", id, was_running ? " (it was running: its worker stops it)" : "");
+	}
+	log_action(r, "%s job %" PRId64 ": 1 job", verb, id);
+	done(out, msg, 1);
+}
+
+static void act_queue(web_req *r, web_resp *out, web_slot *s, const char *name, bool pause, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_error e;
+	if (pgc_name_check("queue name", name, PGC_QUEUE_NAME_MAX, &e) != PGC_OK) {
+		web_error(out, 400, "queue", "%s", e.message);
+		return;
+	}
+	if (pgc_queue_pause(s->q, name, pause, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	log_action(r, "%s queue %s: 1 queue", pause ? "pause" : "resume", name);
+	char msg[200];
+	snprintf(msg, sizeof msg, "queue %.128s %s", name, pause ? "paused" : "resumed");
+	done(out, msg, 1);
+}
+
+static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "op", "queue", "status", "key", "older_than", "dry_run", "confirm", "upto", NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
+	const char *op = web_arg(r, "op");
+	if (op == NULL || (strcmp(op, "cancel") != 0 && strcmp(op, "retry") != 0 && strcmp(op, "purge") != 0)) {
+		web_error(out, 400, "op", "op must be cancel, retry or purge");
+		return;
+	}
+	b.op = strcmp(op, "cancel") == 0 ? PGC_BULK_CANCEL : strcmp(op, "retry") == 0 ? PGC_BULK_RETRY : PGC_BULK_PURGE;
+	if (!name_arg(r, out, "queue", &b.queue))
+		return;
+	if (b.queue == NULL && b.op != PGC_BULK_PURGE) {
+		web_error(out, 400, "queue", "queue is needed for a bulk %s", op);
+		return;
+	}
+	b.status = web_arg(r, "status");
+	b.key_prefix = web_arg(r, "key");
+	const char *older = web_arg(r, "older_than");
+	if (older != NULL) {
+		pgc_error e;
+		if (pgc_duration_parse(older, &b.older_than_ms, &e) != PGC_OK) {
+			web_error(out, 400, "older_than", "older_than: %s", e.message);
+			return;
+		}
+	}
+	const char *dry = web_arg(r, "dry_run");
+	if (dry != NULL && strcmp(dry, "1") != 0 && strcmp(dry, "true") != 0) {
+		web_error(out, 400, "dry_run", "dry_run must be 1");
+		return;
+	}
+	long long confirm = -1, upto = 0;
+	if (!int_arg(r, out, "confirm", 0, INT64_MAX, &confirm) || !int_arg(r, out, "upto", 0, INT64_MAX, &upto))
+		return;
+	if (dry == NULL && (confirm < 0 || web_arg(r, "upto") == NULL)) {
+		web_error(out, 400, confirm < 0 ? "confirm" : "upto", "a bulk %s runs only with confirm=COUNT and upto=ID "
+		          "from its dry run (dry_run=1)", op);
+		return;
+	}
+	b.upto_id = upto;
+	long count;
+	if (pgc_queue_bulk_count(s->q, &b, &count, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	if (dry != NULL) {
+		out->status = 200;
+		fprintf(out->f, "{\"ok\":true,\"dry_run\":true,\"count\":%ld,\"upto\":%" PRId64 ",\"message\":\"%ld jobs match\"}\n",
+		        count, b.upto_id, count);
+		return;
+	}
+	if (count != confirm) {
+		log_action(r, "bulk %s queue %s: refused: %ld jobs match now, %lld were confirmed", op,
+		           b.queue ? b.queue : "(all)", count, confirm);
+		web_error(out, 409, "confirm", "%ld jobs match now, not %lld: count again (dry_run=1)", count, confirm);
+		return;
+	}
+	pgc_queue_bulk_result res = { 0, 0, 0 };
+	int rc = pgc_queue_bulk_run(s->q, &b, &res, err);
+	log_action(r, "bulk %s queue %s status %s key %s: %ld jobs%s", op, b.queue ? b.queue : "(all)",
+	           b.status ? b.status : "(default)", b.key_prefix ? b.key_prefix : "(any)", res.done,
+	           rc == PGC_OK ? "" : " before an error");
+	if (rc != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	out->status = 200;
+	fprintf(out->f, "{\"ok\":true,\"rows\":%ld,\"skipped\":%ld,\"batches\":%ld,\"message\":\"%ld jobs: %s\"}\n",
+	        res.done, res.skipped, res.batches, res.done, op);
+}
+
+static void act_schedule(web_req *r, web_resp *out, web_slot *s, const char *name, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	char msg[300];
+	int64_t job = 0;
+	int rc = strcmp(verb, "trigger") == 0 ? pgc_cron_trigger(s->conn, r->srv->schema, name, &job, err)
+	         : pgc_cron_pause(s->conn, r->srv->schema, name, strcmp(verb, "pause") == 0, err);
+	if (rc != PGC_OK) {
+		log_action(r, "%s schedule %s: refused: %s", verb, name, err->message);
+		db_error(r, out, err);
+		return;
+	}
+	if (job > 0)
+		snprintf(msg, sizeof msg, "schedule %.200s triggered: job %" PRId64, name, job);
+	else
+		snprintf(msg, sizeof msg, "schedule %.200s: %s", name, strcmp(verb, "pause") == 0 ? "paused" : "resumed");
+	log_action(r, "%s schedule %s: 1 schedule", verb, name);
+	done(out, msg, 1);
+}
+
+static void act_session(web_req *r, web_resp *out, web_slot *s, int pid, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { "backend_start", NULL };
+	if (!check_args(r, out, ok))
+		return;
+	bool terminate = strcmp(verb, "terminate") == 0;
+	if (terminate && !r->srv->allow_terminate) {
+		web_error(out, 403, NULL, "terminating sessions is off: start pgcoord web with --allow-terminate");
+		return;
+	}
+	const char *start = web_arg(r, "backend_start");
+	if (start == NULL || start[0] == '\0') {
+		web_error(out, 400, "backend_start", "backend_start is needed: the start of the session named (from "
+		          "/api/blockers), so that a pid reused by a new session is not hit");
+		return;
+	}
+	pgc_diag_signal_result res;
+	if (pgc_diag_signal_session(s->conn, pid, start, terminate ? PGC_DIAG_TERMINATE : PGC_DIAG_CANCEL, 5000, &res,
+	                            err) != PGC_OK) {
+		log_action(r, "%s pid %d: refused: %s", verb, pid, err->message);
+		if (strcmp(err->sqlstate, "42501") == 0) {
+			web_error(out, 403, NULL, "%s", err->message);
+			return;
+		}
+		db_error(r, out, err);
+		return;
+	}
+	log_action(r, "%s pid %d (started %s): %s", verb, pid, start,
+	           !res.done ? "not done" : res.gone ? "session gone" : "done");
+	out->status = 200;
+	fprintf(out->f, "{\"ok\":%s,\"done\":%s,\"gone\":%s,\"state\":", res.done ? "true" : "false",
+	        res.done ? "true" : "false", res.gone ? "true" : "false");
+	json_str(out->f, res.gone ? NULL : res.state);
+	fputs(",\"message\":", out->f);
+	char msg[400];
+	snprintf(msg, sizeof msg, "pid %d: %s", pid, !res.done ? (res.warning[0] ? res.warning : "not done")
+	         : res.gone ? "the session is gone" : terminate ? "terminated" : "query cancelled");
+	json_str(out->f, msg);
+	fputs(",\"rows\":1}\n", out->f);
+}
+
+/* Splits "/api/<what>/<middle>/<verb>" with verb one of verbs: *middle (allocated) and the
+ * verb; false when the path is not of that form. middle may hold "/" (a queue name). */
+static bool split_action(const char *p, const char *prefix, const char *const *verbs, char **middle, const char **verb)
+{
+	size_t lp = strlen(prefix), n = strlen(p);
+	if (strncmp(p, prefix, lp) != 0)
+		return false;
+	for (const char *const *v = verbs; *v; v++) {
+		size_t lv = strlen(*v);
+		if (n > lp + lv + 1 && p[n - lv - 1] == '/' && strcmp(p + n - lv, *v) == 0) {
+			*middle = strndup(p + lp, n - lp - lv - 1);
+			*verb = *v;
+			return *middle != NULL;
+		}
+	}
+	return false;
+}
+
+static void web_actions(web_req *r, web_resp *out)
+{
+	const char *p = r->path;
+	static const char *const job_verbs[] = { "retry", "cancel", NULL };
+	static const char *const queue_verbs[] = { "pause", "resume", NULL };
+	static const char *const cron_verbs[] = { "pause", "resume", "trigger", NULL };
+	static const char *const session_verbs[] = { "cancel", "terminate", NULL };
+	char *middle = NULL;
+	const char *verb = NULL;
+	enum { NONE, BULK, JOB, QUEUE, CRON, SESSION } what = NONE;
+	if (strcmp(p, "/api/jobs/bulk") == 0)
+		what = BULK;
+	else if (split_action(p, "/api/jobs/", job_verbs, &middle, &verb))
+		what = JOB;
+	else if (split_action(p, "/api/queues/", queue_verbs, &middle, &verb))
+		what = QUEUE;
+	else if (split_action(p, "/api/schedules/", cron_verbs, &middle, &verb))
+		what = CRON;
+	else if (split_action(p, "/api/sessions/", session_verbs, &middle, &verb))
+		what = SESSION;
+	long long num = 0;
+	if ((what == JOB && !cli_parse_int(middle, 1, INT64_MAX, &num)) ||
+	    (what == SESSION && !cli_parse_int(middle, 1, 2147483647, &num)))
+		what = NONE;
+	if (what == NONE) {
+		free(middle);
+		web_error(out, 404, NULL, "no such action: POST %.200s", p);
+		return;
+	}
+	pgc_error err;
+	web_slot *s = web_pool_get(r->srv, &err);
+	if (s == NULL) {
+		free(middle);
+		db_error(r, out, &err);
+		return;
+	}
+	bool needs_queue = what == BULK || what == JOB || what == QUEUE;
+	if (needs_queue && web_slot_queue(r->srv, s, &err) != PGC_OK) {
+		free(middle);
+		db_error(r, out, &err);
+		web_pool_put(r->srv, s, &err);
+		return;
+	}
+	pgc_error_clear(&err);
+	switch (what) {
+	case BULK: act_bulk(r, out, s, &err); break;
+	case JOB: act_job(r, out, s, num, verb, &err); break;
+	case QUEUE: act_queue(r, out, s, middle, strcmp(verb, "pause") == 0, &err); break;
+	case CRON: act_schedule(r, out, s, middle, verb, &err); break;
+	case SESSION: act_session(r, out, s, (int)num, verb, &err); break;
+	case NONE: break;
+	}
+	free(middle);
+	web_pool_put(r->srv, s, &err);
+}
+
 /* ---- routing ---- */
 
 /* A job id from the text between "/api/jobs/" and the next "/" or the end; 0 if none. */
@@ -610,7 +899,7 @@ void web_api(web_req *r, web_resp *out)
 	else if (strcmp(p, "/metrics") == 0)
 		what = METRICS;
 	if (post) {
-		web_error(out, 404, NULL, "no such action: POST %.200s", p);
+		web_actions(r, out);
 		return;
 	}
 	if (what == NONE) {
@@ -624,6 +913,12 @@ void web_api(web_req *r, web_resp *out)
 		return;
 	}
 	/* The handler leaves in err what a failed call said, which may have broken the session. */
+	bool needs_queue = what == QUEUES || what == WORKERS || what == JOBS || what == JOB || what == METRICS;
+	if (needs_queue && web_slot_queue(r->srv, s, &err) != PGC_OK) {
+		db_error(r, out, &err);
+		web_pool_put(r->srv, s, &err);
+		return;
+	}
 	pgc_error_clear(&err);
 	switch (what) {
 	case QUEUES: api_queues(r, out, s, &err); break;

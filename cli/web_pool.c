@@ -35,15 +35,30 @@ static int slot_open(web_server *srv, web_slot *s, pgc_error *err)
 	              : "SET statement_timeout = '2s'; SET lock_timeout = '1s';"
 	                " SET idle_in_transaction_session_timeout = '10s';"
 	                " SET default_transaction_read_only = on", err);
-	if (rc == PGC_OK) {
-		pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-		qo.schema = srv->schema;
-		qo.prepare = false;
-		rc = pgc_queue_open(s->conn, &qo, &s->q, err);
-	}
-	if (rc != PGC_OK)
+	if (rc != PGC_OK) {
 		slot_close(s);
-	return rc;
+		return rc;
+	}
+	/* A role that may not read the queue tables still gets the panels that need no queue
+	 * handle: its requests for the others say what to grant (web_slot_queue). */
+	pgc_error qerr;
+	if (web_slot_queue(srv, s, &qerr) != PGC_OK && qerr.code != PGC_ESQL && qerr.code != PGC_ENOSCHEMA) {
+		*err = qerr;
+		slot_close(s);
+		return qerr.code;
+	}
+	return PGC_OK;
+}
+
+int web_slot_queue(web_server *srv, web_slot *s, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (s->q != NULL)
+		return PGC_OK;
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = srv->schema;
+	qo.prepare = false;
+	return pgc_queue_open(s->conn, &qo, &s->q, err);
 }
 
 web_slot *web_pool_get(web_server *srv, pgc_error *err)
