@@ -107,12 +107,20 @@ function count(n) {
   return cap && n >= cap ? '\u2265' + n : String(n);
 }
 
+function plural(n, what) { return n + ' ' + what + (n === 1 ? '' : 's'); }
+
 function badge(text, cls) { return h('span', { class: 'badge ' + (cls || '') }, text); }
 
 function table(headers, rows, empty) {
   const head = h('tr', {}, headers.map(x => h('th', { class: x.endsWith('#') ? 'num' : null }, x.replace(/#$/, ''))));
   const body = rows.length ? rows : [h('tr', {}, h('td', { colspan: headers.length, class: 'muted' }, empty || 'none'))];
   return h('table', {}, h('thead', {}, head), h('tbody', {}, body));
+}
+
+/* Replaces what el holds with parts (arrays flattened, null and false left out). */
+function put(el, ...parts) {
+  el.replaceChildren();
+  add(el, parts);
 }
 
 function td(v, cls) { return h('td', { class: cls || null }, v); }
@@ -207,7 +215,7 @@ async function pageOverview(main) {
       if (q.oldest_pending_s > 300) problems.push(['error', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': its oldest runnable job has waited ' + fmtDur(q.oldest_pending_s)]]);
       else if (q.oldest_pending_s > 60) problems.push(['warning', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': oldest runnable job waited ' + fmtDur(q.oldest_pending_s)]]);
       if (q.paused && q.pending > 0) problems.push(['warning', ['queue ' + q.queue + ' is paused with ' + count(q.pending) + ' runnable jobs']]);
-      if (q.failed_1m > 0) problems.push(['warning', [link('jobs', { queue: q.queue, status: 'failed' }, 'queue ' + q.queue), ': ' + q.failed_1m + ' jobs failed for good in the last minute']]);
+      if (q.failed_1m > 0) problems.push(['warning', [link('jobs', { queue: q.queue, status: 'failed' }, 'queue ' + q.queue), ': ' + plural(q.failed_1m, 'job') + ' failed for good in the last minute']]);
     }
   }
   if (schedules.status === 'fulfilled') {
@@ -220,7 +228,7 @@ async function pageOverview(main) {
     const b = blockers.value;
     for (const pid of b.roots) {
       const s = b.sessions.find(x => x.pid === pid);
-      problems.push(['error', [link('blockers', {}, 'pid ' + pid), ' blocks ' + (s ? s.blocks_total : '?') + ' sessions' + (s && s.application ? ' (' + s.application + ')' : '')]]);
+      problems.push(['error', [link('blockers', {}, 'pid ' + pid), ' blocks ' + (s ? plural(s.blocks_total, 'session') : '? sessions') + (s && s.application ? ' (' + s.application + ')' : '')]]);
     }
   }
   if (doctor.status === 'fulfilled') {
@@ -260,7 +268,7 @@ async function pageOverview(main) {
       workers.value.workers.map(w => h('tr', {}, td(w.channel, 'mono'), td(w.queues, 'wrap'), td(w.free, 'num'),
         td(fmtDur(w.seen_s) + ' ago', 'num'))), 'No listening worker is registered.'));
   }
-  main.replaceChildren(...parts);
+  put(main, ...parts);
 }
 
 function stat(k, v) { return h('div', { class: 'stat' }, h('div', { class: 'v' }, v), h('div', { class: 'k' }, k)); }
@@ -293,7 +301,7 @@ async function pageJobs(main, params) {
     h('button', { type: 'submit', class: 'primary' }, 'Filter'));
     const results = h('div', { class: 'results' });
     const bulk = h('div', { class: 'bulk' });
-    main.replaceChildren(h('h2', {}, 'Jobs'), form, results, bulk);
+    put(main, h('h2', {}, 'Jobs'), form, results, bulk);
     main.dataset.page = 'jobs';
     if (state.config && state.config.actions) renderBulk(bulk, f);
   }
@@ -357,7 +365,7 @@ async function pageJob(main, params) {
     if (j.status === 'failed' || j.status === 'cancelled') acts.push(h('button', { on: { click: () => act('/api/jobs/' + enc(j.id) + '/retry', 'retry', out) } }, 'Retry'));
     if (['pending', 'scheduled', 'running'].includes(j.status)) acts.push(h('button', { class: 'danger', on: { click: () => act('/api/jobs/' + enc(j.id) + '/cancel', 'cancel', out) } }, 'Cancel'));
   }
-  main.replaceChildren(h('h2', {}, 'Job ' + j.id), h('div', { class: 'actions' }, acts), out,
+  put(main, h('h2', {}, 'Job ' + j.id), h('div', { class: 'actions' }, acts), out,
     h('div', { class: 'card' }, h('dl', { class: 'kv' }, kv.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h3', {}, 'Last error'), h('pre', {}, j.last_error || '(none)'),
     h('h3', {}, 'Error history'), table(['attempt#', 'error'], (j.errors || []).map(e => h('tr', {}, td(e.attempt, 'num'), td(e.error, 'wrap'))), 'no errors'),
@@ -368,7 +376,7 @@ async function pageSchedules(main) {
   const r = await api('/api/schedules');
   const out = h('div', {});
   const btn = (s, what, label) => h('button', { on: { click: () => act('/api/schedules/' + enc(s.name) + '/' + what, label + ' ' + s.name, out) } }, label);
-  main.replaceChildren(h('h2', {}, 'Schedules'), out,
+  put(main, h('h2', {}, 'Schedules'), out,
     table(['name', 'schedule', 'zone', 'queue', 'state', 'next tick', 'last tick', 'last outcome', 'last success', 'fired#', 'missed#', 'skipped#', 'overdue#', ''],
       r.schedules.map(s => h('tr', {}, td(s.name, 'wrap'), td(s.schedule, 'mono'), td(s.tz), td(s.queue, 'wrap'),
         td(s.paused ? badge('paused', 'warning') : badge('active', 'ok')), td(fmtTime(s.next_tick)), td(fmtTime(s.last_tick)),
@@ -393,7 +401,7 @@ async function pageLeaders(main) {
         td(l.granted ? badge('held', 'ok') : badge('waiting ' + fmtDur(l.waited_s), 'warning')), td(l.pid, 'num'),
         td(l.application || '-', 'wrap'), td(l.user || '-'), td(l.state || '-'), td(fmtDur(l.xact_age_s), 'num'))), 'No advisory locks.');
   });
-  main.replaceChildren(h('h2', {}, 'Leaders and locks'), leases, locks);
+  put(main, h('h2', {}, 'Leaders and locks'), leases, locks);
 }
 
 function sessionNode(b, s, seen, out) {
@@ -439,14 +447,14 @@ async function pageBlockers(main) {
   const rest = b.sessions.filter(s => !roots.includes(s) && (!s.blocked_by || s.blocked_by.length === 0) && s.blocks && s.blocks.length);
   const trees = [...roots, ...rest].map(s => sessionNode(b, s, seen, out));
   const loose = b.sessions.filter(s => !seen.has(s.pid));
-  main.replaceChildren(h('h2', {}, 'Blocking forest'), h('p', { class: 'note' }, b.summary || ''), out,
+  put(main, h('h2', {}, 'Blocking forest'), h('p', { class: 'note' }, b.summary || ''), out,
     trees.length ? h('ul', { class: 'tree' }, trees) : h('ul', { class: 'problems' }, h('li', { class: 'none' }, 'Nobody waits for a lock.')),
     loose.length ? [h('h3', {}, 'Waiting, blocker not in view'), h('ul', { class: 'tree' }, loose.map(s => sessionNode(b, s, seen, out)))] : null);
 }
 
 async function pageDoctor(main) {
   const r = await api('/api/doctor');
-  main.replaceChildren(h('h2', {}, 'Doctor'), h('p', { class: 'note' }, 'checked ' + fmtTime(r.checked_at) + ' (kept 30 s); worst: ' + r.worst),
+  put(main, h('h2', {}, 'Doctor'), h('p', { class: 'note' }, 'checked ' + fmtTime(r.checked_at) + ' (kept 30 s); worst: ' + r.worst),
     table(['check', 'severity', 'value', 'finding', 'fix'], r.findings.map(f => h('tr', {}, td(f.check, 'mono'),
       td(badge(f.severity, f.severity)), td(f.value || '', 'mono'), td(f.message, 'wrap'), td(f.fix || '', 'wrap')))));
 }
@@ -480,7 +488,7 @@ async function tick() {
     if (name !== 'jobs') main.dataset.page = name;
     status('updated ' + new Date().toLocaleTimeString());
   } catch (e) {
-    main.replaceChildren(h('h2', {}, name), failure(e));
+    put(main, h('h2', {}, name), failure(e));
     main.dataset.page = '';
     status('error: ' + e.message, true);
   } finally {
