@@ -37,7 +37,7 @@ typedef struct web_slot {
 
 #define WEB_POOL_SIZE 4       /* sessions, and request threads */
 #define WEB_STATEMENT_MS 2000 /* statement_timeout of every statement */
-#define WEB_COUNT_CAP 100000  /* counts on the overview stop here */
+#define WEB_COUNT_CAP 10000   /* counts on the overview stop here */
 #define WEB_BODY_MAX 65536    /* request bodies larger than this are refused */
 
 typedef struct web_server {

@@ -28,12 +28,14 @@ static int slot_open(web_server *srv, web_slot *s, pgc_error *err)
 	if (rc != PGC_OK)
 		return rc;
 	/* Set for the session: every statement the dashboard sends is bounded by the server,
-	 * whatever the role or the database say. */
+	 * whatever the role or the database say. JIT is off: the capped counts are many small
+	 * index scans whose summed estimate passes jit_above_cost, and compiling them took far
+	 * longer (100 to 600 ms) than running them (a few ms). */
 	rc = pgc_exec(s->conn, srv->allow_actions
 	              ? "SET statement_timeout = '2s'; SET lock_timeout = '1s';"
-	                " SET idle_in_transaction_session_timeout = '10s'"
+	                " SET idle_in_transaction_session_timeout = '10s'; SET jit = off"
 	              : "SET statement_timeout = '2s'; SET lock_timeout = '1s';"
-	                " SET idle_in_transaction_session_timeout = '10s';"
+	                " SET idle_in_transaction_session_timeout = '10s'; SET jit = off;"
 	                " SET default_transaction_read_only = on", err);
 	if (rc != PGC_OK) {
 		slot_close(s);

@@ -13,10 +13,24 @@
 #include "internal.h"
 #include "queue_int.h"
 
-/* Counts of one status, stopped at $2 rows. */
-#define CAPPED(tbl, cond) \
+/* Counts of one status, stopped at $2 rows. The ORDER BY is that of the index that holds the
+ * rows (the claim index for pending jobs, jobs_scheduled, job_history_queue): it makes the
+ * planner walk that index, so a count reads at most $2 entries of it. Without it a status
+ * that is most of a table gets a sequential scan, which reads the whole table when the queue
+ * has none of those rows (a new queue beside a long history). */
+#define CAPPED(tbl, cond, order) \
 	" (SELECT count(*) FROM (SELECT 1 FROM @S@." tbl " WHERE queue = q.name AND " cond \
-	" LIMIT $2::bigint) c)"
+	" ORDER BY " order " LIMIT $2::bigint) c)"
+#define CLAIM_ORDER "queue, eff_priority DESC, run_at, id"
+
+/* Jobs of one status finished in the last minute: counted up to $2; past that, the newest $2
+ * give the rate (so many in the time they took, per minute). */
+#define RATE(status) \
+	" (SELECT CASE WHEN count(*) < $2::bigint THEN count(*) ELSE round(count(*) * 60 /" \
+	"   greatest(extract(epoch FROM statement_timestamp() - min(finished_at)), 0.001))::bigint END" \
+	"  FROM (SELECT finished_at FROM @S@.job_history WHERE queue = q.name AND status = '" status "'" \
+	"   AND finished_at > statement_timestamp() - interval '1 minute'" \
+	"   ORDER BY finished_at DESC LIMIT $2::bigint) c)"
 
 int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_stat **stats,
                            size_t *n, pgc_error *err)
@@ -40,13 +54,13 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	int rc;
 	PGresult *res = pgc__queue_run_text(q,
 	        "SELECT q.name, q.paused,"
-	        " least($2::bigint," CAPPED("jobs", "status = 'pending'") " +"
-	        CAPPED("jobs", "status = 'scheduled' AND run_at <= statement_timestamp()") "),"
-	        CAPPED("jobs", "status = 'scheduled' AND run_at > statement_timestamp()") ","
-	        CAPPED("jobs", "status = 'running'") ","
-	        CAPPED("job_history", "status = 'succeeded'") ","
-	        CAPPED("job_history", "status = 'failed'") ","
-	        CAPPED("job_history", "status = 'cancelled'") ","
+	        " least($2::bigint," CAPPED("jobs", "status = 'pending'", CLAIM_ORDER) " +"
+	        CAPPED("jobs", "status = 'scheduled' AND run_at <= statement_timestamp()", "queue, run_at") "),"
+	        CAPPED("jobs", "status = 'scheduled' AND run_at > statement_timestamp()", "queue, run_at") ","
+	        CAPPED("jobs", "status = 'running'", "queue") ","
+	        CAPPED("job_history", "status = 'succeeded'", "queue, status, finished_at") ","
+	        CAPPED("job_history", "status = 'failed'", "queue, status, finished_at") ","
+	        CAPPED("job_history", "status = 'cancelled'", "queue, status, finished_at") ","
 	        " coalesce(extract(epoch FROM statement_timestamp() - least("
 	        "   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'"
 	        "     AND eff_priority < 32768 ORDER BY run_at LIMIT 1),"
@@ -54,10 +68,7 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	        "     AND eff_priority = 32768 ORDER BY run_at LIMIT 1),"
 	        "   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'scheduled'"
 	        "     AND run_at <= statement_timestamp() ORDER BY run_at LIMIT 1))), 0),"
-	        CAPPED("job_history", "status = 'succeeded'"
-	               " AND finished_at > statement_timestamp() - interval '1 minute'") ","
-	        CAPPED("job_history", "status = 'failed'"
-	               " AND finished_at > statement_timestamp() - interval '1 minute'")
+	        RATE("succeeded") "," RATE("failed")
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        2, v, &rc, err);
 	if (res == NULL)

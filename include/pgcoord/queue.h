@@ -416,10 +416,13 @@ PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
 
 /* pgc_queue_stats() with every count stopped at cap (1..100000000): a count equal to cap means
  * "at least cap". Each count then reads at most cap index entries, so a page that polls it
- * stays fast however long the history is; completed_1m, failed_1m and oldest_pending_s are
- * read from indexes as in pgc_queue_stats(). *stats (free with pgc_free) and *n as there; no
- * table health. Errors: PGC_EUSAGE (also cap out of range), PGC_ENOTFOUND, PGC_ESQL,
- * PGC_ECONNLOST. */
+ * stays fast however long the history is. completed_1m and failed_1m are exact up to cap;
+ * past it they are estimated from the time the newest cap of them took (cap jobs in 6 s: 10
+ * times cap a minute), so they may exceed cap. oldest_pending_s is read from indexes as in
+ * pgc_queue_stats(). Its plan is many small index scans whose summed estimate passes
+ * jit_above_cost: on a session with jit on, compiling it costs more than running it
+ * (pgcoord web sets jit = off). *stats (free with pgc_free) and *n as there; no table health.
+ * Errors: PGC_EUSAGE (also cap out of range), PGC_ENOTFOUND, PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap,
                                                     pgc_queue_stat **stats, size_t *n,
                                                     pgc_error *err);

@@ -73,7 +73,7 @@ req 200 "$URL/api/queues"
 [ "$(json "[q['queue'] for q in j['queues']]")" = "['mail', 'sms']" ] || fail "queues: $(cat "$TMP/body")"
 [ "$(json "[(q['pending'], q['succeeded'], q['failed']) for q in j['queues'] if q['queue'] == 'mail'][0]")" = "(54, 2, 1)" ] ||
 	fail "mail counts: $(cat "$TMP/body")"
-body_has '"count_cap":100000'
+body_has '"count_cap":10000'
 req 200 "$URL/api/queues?queue=sms"
 [ "$(json "len(j['queues'])")" = 1 ] || fail "queue=sms"
 req 404 "$URL/api/queues?queue=nosuch"
