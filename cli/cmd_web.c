@@ -46,45 +46,6 @@ static void usage(FILE *f)
 	      "78 cannot listen on the address.\n", f);
 }
 
-/* ADDR:PORT into srv->addr. */
-static bool parse_listen(const char *text, web_server *srv)
-{
-	char host[128];
-	const char *colon = strrchr(text, ':');
-	if (colon == NULL || colon == text || (size_t)(colon - text) >= sizeof host)
-		return false;
-	memcpy(host, text, (size_t)(colon - text));
-	host[colon - text] = '\0';
-	long long port;
-	if (!cli_parse_int(colon + 1, 0, 65535, &port))
-		return false;
-	memset(&srv->addr, 0, sizeof srv->addr);
-	if (host[0] == '[') {
-		size_t n = strlen(host);
-		if (n < 3 || host[n - 1] != ']')
-			return false;
-		host[n - 1] = '\0';
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&srv->addr;
-		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
-			return false;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons((uint16_t)port);
-		srv->addrlen = sizeof *a;
-		srv->loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
-		return true;
-	}
-	struct sockaddr_in *a = (struct sockaddr_in *)&srv->addr;
-	if (strcmp(host, "localhost") == 0)
-		snprintf(host, sizeof host, "127.0.0.1");
-	if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-		return false;
-	a->sin_family = AF_INET;
-	a->sin_port = htons((uint16_t)port);
-	srv->addrlen = sizeof *a;
-	srv->loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-	return true;
-}
-
 /* Reads --auth-file: refuses a file that group or others may read or write, as ssh does with
  * a private key; then one credential per line (blank lines and # comments aside). */
 static int read_auth(const char *path, web_server *srv)
@@ -214,7 +175,7 @@ int cmd_web(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("web", "unexpected argument \"%s\"", argv[optind]);
-	if (!parse_listen(listen_text, &srv))
+	if (!web_parse_listen(listen_text, &srv.addr, &srv.addrlen, &srv.loopback))
 		return cli_usage_error("web", "--listen: \"%s\" is not ADDR:PORT (an IPv4 address, localhost, or "
 		                       "[IPv6], and a port 0-65535)", listen_text);
 	if (srv.schema != NULL && srv.schema[0] == '\0')

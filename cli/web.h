@@ -91,6 +91,16 @@ typedef struct web_resp {
 struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port);
 void web_http_stop(struct MHD_Daemon *d);
 
+/* Parses --listen's ADDR:PORT (IPv4, localhost, [IPv6]; port 0 to 65535) into *addr;
+ * *loopback says whether it is a loopback address. */
+bool web_parse_listen(const char *text, struct sockaddr_storage *addr, socklen_t *addrlen, bool *loopback);
+
+/* A server of GET /metrics alone, with the headers of every response: write prints the text.
+ * Called from the server's thread. NULL when it cannot listen; *port is the port. One per
+ * process. */
+struct MHD_Daemon *web_metrics_start(const struct sockaddr_storage *addr, unsigned *port,
+                                     void (*write)(FILE *f, void *arg), void *arg);
+
 /* The value of query parameter name, or NULL. */
 const char *web_arg(const web_req *r, const char *name);
 /* The value of request header name, or NULL. */

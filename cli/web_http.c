@@ -399,3 +399,103 @@ void web_http_stop(struct MHD_Daemon *d)
 	if (d != NULL)
 		MHD_stop_daemon(d);
 }
+
+/* ---- the listen address, and a server of /metrics alone (pgcoord worker --metrics) ---- */
+
+bool web_parse_listen(const char *text, struct sockaddr_storage *addr, socklen_t *addrlen, bool *loopback)
+{
+	char host[128];
+	const char *colon = strrchr(text, ':');
+	if (colon == NULL || colon == text || (size_t)(colon - text) >= sizeof host)
+		return false;
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = '\0';
+	long long port;
+	if (!cli_parse_int(colon + 1, 0, 65535, &port))
+		return false;
+	memset(addr, 0, sizeof *addr);
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+		if (n < 3 || host[n - 1] != ']')
+			return false;
+		host[n - 1] = '\0';
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)addr;
+		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+			return false;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		*addrlen = sizeof *a;
+		*loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+		return true;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)addr;
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		return false;
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)port);
+	*addrlen = sizeof *a;
+	*loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+	return true;
+}
+
+typedef struct metrics_srv {
+	void (*write)(FILE *f, void *arg);
+	void *arg;
+} metrics_srv;
+
+static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+	(void)version;
+	(void)upload_data;
+	if (*con_cls == NULL) {
+		*con_cls = (void *)1;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	*con_cls = NULL;
+	metrics_srv *m = cls;
+	web_resp out = { 500, "application/json", false, NULL, false, NULL, NULL, 0 };
+	out.f = open_memstream(&out.body, &out.len);
+	if (out.f == NULL)
+		return MHD_NO;
+	if (strcmp(url, "/metrics") != 0) {
+		web_error(&out, 404, NULL, "no such path: %.200s (only /metrics here)", url);
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		out.allow = "GET, HEAD";
+		web_error(&out, 405, NULL, "%s is not allowed here", method);
+	} else {
+		out.status = 200;
+		out.type = "text/plain; version=0.0.4; charset=utf-8";
+		m->write(out.f, m->arg);
+	}
+	return send_resp(mc, &out);
+}
+
+struct MHD_Daemon *web_metrics_start(const struct sockaddr_storage *addr, unsigned *port,
+                                     void (*write)(FILE *f, void *arg), void *arg)
+{
+	static metrics_srv m;
+	m.write = write;
+	m.arg = arg;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	if (addr->ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_metrics, &m,
+	        MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+	        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
+	        MHD_OPTION_CONNECTION_LIMIT, 16u,
+	        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+	        MHD_OPTION_END);
+	if (d == NULL)
+		return NULL;
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	*port = di ? di->port : 0;
+	return d;
+}

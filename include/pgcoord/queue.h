@@ -582,6 +582,7 @@ typedef struct pgc_worker_stats {
 	long wakeups;  /* notifications received that named one of its queues */
 	long cron_enqueued; /* opts.cron: jobs its scheduler thread enqueued for cron ticks */
 	long cancelled; /* jobs it held that pgc_queue_cancel() cancelled (their outcome ignored) */
+	long reconnects; /* times its dispatcher session was lost and opened again */
 } pgc_worker_stats;
 
 /* Creates a worker (connects, checks the schema, and with opts.cron the cron tables, LISTENs).
@@ -615,6 +616,11 @@ PGC_EXTERN void pgc_worker_free(pgc_worker *w);
  * period. A handler should give up then: what it returns is not recorded. Thread-safe; cheap
  * enough to call in a handler's inner loop. */
 PGC_EXTERN bool pgc_job_lost(const pgc_job *job);
+
+/* Milliseconds since the claim that took the job passed to a handler came back (called as the
+ * handler starts: how long the job waited in the worker for a free thread), by
+ * CLOCK_MONOTONIC; -1 for a job not claimed by a pgc_worker. Thread-safe. */
+PGC_EXTERN int64_t pgc_job_claimed_ms(const pgc_job *job);
 
 /* True once the job passed to a handler was cancelled (pgc_queue_cancel(), pgcoord queue
  * cancel) while this worker held it. The job is cancelled in the history whatever the handler
