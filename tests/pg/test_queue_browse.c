@@ -311,6 +311,50 @@ static void browse__why_waiting(void)
 	teardown(c, q);
 }
 
+static _Atomic long long claimed_seen = -2;
+
+static void note_claimed(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)res;
+	(void)arg;
+	claimed_seen = pgc_job_claimed_ms(job);
+}
+
+/* How long ago a worker's job was claimed: known inside its handler, -1 elsewhere; the
+ * worker's reconnects are counted. */
+static void browse__job_claimed_ms(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_job_claimed_ms(NULL), -1);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "cl", "{}", NULL, NULL, &err), PGC_OK);
+	pgc_job *jobs;
+	size_t n;
+	T_ASSERT_INT_EQ(pgc_queue_claim(q, "cl", 1, 60000, "t", &jobs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_job_claimed_ms(&jobs[0]), -1);
+	T_ASSERT_INT_EQ(pgc_queue_complete(q, jobs[0].id, jobs[0].token, &err), PGC_OK);
+	pgc_queue_jobs_free(jobs, n);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "cl", "{}", NULL, NULL, &err), PGC_OK);
+	const char *qs[1] = { "cl" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = qs;
+	o.n_queues = 1;
+	o.once = true;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, note_claimed, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	T_ASSERT(claimed_seen >= 0 && claimed_seen < 60000);
+	pgc_worker_stats st;
+	pgc_worker_get_stats(w, &st);
+	T_ASSERT_INT_EQ(st.reconnects, 0);
+	pgc_worker_free(w);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -318,6 +362,7 @@ int main(int argc, char **argv)
 		{ "browse__keyset_pages", browse__keyset_pages },
 		{ "browse__bad_input", browse__bad_input },
 		{ "browse__why_waiting", browse__why_waiting },
+		{ "browse__job_claimed_ms", browse__job_claimed_ms },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
