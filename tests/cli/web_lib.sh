@@ -8,7 +8,8 @@ command -v curl >/dev/null 2>&1 || {
 WEB_PIDS=()
 
 # web_start NAME ARGS...: starts pgcoord [-d $WEB_DSN] web --listen 127.0.0.1:0 ARGS in the
-# background, its stderr in $TMP/NAME.err; waits (10 s at most) for the line naming its port,
+# background, its stderr in $TMP/NAME.err; waits (30 s at most: memcheck is slow to start) for
+# the line naming its port,
 # and sets WPORT, WPID and WURL.
 web_start() {
 	local name=$1
@@ -17,24 +18,24 @@ web_start() {
 	WPID=$!
 	WEB_PIDS+=("$WPID")
 	WPORT=
-	for _ in $(seq 100); do
+	for _ in $(seq 300); do
 		WPORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$TMP/$name.err")
 		[ -n "$WPORT" ] && break
 		kill -0 "$WPID" 2>/dev/null || { cat "$TMP/$name.err"; fail "pgcoord web $* exited before listening"; }
 		sleep 0.1
 	done
-	[ -n "$WPORT" ] || { cat "$TMP/$name.err"; fail "pgcoord web $* did not listen within 10 s"; }
+	[ -n "$WPORT" ] || { cat "$TMP/$name.err"; fail "pgcoord web $* did not listen within 30 s"; }
 	WURL="http://127.0.0.1:$WPORT"
 }
 
-# web_stop PID: SIGTERM, then it must exit 0 within 10 s.
+# web_stop PID: SIGTERM, then it must exit 0 within 30 s.
 web_stop() {
 	kill -TERM "$1" 2>/dev/null
-	for _ in $(seq 100); do
+	for _ in $(seq 300); do
 		kill -0 "$1" 2>/dev/null || break
 		sleep 0.1
 	done
-	kill -0 "$1" 2>/dev/null && { kill -KILL "$1"; fail "pgcoord web (pid $1) did not stop within 10 s of SIGTERM"; }
+	kill -0 "$1" 2>/dev/null && { kill -KILL "$1"; fail "pgcoord web (pid $1) did not stop within 30 s of SIGTERM"; }
 	wait "$1"
 	local rc=$?
 	[ "$rc" -eq 0 ] || fail "pgcoord web (pid $1) exited $rc on SIGTERM, expected 0"
