@@ -23,6 +23,7 @@ static const cli_command commands[] = {
 	{ "run", cmd_run, "run a command while holding a cluster-wide lock" },
 	{ "terminate", cmd_terminate, "end a session, after showing who it is" },
 	{ "tx", cmd_tx, "run a SQL script as one transaction, retried on deadlock" },
+	{ "web", cmd_web, "serve a dashboard and a JSON API over queues, locks and blockers" },
 	{ "worker", cmd_worker, "run a command once per job of a queue" },
 	{ NULL, NULL, NULL },
 };

@@ -75,6 +75,11 @@ void json_str(FILE *f, const char *s);
 /* s as a Prometheus label value, quoted, with \\, " and newlines escaped. */
 void cli_prom_label(FILE *f, const char *s);
 
+/* Prometheus text (prom.c): the queue figures as queue stats --prometheus prints them (h
+ * NULL: without the tables' health), and the schedules as cron list --prometheus does. */
+void cli_prom_queue_stats(FILE *f, const pgc_queue_stat *st, size_t n, const pgc_queue_health *h);
+void cli_prom_cron(FILE *f, const pgc_cron_info *xs, size_t n);
+
 /* Parses the duration value of option opt of command cmd ("500ms", "2s", "5m") into *out, in
  * [min_ms, max_ms]; on failure prints the usage error and sets *rc to EXIT_USAGE. */
 bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
@@ -149,5 +154,6 @@ int cmd_probe(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_cron(int argc, char **argv);
+int cmd_web(int argc, char **argv);
 
 #endif

@@ -277,7 +277,7 @@ static void print_text(FILE *f, const pgc_diag_snapshot *snap)
 	free(r.expanded);
 }
 
-static void print_json(FILE *f, const pgc_diag_snapshot *snap)
+void diag_json_forest(FILE *f, const pgc_diag_snapshot *snap)
 {
 	char line[1024];
 	summary(f, snap, line, sizeof line);
@@ -511,7 +511,7 @@ int cmd_blockers(int argc, char **argv)
 		rc = snap->nwaiting > 0 ? EXIT_CONFLICT : 0;
 		if (!g_cli.quiet) {
 			if (json)
-				print_json(stdout, snap);
+				diag_json_forest(stdout, snap);
 			else if (dot)
 				print_dot(stdout, snap);
 			else {

@@ -537,49 +537,6 @@ static void info_json(const pgc_cron_info *x)
 	pgc_cron_free(c);
 }
 
-/* The schedules in Prometheus' text format, named as queue stats --prometheus names its
- * metrics: times as Unix seconds (left out when there is none: a paused schedule has no next
- * run), the tick counters as counters. */
-static void print_prometheus(const pgc_cron_info *xs, size_t n)
-{
-	static const struct { const char *name, *help, *type; int which; } m[] = {
-		{ "pgcoord_cron_next_run_timestamp_seconds", "When the next tick is due (Unix time; none when paused).",
-		  "gauge", 0 },
-		{ "pgcoord_cron_last_run_timestamp_seconds", "The latest tick fired or recorded (Unix time).", "gauge", 1 },
-		{ "pgcoord_cron_last_success_timestamp_seconds", "The latest tick whose job succeeded (Unix time).",
-		  "gauge", 2 },
-		{ "pgcoord_cron_overdue_seconds", "How far the server's clock is past the next tick (0: not due).",
-		  "gauge", 3 },
-		{ "pgcoord_cron_paused", "1 when the schedule is paused.", "gauge", 4 },
-		{ "pgcoord_cron_fired_total", "Jobs enqueued for ticks (and triggers).", "counter", 5 },
-		{ "pgcoord_cron_missed_total", "Ticks missed while no scheduler ran.", "counter", 6 },
-		{ "pgcoord_cron_skipped_total", "Ticks skipped because the previous job was still there.", "counter", 7 },
-	};
-	for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
-		printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
-		for (size_t i = 0; i < n; i++) {
-			const pgc_cron_info *x = &xs[i];
-			int64_t us = m[k].which == 0 ? (x->paused ? 0 : x->next_tick_us)
-			             : m[k].which == 1 ? x->last_tick_us : x->last_success_us;
-			if (m[k].which <= 2 && us == 0)
-				continue;
-			printf("%s{schedule=", m[k].name);
-			cli_prom_label(stdout, x->name);
-			switch (m[k].which) {
-			case 0: case 1: case 2: printf("} %.3f\n", (double)us / 1e6); break;
-			case 3:
-				printf("} %.3f\n", !x->paused && x->db_now_us > x->next_tick_us
-				       ? (double)(x->db_now_us - x->next_tick_us) / 1e6 : 0.0);
-				break;
-			case 4: printf("} %d\n", x->paused ? 1 : 0); break;
-			case 5: printf("} %" PRId64 "\n", x->fired); break;
-			case 6: printf("} %" PRId64 "\n", x->missed); break;
-			default: printf("} %" PRId64 "\n", x->skipped); break;
-			}
-		}
-	}
-}
-
 static int cron_add(int argc, char **argv)
 {
 	/* "-- COMMAND [ARGS...]": everything after the first "--" is the command, its options
@@ -655,7 +612,7 @@ static int cron_list(int argc, char **argv)
 	}
 	pgc_conn_close(conn);
 	if (a.prometheus) {
-		print_prometheus(xs, n);
+		cli_prom_cron(stdout, xs, n);
 	} else if (g_cli.json) {
 		if (!show)
 			fputs("{\"schedules\":[", stdout);

@@ -492,51 +492,7 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
                         bool prometheus)
 {
 	if (prometheus) {
-		puts("# HELP pgcoord_queue_jobs Jobs by queue and status (finished ones: retained history).");
-		puts("# TYPE pgcoord_queue_jobs gauge");
-		for (size_t i = 0; i < n; i++) {
-			const char *names[] = { "pending", "scheduled", "running", "succeeded", "failed", "cancelled" };
-			long v[] = { st[i].pending, st[i].scheduled, st[i].running, st[i].succeeded,
-			             st[i].failed, st[i].cancelled };
-			for (int k = 0; k < 6; k++) {
-				fputs("pgcoord_queue_jobs{queue=", stdout);
-				cli_prom_label(stdout, st[i].queue);
-				printf(",status=\"%s\"} %ld\n", names[k], v[k]);
-			}
-		}
-		struct { const char *name, *help, *type; int which; } m[] = {
-			{ "pgcoord_queue_oldest_pending_seconds", "Age of the oldest runnable job.", "gauge", 0 },
-			{ "pgcoord_queue_completed_last_minute", "Jobs succeeded in the last minute.", "gauge", 1 },
-			{ "pgcoord_queue_failed_last_minute", "Jobs failed for good in the last minute.", "gauge", 2 },
-			{ "pgcoord_queue_paused", "1 when the queue is paused.", "gauge", 3 },
-		};
-		for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
-			printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
-			for (size_t i = 0; i < n; i++) {
-				printf("%s{queue=", m[k].name);
-				cli_prom_label(stdout, st[i].queue);
-				switch (m[k].which) {
-				case 0: printf("} %.3f\n", st[i].oldest_pending_s); break;
-				case 1: printf("} %ld\n", st[i].completed_1m); break;
-				case 2: printf("} %ld\n", st[i].failed_1m); break;
-				default: printf("} %d\n", st[i].paused ? 1 : 0); break;
-				}
-			}
-		}
-		puts("# HELP pgcoord_queue_dead_tuples Dead tuples in the queue tables.");
-		puts("# TYPE pgcoord_queue_dead_tuples gauge");
-		printf("pgcoord_queue_dead_tuples{table=\"jobs\"} %ld\n", h->jobs_dead_tuples);
-		printf("pgcoord_queue_dead_tuples{table=\"job_history\"} %ld\n", h->history_dead_tuples);
-		puts("# HELP pgcoord_queue_live_tuples Live tuples in the queue tables.");
-		puts("# TYPE pgcoord_queue_live_tuples gauge");
-		printf("pgcoord_queue_live_tuples{table=\"jobs\"} %ld\n", h->jobs_live_tuples);
-		printf("pgcoord_queue_live_tuples{table=\"job_history\"} %ld\n", h->history_live_tuples);
-		puts("# HELP pgcoord_xmin_horizon_age_xids Age in transactions of the oldest backend xmin.");
-		puts("# TYPE pgcoord_xmin_horizon_age_xids gauge");
-		printf("pgcoord_xmin_horizon_age_xids %ld\n", h->horizon_xmin_age);
-		puts("# HELP pgcoord_xmin_horizon_xact_seconds How long the transaction holding the horizon has been open.");
-		puts("# TYPE pgcoord_xmin_horizon_xact_seconds gauge");
-		printf("pgcoord_xmin_horizon_xact_seconds %.3f\n", h->horizon_xact_age_s);
+		cli_prom_queue_stats(stdout, st, n, h);
 		return;
 	}
 	if (g_cli.json) {

@@ -33,6 +33,8 @@
 #include "dbwait.h"
 #include "jobcmd.h"
 #include "util.h"
+#include "web.h"
+#include "web_worker.h"
 
 static void usage(FILE *f)
 {
@@ -72,6 +74,8 @@ static void usage(FILE *f)
 	      "                         (default 20000; 0: leave it to autovacuum)\n"
 	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
 	      "                         it is (or for at most D, then exit 69); default: 69\n"
+	      "      --metrics=ADDR:PORT  serve Prometheus metrics of its jobs on\n"
+	      "                         http://ADDR:PORT/metrics (port 0: a free one)\n"
 	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
@@ -136,7 +140,7 @@ static void *second_signal(void *arg)
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE, O_METRICS };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -154,10 +158,15 @@ int cmd_worker(int argc, char **argv)
 		{ "connections", required_argument, NULL, O_CONNECTIONS },
 		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
 		{ "schema", required_argument, NULL, O_SCHEMA },
+		{ "metrics", required_argument, NULL, O_METRICS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *queues[64];
+	const char *metrics_at = NULL;
+	struct sockaddr_storage maddr;
+	socklen_t maddrlen;
+	bool mloop;
 	size_t nq = 0;
 	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
 	int64_t grace = 30000, dbwait_ms = CLI_DBWAIT_OFF;
@@ -214,6 +223,12 @@ int cmd_worker(int argc, char **argv)
 			if (*optarg == '\0')
 				return cli_usage_error("worker", "--schema must not be empty");
 			o.schema = optarg;
+			break;
+		case O_METRICS:
+			if (!web_parse_listen(optarg, &maddr, &maddrlen, &mloop))
+				return cli_usage_error("worker", "--metrics: \"%s\" is not ADDR:PORT (an IPv4 address, "
+				                       "localhost, or [IPv6], and a port 0-65535)", optarg);
+			metrics_at = optarg;
 			break;
 		case O_TIMEOUT: dur = &ctx.timeout_ms; name = "--timeout"; break;
 		case O_GRACE: dur = &grace; name = "--grace"; break;
@@ -274,13 +289,26 @@ int cmd_worker(int argc, char **argv)
 		nconn = o.concurrency;
 	pgc_worker *ws[16] = { NULL };
 	pgc_error err;
+	/* --metrics: every job goes through the counting handler. */
+	web_worker_metrics *metrics = NULL;
+	pgc_job_handler handler = cli_jobcmd_run;
+	void *handler_arg = &ctx;
+	if (metrics_at != NULL) {
+		metrics = web_worker_metrics_new(queues, nq, cli_jobcmd_run, &ctx);
+		if (metrics == NULL) {
+			cli_errorf("out of memory");
+			return EXIT_SOFTWARE;
+		}
+		handler = web_worker_run;
+		handler_arg = metrics;
+	}
 	int total_k = o.concurrency, total_prefetch = o.prefetch;
 	cli_dbwait dw = cli_dbwait_init("worker", dbwait_ms);
 	for (int i = 0; i < nconn; i++) {
 		pgc_worker_options oi = o;
 		oi.concurrency = total_k / nconn + (i < total_k % nconn);
 		oi.prefetch = total_prefetch / nconn + (i < total_prefetch % nconn);
-		if (pgc_worker_new(&oi, cli_jobcmd_run, &ctx, &ws[i], &err) != PGC_OK ||
+		if (pgc_worker_new(&oi, handler, handler_arg, &ws[i], &err) != PGC_OK ||
 		    pgc_worker_start(ws[i], &err) != PGC_OK) {
 			for (int k = 0; k <= i; k++) {
 				pgc_worker_free(ws[k]); /* stops and joins the started ones; NULL is fine */
@@ -296,12 +324,33 @@ int cmd_worker(int argc, char **argv)
 				if (!g_cli.quiet)
 					fprintf(stderr, "pgcoord worker: %s: stopped while waiting for the database\n",
 					        strsignal(-rc));
+				web_worker_metrics_free(metrics);
 				return 0;
 			}
+			web_worker_metrics_free(metrics);
 			return err.code == PGC_ENOSCHEMA ? EXIT_UNAVAILABLE : rc;
 		}
 	}
 	cli_dbwait_done(&dw);
+	struct MHD_Daemon *mserver = NULL;
+	if (metrics != NULL) {
+		web_worker_metrics_set_workers(metrics, ws, nconn);
+		unsigned mport = 0;
+		mserver = web_metrics_start(&maddr, &mport, web_worker_metrics_write, metrics);
+		if (mserver == NULL) {
+			cli_errorf("worker: cannot listen on %s for --metrics", metrics_at);
+			for (int i = 0; i < nconn; i++)
+				pgc_worker_free(ws[i]);
+			web_worker_metrics_free(metrics);
+			return EXIT_CONFIG;
+		}
+		if (!mloop)
+			cli_errorf("warning: --metrics listens on %s: whoever reaches it reads the worker's counters",
+			           metrics_at);
+		if (!g_cli.quiet)
+			fprintf(stderr, "pgcoord worker: metrics on http://%.*s:%u/metrics\n",
+			        (int)(strrchr(metrics_at, ':') - metrics_at), metrics_at, mport);
+	}
 	if (!g_cli.quiet) {
 		pgc_worker_stats st;
 		pgc_worker_get_stats(ws[0], &st);
@@ -349,7 +398,9 @@ int cmd_worker(int argc, char **argv)
 		fprintf(stderr, "pgcoord worker: stopped: %ld completed, %ld failed, %ld retried later, "
 		        "%ld released, %ld stale, %ld cancelled\n", sum.completed, sum.failed, sum.retried,
 		        sum.released, sum.stale, sum.cancelled);
+	web_http_stop(mserver);
 	for (int i = 0; i < nconn; i++)
 		pgc_worker_free(ws[i]);
+	web_worker_metrics_free(metrics);
 	return rc;
 }

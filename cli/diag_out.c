@@ -241,6 +241,8 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
 	json_str(f, s->wait_event);
 	fputs(",\"backend_age_s\":", f);
 	diag_json_dur(f, s->backend_age_s);
+	fputs(",\"backend_start\":", f);
+	json_str(f, s->backend_start);
 	fputs(",\"xact_age_s\":", f);
 	diag_json_dur(f, s->xact_age_s);
 	fputs(",\"query_age_s\":", f);

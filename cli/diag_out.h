@@ -33,6 +33,10 @@ void diag_json_lock(FILE *f, const pgc_diag_lock *l);
 void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
                        bool with_locks);
 
+/* The blocking forest as pgcoord blockers --json prints it (cmd_blockers.c): the roots, worst
+ * first, cycles, queued DDL, and every session that waits or blocks. */
+void diag_json_forest(FILE *f, const pgc_diag_snapshot *snap);
+
 /* What a pgcoord lock holder (pgc_diag_session.pgcoord_holder) holds, as pgc_key_describe()
  * shows keys: "nightly-report (key 4242)", "20,7", or "?" when no advisory lock is seen. */
 void diag_holder_lock(const pgc_diag_session *s, char *buf, size_t size);

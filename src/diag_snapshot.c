@@ -86,7 +86,11 @@ static const char snapshot_sql[] =
 	"  extract(epoch FROM t.now - a.query_start)::float8,\n"
 	"  extract(epoch FROM t.now - a.state_change)::float8,\n"
 	"  b.pids, a.backend_xid IS NULL AND a.backend_xmin IS NULL,\n"
-	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL\n"
+	/* A session row's C_VXID is its backend_start, which tells a session from a later one
+	 * that got the same pid. */
+	"  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,\n"
+	"  pg_catalog.to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),\n"
+	"  NULL, NULL, NULL\n"
 	"FROM a CROSS JOIN t LEFT JOIN b ON b.pid = a.pid\n"
 	"UNION ALL\n"
 	"SELECT 'l', coalesce(l.pid, 0), d.datname::text, t.at, t.curdb,\n"
@@ -255,6 +259,7 @@ static void decode_session(builder *b, raw_session *x, const PGresult *r, int ro
 	s->wait_event = col_str(a, r, row, C_WE);
 	s->query = col_str(a, r, row, C_QUERY);
 	s->backend_age_s = col_f(r, row, C_BACKEND_AGE);
+	s->backend_start = col_str(a, r, row, C_VXID);
 	s->xact_age_s = col_f(r, row, C_XACT_AGE);
 	s->query_age_s = col_f(r, row, C_QUERY_AGE);
 	s->state_age_s = col_f(r, row, C_STATE_AGE);

@@ -766,7 +766,7 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
  * max_deferrals. */
 #define INFO_COLS 19
 
-static pgc_job_info *info_from_row(PGresult *res, int r)
+pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 {
 	size_t total = sizeof(pgc_job_info);
 	for (int c = 0; c < INFO_COLS; c++)
@@ -799,7 +799,7 @@ static pgc_job_info *info_from_row(PGresult *res, int r)
 }
 
 #define TS(x) "to_json(" x ")#>>'{}'"
-static const char info_select[] =
+const char pgc__queue_info_select[] =
 	"SELECT * FROM ("
 	" SELECT id, queue, status, priority, eff_priority > 32767 AS aged, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", NULL::text AS finished_at,"
@@ -823,7 +823,7 @@ int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)
 	if (pgc__queue_usable(q, "pgc_queue_show", err) != PGC_OK)
 		return PGC_EUSAGE;
 	char sql[2048], ids[24];
-	snprintf(sql, sizeof sql, info_select, "id = $1::bigint", "id = $1::bigint", "1");
+	snprintf(sql, sizeof sql, pgc__queue_info_select, "id = $1::bigint", "id = $1::bigint", "1");
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
 	int rc;
@@ -834,7 +834,7 @@ int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)
 		PQclear(res);
 		return pgc__err(err, PGC_ENOTFOUND, "no job with id %lld", (long long)id);
 	}
-	*out = info_from_row(res, 0);
+	*out = pgc__queue_info_from_row(res, 0);
 	PQclear(res);
 	if (*out == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -860,7 +860,7 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);
 	char sql[2048], lim[24];
 	const char *where = "($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR status = $2)";
-	snprintf(sql, sizeof sql, info_select, where, where, "$3::bigint");
+	snprintf(sql, sizeof sql, pgc__queue_info_select, where, where, "$3::bigint");
 	snprintf(lim, sizeof lim, "%ld", limit);
 	const char *v[3] = { queue, status, lim };
 	int rc;
@@ -874,7 +874,7 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
 	for (int r = 0; r < rows; r++) {
-		a[r] = info_from_row(res, r);
+		a[r] = pgc__queue_info_from_row(res, r);
 		if (a[r] == NULL) {
 			pgc_queue_infos_free(a, (size_t)r);
 			PQclear(res);

@@ -71,4 +71,14 @@ size_t pgc__queue_payload_size(const PGresult *res, int r);
 void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
                              pgc_job *job);
 
+/* ---- inspection (queue_admin.c; queue_browse.c uses them too) ---- */
+
+/* The statement that reads jobs as pgc_job_info rows, live ones and history together: a
+ * format with three %s, the WHERE of the live table, the WHERE of the history, the LIMIT. */
+extern const char pgc__queue_info_select[];
+
+/* Row r of a pgc__queue_info_select result as one allocation (free()), or NULL when out of
+ * memory. */
+pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r);
+
 #endif

@@ -38,6 +38,7 @@ typedef struct wjob {
 	atomic_bool lost;
 	atomic_bool cancelled;  /* lost because pgc_queue_cancel() cancelled it */
 	bool started;
+	int64_t claimed_ms;     /* CLOCK_MONOTONIC when its claim's rows came back */
 	pgc_job_result result;
 	struct wjob *next;      /* in the ready or done list */
 	struct wjob *hnext, *hprev; /* in the held list */
@@ -91,6 +92,7 @@ struct pgc_worker {
 	atomic_long s_cancelled;
 	atomic_long s_wakeups;
 	atomic_long s_cron_enqueued;
+	atomic_long s_reconnects;
 };
 
 static void wlog(pgc_worker *w, pgc_log_level level, const char *fmt, ...) PGC_PRINTF(3, 4);
@@ -284,6 +286,7 @@ static wjob *job_from_row(PGresult *res, int r, const char *queue)
 	j->job.internal = j;
 	atomic_init(&j->lost, false);
 	atomic_init(&j->cancelled, false);
+	j->claimed_ms = pgc__now_ms();
 	return j;
 }
 
@@ -871,6 +874,7 @@ static bool reconnect(pgc_worker *w, dstate *d)
 		if (pgc__reconnect(w->conn, &e) == PGC_OK) {
 			if (setup_session(w, &e) == PGC_OK) {
 				wlog(w, PGC_LOG_INFO, "reconnected");
+				atomic_fetch_add(&w->s_reconnects, 1);
 				for (size_t i = 0; i < w->o.n_queues; i++)
 					d->more[i] = true;
 				return true;
@@ -1498,7 +1502,15 @@ void pgc_worker_get_stats(pgc_worker *w, pgc_worker_stats *out)
 	out->wakeups = atomic_load(&w->s_wakeups);
 	out->cron_enqueued = atomic_load(&w->s_cron_enqueued);
 	out->cancelled = atomic_load(&w->s_cancelled);
+	out->reconnects = atomic_load(&w->s_reconnects);
 	out->listening = w->listening;
+}
+
+int64_t pgc_job_claimed_ms(const pgc_job *job)
+{
+	if (job == NULL || job->internal == NULL)
+		return -1;
+	return pgc__now_ms() - ((const wjob *)job->internal)->claimed_ms;
 }
 
 void pgc_worker_free(pgc_worker *w)

@@ -84,6 +84,10 @@ typedef struct pgc_diag_session {
 	 * advisory locks and its own virtual transaction id. It sits idle in its transaction for
 	 * as long as the lock is held, by design: sessions waiting for it wait for that lock. */
 	bool pgcoord_holder;
+	/* When the session started, ISO 8601 in UTC to the microsecond ("2026-12-01T11:47:53.
+	 * 123456Z"): with the pid, names one session for pgc_diag_signal_session(), since a pid is
+	 * reused once its session ends. NULL when not known. */
+	const char *backend_start;
 } pgc_diag_session;
 
 /* A wait-for edge: waiter waits for blocker (from pg_blocking_pids). */
@@ -187,6 +191,17 @@ typedef struct pgc_diag_signal_result {
 PGC_EXTERN PGC_MUSTCHECK int pgc_diag_signal(pgc_conn *conn, int pid, pgc_diag_signal_kind kind,
                                              int wait_ms, pgc_diag_signal_result *out,
                                              pgc_error *err);
+
+/* pgc_diag_signal() for the session pid only while it is the one that started at
+ * backend_start (pgc_diag_session.backend_start, as the snapshot gives it): the server
+ * compares both in the statement that sends the signal, so a session that ended and whose
+ * pid went to a new one is never hit. Errors: as pgc_diag_signal(), PGC_EUSAGE also for a
+ * NULL or empty backend_start, and PGC_ENOTFOUND when no session has that pid and start. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_diag_signal_session(pgc_conn *conn, int pid,
+                                                     const char *backend_start,
+                                                     pgc_diag_signal_kind kind, int wait_ms,
+                                                     pgc_diag_signal_result *out,
+                                                     pgc_error *err);
 
 /* ---- probe: which locks does a statement take? ---- */
 

@@ -412,6 +412,86 @@ PGC_EXTERN void pgc_queue_infos_free(pgc_job_info **infos, size_t n);
 /* The notification channel of q's schema (owned by q). */
 PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
 
+/* ---- browsing: bounded reads for dashboards (queue_browse.c) ---- */
+
+/* pgc_queue_stats() with every count stopped at cap (1..100000000): a count equal to cap means
+ * "at least cap". Each count then reads at most cap index entries, so a page that polls it
+ * stays fast however long the history is. completed_1m and failed_1m are exact up to cap;
+ * past it they are estimated from the time the newest cap of them took (cap jobs in 6 s: 10
+ * times cap a minute), so they may exceed cap. oldest_pending_s is read from indexes as in
+ * pgc_queue_stats(). Its plan is many small index scans whose summed estimate passes
+ * jit_above_cost: on a session with jit on, compiling it costs more than running it
+ * (pgcoord web sets jit = off). *stats (free with pgc_free) and *n as there; no table health.
+ * Errors: PGC_EUSAGE (also cap out of range), PGC_ENOTFOUND, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap,
+                                                    pgc_queue_stat **stats, size_t *n,
+                                                    pgc_error *err);
+
+/* Which jobs pgc_queue_browse() returns: all of the given filters must match. */
+typedef struct pgc_queue_browse_filter {
+	const char *queue;      /* NULL: every queue */
+	const char *status;     /* one of the statuses of pgc_job_info, or NULL: all */
+	const char *key_prefix; /* unique keys starting with these characters, compared as they are
+	                           (no wildcards); NULL: any job */
+	const char *text;       /* only jobs whose payload (as JSON text) or last error contains
+	                           this text, compared as it is (case-sensitive, no wildcards);
+	                           NULL: any */
+	int64_t before_id;      /* keyset cursor: only ids below it (0: from the newest) */
+	long limit;             /* jobs per page, 1..1000; 0: 50 */
+	long max_scan;          /* the most jobs one call examines, 1..1000000; 0: 10000 */
+	bool text_in_errors_only; /* text is looked for in last_error only, not in payloads (a
+	                             dashboard that hides payloads must not let a search tell what
+	                             they hold) */
+} pgc_queue_browse_filter;
+
+#define PGC_QUEUE_BROWSE_FILTER_INIT { NULL, NULL, NULL, NULL, 0, 0, 0, false }
+
+/* One page of jobs matching f, live and finished together, newest id first, by keyset on the
+ * id (never OFFSET): a call examines at most f->max_scan jobs below f->before_id, so a filter
+ * that matches few jobs of a long history is bounded too. *next_before (may be NULL) is the
+ * cursor of the next page: pass it as before_id; 0 when every job below the cursor was
+ * examined. A page may hold fewer than limit jobs (none at all) and still have a next one,
+ * when the scan bound was reached first: paging on until *next_before is 0 sees every job
+ * that stays put exactly once. *out is an array of *n, freed with pgc_queue_infos_free.
+ * Errors: PGC_EUSAGE (NULL arguments, a bad queue name, an unknown status, empty key_prefix
+ * or text, negative before_id, limit or max_scan out of range), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f,
+                                              pgc_job_info ***out, size_t *n,
+                                              int64_t *next_before, pgc_error *err);
+
+/* Why a job is not running, as far as the queue can tell. */
+typedef struct pgc_job_wait {
+	bool live;          /* the job is in the live table (scheduled, pending or running) */
+	bool running;
+	bool scheduled;     /* its run_at is in the future */
+	double run_in_s;    /* scheduled: seconds until its run_at */
+	bool paused;        /* its queue is paused */
+	long ahead;         /* pending jobs a claim of its queue takes first (at most 10000) */
+	long workers;       /* workers registered for its queue, seen in the last 10 s (only those
+	                       that LISTEN register: pollers behind a pooler do not) */
+	long free_slots;    /* their free handler threads */
+	char reason[256];   /* one line: "" when running or finished */
+} pgc_job_wait;
+
+/* Fills *out for job id. A finished job (history) has live false and no reason.
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND (no live job and no history row with this id), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out,
+                                                pgc_error *err);
+
+/* A worker registered in the workers table (listening workers, for targeted wake-ups). */
+typedef struct pgc_queue_worker {
+	char channel[64];   /* its own notification channel */
+	char queues[512];   /* the queues it serves, as a PostgreSQL array literal ({a,b}) */
+	int free;           /* free handler threads when it last registered */
+	double seen_s;      /* seconds since it last registered */
+} pgc_queue_worker;
+
+/* The registered workers, most recently seen first (at most 1000). *out (free with pgc_free)
+ * and *n. Errors: PGC_EUSAGE, PGC_ENOMEM, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_workers(pgc_queue *q, pgc_queue_worker **out, size_t *n,
+                                               pgc_error *err);
+
 /* ---- pgc_worker: handlers on K threads ------------------------------------------------- */
 
 /* A pgc_worker owns one connection and one dispatcher thread that claims jobs in batches for
@@ -502,6 +582,7 @@ typedef struct pgc_worker_stats {
 	long wakeups;  /* notifications received that named one of its queues */
 	long cron_enqueued; /* opts.cron: jobs its scheduler thread enqueued for cron ticks */
 	long cancelled; /* jobs it held that pgc_queue_cancel() cancelled (their outcome ignored) */
+	long reconnects; /* times its dispatcher session was lost and opened again */
 } pgc_worker_stats;
 
 /* Creates a worker (connects, checks the schema, and with opts.cron the cron tables, LISTENs).
@@ -535,6 +616,11 @@ PGC_EXTERN void pgc_worker_free(pgc_worker *w);
  * period. A handler should give up then: what it returns is not recorded. Thread-safe; cheap
  * enough to call in a handler's inner loop. */
 PGC_EXTERN bool pgc_job_lost(const pgc_job *job);
+
+/* Milliseconds since the claim that took the job passed to a handler came back (called as the
+ * handler starts: how long the job waited in the worker for a free thread), by
+ * CLOCK_MONOTONIC; -1 for a job not claimed by a pgc_worker. Thread-safe. */
+PGC_EXTERN int64_t pgc_job_claimed_ms(const pgc_job *job);
 
 /* True once the job passed to a handler was cancelled (pgc_queue_cancel(), pgcoord queue
  * cancel) while this worker held it. The job is cancelled in the history whatever the handler

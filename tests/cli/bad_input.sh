@@ -122,6 +122,21 @@ for v in "${values[@]}"; do
 	printf 'n * * * * * queue=q payload=%s\n' "$v" >"$TMP/crontab"
 	check "cron sync FILE with payload <value>" cron sync "$TMP/crontab"
 done
+# web: the address, the refresh, auth files that are missing, open to others, empty or odd.
+for v in "${values[@]}"; do
+	check "web --listen=<value>" web "--listen=$v"
+	check "web --listen=127.0.0.1:<value>" web "--listen=127.0.0.1:$v"
+	check "web --refresh=<value>" web "--refresh=$v"
+	check "web --auth-file=<value>" web "--auth-file=$v" --allow-actions
+	printf '%s\n' "$v" >"$TMP/auth"
+	chmod 600 "$TMP/auth"
+	check "web --auth-file with <value>" web --auth-file "$TMP/auth" --allow-actions
+	printf 'name:%s\n' "$v" >"$TMP/auth"
+	check "web --auth-file with name:<value>" web --auth-file "$TMP/auth"
+	chmod 644 "$TMP/auth"
+	check "web --auth-file open to others" web --auth-file "$TMP/auth"
+done
+check "web --auth-file a directory" web --auth-file "$TMP"
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

@@ -557,6 +557,39 @@ static void diag__signal(void)
 	pgc_conn_close(c);
 }
 
+/* The checked signal names a session by pid and start: a wrong start hits nothing, the
+ * snapshot's start hits it. */
+static void diag__signal_session_checks_start(void)
+{
+	pgc_conn *c = t_connect(NULL);
+	pgc_diag_signal_result r;
+	pgc_error err;
+	pgc_conn *v = waiter("pgcoord/test-diag-victim2");
+	int pv = pgc_conn_backend_pid(v);
+	T_ASSERT_INT_EQ(pgc_diag_signal_session(c, pv, NULL, PGC_DIAG_CANCEL, 0, &r, &err), PGC_EUSAGE);
+	T_ASSERT_INT_EQ(pgc_diag_signal_session(c, pv, "", PGC_DIAG_CANCEL, 0, &r, &err), PGC_EUSAGE);
+	pgc_diag_snapshot *s;
+	T_ASSERT_INT_EQ(pgc_diag_snapshot_take(c, NULL, &s, &err), PGC_OK);
+	const pgc_diag_session *vs = pgc_diag_session_find(s, pv);
+	T_ASSERT(vs != NULL && vs->backend_start != NULL);
+	T_ASSERT_INT_EQ((long long)strlen(vs->backend_start), 27);
+	char start[64];
+	snprintf(start, sizeof start, "%s", vs->backend_start);
+	pgc_diag_snapshot_free(s);
+	/* Another start: the session that has the pid now is not the one named. */
+	T_ASSERT_INT_EQ(pgc_diag_signal_session(c, pv, "2000-01-01T00:00:00.000000Z", PGC_DIAG_TERMINATE, 1000,
+	                                        &r, &err), PGC_ENOTFOUND);
+	T_ASSERT_CONTAINS(err.message, "started at 2000-01-01");
+	exec_ok(v, "SELECT 1");
+	T_ASSERT_INT_EQ(pgc_diag_signal_session(c, pv, start, PGC_DIAG_TERMINATE, 5000, &r, &err), PGC_OK);
+	T_ASSERT(r.done);
+	T_ASSERT(r.gone);
+	T_ASSERT_INT_EQ(pgc_exec(v, "SELECT 1", &err), PGC_ECONNLOST);
+	T_ASSERT_INT_EQ(pgc_diag_signal_session(c, pv, start, PGC_DIAG_CANCEL, 0, &r, &err), PGC_ENOTFOUND);
+	pgc_conn_close(v);
+	pgc_conn_close(c);
+}
+
 static void diag__probe_reports_locks_and_changes_nothing(void)
 {
 	pgc_conn *adm = setup();
@@ -742,6 +775,7 @@ int main(int argc, char **argv)
 		{ "diag__other_database_blocker_in_scope", diag__other_database_blocker_in_scope },
 		{ "diag__snapshot_bad_args", diag__snapshot_bad_args },
 		{ "diag__signal", diag__signal },
+		{ "diag__signal_session_checks_start", diag__signal_session_checks_start },
 		{ "diag__probe_reports_locks_and_changes_nothing", diag__probe_reports_locks_and_changes_nothing },
 		{ "diag__probe_lock_timeout_names_blocker", diag__probe_lock_timeout_names_blocker },
 		{ "diag__probe_refusal_scanner", diag__probe_refusal_scanner },
