@@ -37,10 +37,20 @@ d = json.load(sys.stdin)
 print(sum(1 for h in d.get("sessions", []) if h.get("granted")))'; }
 
 # 1. The issue's first case: a second -n half a second later is refused while the first runs.
-"$PG" -d "$tx" run -n "$name" --schema "$S" -- sh -c 'sleep 2' >"$TMP/a.out" 2>"$TMP/a.err" &
+#    The first holds until the test is done with the second (at most 60 s), however slowly
+#    either starts.
+"$PG" -d "$tx" run -n "$name" --schema "$S" -- sh -c \
+	'i=0; while [ ! -e "$1" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done' sh "$TMP/a.go" \
+	>"$TMP/a.out" 2>"$TMP/a.err" &
 a=$!
-sleep 0.7
+sleep 0.5
+end=$((SECONDS + 15))
+until [ "$(holders "$name")" = 1 ]; do
+	[ $SECONDS -lt $end ] || { cat "$TMP/a.err"; fail "the first run did not take the lock"; }
+	sleep 0.1
+done
 run 1 "$PG" -d "$tx" run -n "$name" --schema "$S" -v -- echo second
+touch "$TMP/a.go"
 grep -q second "$TMP/out" && fail "the second run ran its command while the first held the lock"
 err_has "held by another session"
 wait "$a"
@@ -155,8 +165,11 @@ grep -q "lost" "$TMP/l.err" || { cat "$TMP/l.err"; fail "no word of the loss"; }
 # 6. --fence through the pooler: the token comes from a second session and is committed.
 run 0 "$PG" -d "$tx" run -n "$name" --schema "$S" --fence -- sh -c 'test -n "$PGCOORD_FENCE_TOKEN"'
 
-# 7. In session mode: a session lock (not a held transaction).
-"$PG" -d "$sess" run "$name" --schema "$S" -v -- sleep 3 >"$TMP/s.out" 2>"$TMP/s.err" &
+# 7. In session mode: a session lock (not a held transaction). The holder's command runs until
+#    the test is done with it (at most 60 s), however slowly the contender starts.
+"$PG" -d "$sess" run "$name" --schema "$S" -v -- sh -c \
+	'i=0; while [ ! -e "$1" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done' sh "$TMP/s.go" \
+	>"$TMP/s.out" 2>"$TMP/s.err" &
 s=$!
 end=$((SECONDS + 15))
 until [ "$(holders "$name")" = 1 ]; do
@@ -166,6 +179,7 @@ done
 [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgcoord/lock-holder' AND datname = current_database()")" = 0 ] \
 	|| fail "session mode held the lock in a transaction"
 run 1 "$PG" -d "$sess" run -n "$name" --schema "$S" -- true
+touch "$TMP/s.go"
 wait "$s" || { cat "$TMP/s.err"; fail "the session-mode holder failed"; }
 grep -q "held in an open transaction" "$TMP/s.err" && fail "session mode said it held a transaction"
 
