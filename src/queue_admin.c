@@ -625,6 +625,43 @@ int pgc_queue_config_set(pgc_queue *q, const pgc_queue_config *cfg, pgc_error *e
 
 /* ---- inspection --------------------------------------------------------------------------- */
 
+/* The rows of a statistics statement (name, paused, pending, scheduled, running, succeeded,
+ * failed, cancelled, oldest pending age, completed and failed in the last minute) as an array
+ * (free()) in *out and its length in *rows; res is cleared. PGC_ENOTFOUND when queue (not NULL)
+ * gave no row. */
+int pgc__queue_stat_rows(PGresult *res, const char *queue, pgc_queue_stat **out, int *rows_out, pgc_error *err)
+{
+	*out = NULL;
+	*rows_out = 0;
+	int rows = PQntuples(res);
+	if (queue != NULL && rows == 0) {
+		PQclear(res);
+		return pgc__err(err, PGC_ENOTFOUND, "no queue named \"%.100s\"", queue);
+	}
+	pgc_queue_stat *a = calloc(rows ? (size_t)rows : 1, sizeof *a);
+	if (a == NULL) {
+		PQclear(res);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	for (int r = 0; r < rows; r++) {
+		snprintf(a[r].queue, sizeof a[r].queue, "%s", PQgetvalue(res, r, 0));
+		a[r].paused = strcmp(PQgetvalue(res, r, 1), "t") == 0;
+		a[r].pending = atol(PQgetvalue(res, r, 2));
+		a[r].scheduled = atol(PQgetvalue(res, r, 3));
+		a[r].running = atol(PQgetvalue(res, r, 4));
+		a[r].succeeded = atol(PQgetvalue(res, r, 5));
+		a[r].failed = atol(PQgetvalue(res, r, 6));
+		a[r].cancelled = atol(PQgetvalue(res, r, 7));
+		a[r].oldest_pending_s = atof(PQgetvalue(res, r, 8));
+		a[r].completed_1m = atol(PQgetvalue(res, r, 9));
+		a[r].failed_1m = atol(PQgetvalue(res, r, 10));
+	}
+	PQclear(res);
+	*out = a;
+	*rows_out = rows;
+	return PGC_OK;
+}
+
 int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, size_t *n,
                     pgc_queue_health *health, pgc_error *err)
 {
@@ -671,30 +708,10 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 	        1, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	int rows = PQntuples(res);
-	if (queue != NULL && rows == 0) {
-		PQclear(res);
-		return pgc__err(err, PGC_ENOTFOUND, "no queue named \"%.100s\"", queue);
-	}
-	pgc_queue_stat *a = calloc(rows ? (size_t)rows : 1, sizeof *a);
-	if (a == NULL) {
-		PQclear(res);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
-	for (int r = 0; r < rows; r++) {
-		snprintf(a[r].queue, sizeof a[r].queue, "%s", PQgetvalue(res, r, 0));
-		a[r].paused = strcmp(PQgetvalue(res, r, 1), "t") == 0;
-		a[r].pending = atol(PQgetvalue(res, r, 2));
-		a[r].scheduled = atol(PQgetvalue(res, r, 3));
-		a[r].running = atol(PQgetvalue(res, r, 4));
-		a[r].succeeded = atol(PQgetvalue(res, r, 5));
-		a[r].failed = atol(PQgetvalue(res, r, 6));
-		a[r].cancelled = atol(PQgetvalue(res, r, 7));
-		a[r].oldest_pending_s = atof(PQgetvalue(res, r, 8));
-		a[r].completed_1m = atol(PQgetvalue(res, r, 9));
-		a[r].failed_1m = atol(PQgetvalue(res, r, 10));
-	}
-	PQclear(res);
+	int rows = 0;
+	pgc_queue_stat *a = NULL;
+	if ((rc = pgc__queue_stat_rows(res, queue, &a, &rows, err)) != PGC_OK)
+		return rc;
 	if (health != NULL) {
 		memset(health, 0, sizeof *health);
 		const char *sv[1] = { q->schema };

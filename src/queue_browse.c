@@ -73,30 +73,10 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	        2, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	int rows = PQntuples(res);
-	if (queue != NULL && rows == 0) {
-		PQclear(res);
-		return pgc__err(err, PGC_ENOTFOUND, "no queue named \"%.100s\"", queue);
-	}
-	pgc_queue_stat *a = calloc(rows ? (size_t)rows : 1, sizeof *a);
-	if (a == NULL) {
-		PQclear(res);
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	}
-	for (int r = 0; r < rows; r++) {
-		snprintf(a[r].queue, sizeof a[r].queue, "%s", PQgetvalue(res, r, 0));
-		a[r].paused = strcmp(PQgetvalue(res, r, 1), "t") == 0;
-		a[r].pending = atol(PQgetvalue(res, r, 2));
-		a[r].scheduled = atol(PQgetvalue(res, r, 3));
-		a[r].running = atol(PQgetvalue(res, r, 4));
-		a[r].succeeded = atol(PQgetvalue(res, r, 5));
-		a[r].failed = atol(PQgetvalue(res, r, 6));
-		a[r].cancelled = atol(PQgetvalue(res, r, 7));
-		a[r].oldest_pending_s = atof(PQgetvalue(res, r, 8));
-		a[r].completed_1m = atol(PQgetvalue(res, r, 9));
-		a[r].failed_1m = atol(PQgetvalue(res, r, 10));
-	}
-	PQclear(res);
+	int rows = 0;
+	pgc_queue_stat *a = NULL;
+	if ((rc = pgc__queue_stat_rows(res, queue, &a, &rows, err)) != PGC_OK)
+		return rc;
 	*stats = a;
 	*n = (size_t)rows;
 	return PGC_OK;

@@ -75,6 +75,10 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 
 /* The statement that reads jobs as pgc_job_info rows, live ones and history together: a
  * format with three %s, the WHERE of the live table, the WHERE of the history, the LIMIT. */
+/* The rows of a statistics statement as pgc_queue_stats() returns them (queue_admin.c); res
+ * is cleared. */
+int pgc__queue_stat_rows(PGresult *res, const char *queue, pgc_queue_stat **out, int *rows, pgc_error *err);
+
 extern const char pgc__queue_info_select[];
 
 /* Row r of a pgc__queue_info_select result as one allocation (free()), or NULL when out of
