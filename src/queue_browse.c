@@ -61,13 +61,7 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	        CAPPED("job_history", "status = 'succeeded'", "queue, status, finished_at") ","
 	        CAPPED("job_history", "status = 'failed'", "queue, status, finished_at") ","
 	        CAPPED("job_history", "status = 'cancelled'", "queue, status, finished_at") ","
-	        " coalesce(extract(epoch FROM statement_timestamp() - least("
-	        "   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'"
-	        "     AND eff_priority < 32768 ORDER BY run_at LIMIT 1),"
-	        "   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'"
-	        "     AND eff_priority = 32768 ORDER BY run_at LIMIT 1),"
-	        "   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'scheduled'"
-	        "     AND run_at <= statement_timestamp() ORDER BY run_at LIMIT 1))), 0),"
+	        PGC__QUEUE_OLDEST_PENDING_SQL ","
 	        RATE("succeeded") "," RATE("failed")
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        2, v, &rc, err);
