@@ -31,7 +31,9 @@ cat >"$TMP/child.sh" <<'SH'
 #!/bin/sh
 log=$1
 echo "start $$ $PGCOORD_FENCE_TOKEN $(date +%s.%N)" >>"$log"
-trap 'echo "stop $$ $PGCOORD_FENCE_TOKEN $(date +%s.%N) term" >>"$log"; exit 0' TERM
+# A killed leader's command may get SIGTERM twice (its parent's death signal and the watchdog's
+# group kill): the second must not interrupt the first's date, so the handler ignores it.
+trap 'trap "" TERM; echo "stop $$ $PGCOORD_FENCE_TOKEN $(date +%s.%N) term" >>"$log"; exit 0' TERM
 if [ "$2" = 0 ]; then
 	while :; do sleep 0.05; done
 fi
@@ -67,7 +69,7 @@ dead() { ! alive "$1"; }
 check_log() {
 	awk -v margin="$1" '
 		$1 == "start" { n++; pid[n] = $2; tok[n] = $3; s[n] = $4; idx[$2] = n }
-		$1 == "stop" && !($2 in done) { e[idx[$2]] = $4; done[$2] = 1 }
+		$1 == "stop" && $4 ~ /^[0-9]/ && !($2 in done) { e[idx[$2]] = $4; done[$2] = 1 }
 		END {
 			for (i = 1; i <= n; i++) {
 				if (e[i] == "") { printf "child %s (token %s) never stopped\n", pid[i], tok[i]; bad = 1 }
