@@ -56,12 +56,15 @@ static const char *const templates[QS_COUNT] = {
 	"  deferrals, max_deferrals, key)"
 	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
 	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key FROM done"
-	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings))"
+	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
+	/* A keyed job's run ended: a row for the next claim of its key to fold (migration 010). */
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM done"
+	"  WHERE key IS NOT NULL)"
 	" SELECT id FROM done",
 
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
-	" SELECT id, attempts, max_attempts,"
+	" SELECT id, queue, key, attempts, max_attempts,"
 	"  clock_timestamp() + least($4::float8 * power(2, attempts - 1), $5::float8)"
 	"   * (0.5 + random() * 0.5) * interval '1 millisecond' AS next_at"
 	" FROM @S@.jobs"
@@ -79,14 +82,15 @@ static const char *const templates[QS_COUNT] = {
 	"   ELSE 'pending' END,"
 	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
 	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
-	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id)"
+	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
 	 * limit is a failed attempt that ends the job (the dead letter says why). */
 	[QS_SNOOZE] =
 	"WITH j AS MATERIALIZED ("
-	" SELECT id, deferrals >= max_deferrals AS over FROM @S@.jobs"
+	" SELECT id, queue, key, deferrals >= max_deferrals AS over FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
 	"  RETURNING d.*, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
@@ -102,7 +106,8 @@ static const char *const templates[QS_COUNT] = {
 	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
 	"  eff_priority = u.priority,"
 	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id)"
+	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_HEARTBEAT] =
@@ -120,15 +125,19 @@ static const char *const templates[QS_COUNT] = {
 	"   || coalesce(j.worker, '?') || ' stopped (not counted as an attempt)' ELSE j.last_error END,"
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.queue)"
+	" RETURNING j.queue, j.key),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM r WHERE key IS NOT NULL)"
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 
+	/* Also says whether the queue is a flow queue, so that the worker can leave the flow
+	 * claim out of the next round trip of a queue that is not. */
 	[QS_PROMOTE] =
-	"UPDATE @S@.jobs SET status = 'pending'"
+	"WITH p AS (UPDATE @S@.jobs SET status = 'pending'"
 	" WHERE id = ANY (ARRAY(SELECT id FROM @S@.jobs"
 	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= statement_timestamp()"
-	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled'",
+	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled' RETURNING 1)"
+	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
 
 	/* The next scheduled run_at, or the next start a rate allows to pending jobs (of a queue
 	 * with a rate, of a key with room and a rate: the time its claim may take one). */

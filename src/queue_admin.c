@@ -35,7 +35,10 @@ static const char reap_leases_sql[] =
 	"  eff_priority = j.priority, run_at = clock_timestamp()"
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
 	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
-	"  AND j.attempts < j.max_attempts RETURNING j.queue)"
+	"  AND j.attempts < j.max_attempts RETURNING j.queue, j.key),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key)"
+	"  SELECT queue, key FROM dead WHERE key IS NOT NULL"
+	"  UNION ALL SELECT queue, key FROM back WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM back),"
 	"  (SELECT count(pg_notify(s.channel, b.queue))"
 	"   FROM (SELECT DISTINCT queue FROM back) b, @S@.queue_settings s)";

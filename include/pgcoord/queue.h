@@ -418,7 +418,9 @@ PGC_EXTERN void pgc_queue_infos_free(pgc_job_info **infos, size_t n);
  *    that finds a rate used up takes other keys' jobs, and the worker sleeps until the next
  *    start it allows (as for a scheduled run_at);
  *  - without fair shares, claims take the jobs of highest effective priority first among the
- *    keys with room (as the plain claim does); with them, the keys take turns in order of a
+ *    heads of the keys with room (as the plain claim does), looking at no more than twice as
+ *    many keys as jobs asked for (at least 16), the least served first, so that a claim costs
+ *    the same however many keys there are; with them, the keys take turns in order of a
  *    virtual time that each claimed job advances by 1/weight, and priority (with aging)
  *    orders only the jobs of one key, and breaks ties between keys. Unkeyed jobs of a fair
  *    queue share one turn, as one more key of weight 1. */

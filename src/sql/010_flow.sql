@@ -7,15 +7,18 @@
 -- claim and its single probe of the claim index, which now covers unkeyed jobs only.
 --
 -- job_keys has one row per key of a queue with live jobs (or with settings of its own):
---  * running is an upper bound of the key's running jobs, exact whenever no completion is
+--  * running is an upper bound of the key's running jobs, exact whenever no ended run is
 --    waiting to be folded. Only a claim raises it, holding the row lock, by what it claims;
---    a job that stops running (completed, failed, deferred, released, reaped, cancelled:
---    any UPDATE of its status or DELETE, by any statement) adds a row to job_key_done by
---    trigger, which takes no lock, so that completions never wait for each other nor for
---    claims and cannot deadlock. The next claim of the key (under its row lock) or the
---    reaper folds those rows into running; a row is deleted, and counted, once. So running
---    never falls below the truth, and a claim that takes at most lim - running jobs can never
---    exceed the limit, whatever interleaving of claims, expiries, reaps and completions.
+--    each statement that ends a keyed job's run (complete, fail, defer, release, the reaper)
+--    adds a row to job_key_done in the same statement, which takes no lock, so that
+--    completions never wait for each other nor for claims and cannot deadlock. The next
+--    claim of the key (under its row lock) or the reaper folds those rows into running; a
+--    row is deleted, and counted, once. So running never falls below the truth, and a claim
+--    that takes at most lim - running jobs can never exceed the limit, whatever interleaving
+--    of claims, expiries, reaps and completions. A run ended by some other statement (a DELETE
+--    by hand) leaves the bound high: the reaper recounts the keys, the least recently claimed
+--    first, and puts such a bound right. (No trigger does this: an AFTER trigger on jobs makes
+--    every claim and completion of every queue fetch each row once more.)
 --  * job_keys_open indexes the keys with room by that bound: a saturated key is not in it,
 --    and costs a claim nothing, however long its backlog.
 --  * rate_next is the key's theoretical arrival time (GCRA): starts are spaced rate_ms /
@@ -100,20 +103,6 @@ $pgc$;
 CREATE TRIGGER jobs_key_hold BEFORE INSERT ON @S@.jobs
     FOR EACH ROW WHEN (NEW.key IS NOT NULL) EXECUTE FUNCTION @S@.job_key_hold();
 
--- A keyed job that stops running leaves a row to fold (see above).
-CREATE FUNCTION @S@.job_key_stopped() RETURNS trigger LANGUAGE plpgsql AS $pgc$
-BEGIN
-    INSERT INTO @S@.job_key_done (queue, key) VALUES (OLD.queue, OLD.key);
-    RETURN NULL;
-END
-$pgc$;
-CREATE TRIGGER jobs_key_stopped AFTER UPDATE OF status ON @S@.jobs
-    FOR EACH ROW WHEN (OLD.key IS NOT NULL AND OLD.status = 'running' AND NEW.status <> 'running')
-    EXECUTE FUNCTION @S@.job_key_stopped();
-CREATE TRIGGER jobs_key_deleted AFTER DELETE ON @S@.jobs
-    FOR EACH ROW WHEN (OLD.key IS NOT NULL AND OLD.status = 'running')
-    EXECUTE FUNCTION @S@.job_key_stopped();
-
 -- The guard: no claim raises a key's running jobs above its limit.
 CREATE FUNCTION @S@.job_key_guard() RETURNS trigger LANGUAGE plpgsql AS $pgc$
 BEGIN
@@ -142,6 +131,7 @@ DECLARE
     qbase timestamptz;
     tseq regclass;
     vmin float8;
+    ckeys text[];
 BEGIN
     SELECT * INTO q FROM @S@.queues s WHERE s.name = p_queue AND s.flow AND NOT s.paused;
     IF NOT FOUND OR p_max IS NULL OR p_max < 1 THEN
@@ -170,25 +160,43 @@ BEGIN
         SELECT k.vtime INTO vmin FROM @S@.job_keys k
          WHERE k.queue = p_queue AND (k.lim IS NULL OR k.running < k.lim) ORDER BY k.vtime LIMIT 1;
     END IF;
+    -- The keys to try, in the order they are to be served: those with room in order of
+    -- virtual time (the least served first; the index holds no saturated key, so this walk
+    -- never meets one) and saturated keys whose ended jobs are not folded yet, each with its
+    -- head job; then by virtual time (fair) or by the head's priority.
+    SELECT array_agg(c.key ORDER BY CASE WHEN q.fair THEN c.vtime END, c.eff_priority DESC, c.run_at, c.id)
+      INTO ckeys
+      FROM (SELECT w.* FROM (
+                SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id FROM @S@.job_keys k
+                 CROSS JOIN LATERAL (
+                       SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
+                        WHERE j.queue = p_queue AND j.key = k.key AND j.status = 'pending'
+                          AND j.run_at <= t0
+                        ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h
+                 WHERE k.queue = p_queue AND (k.lim IS NULL OR k.running < k.lim)
+                   AND (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
+                        OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05
+                                               * interval '1 millisecond')
+                 ORDER BY k.vtime, k.key
+                 LIMIT greatest(allow * 2, 16)) w
+            UNION
+            SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id
+              FROM (SELECT DISTINCT x.key FROM @S@.job_key_done x WHERE x.queue = p_queue LIMIT 1000) d
+              JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = d.key
+             CROSS JOIN LATERAL (
+                   SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
+                    WHERE j.queue = p_queue AND j.key = d.key AND j.status = 'pending' AND j.run_at <= t0
+                    ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h) c;
     RETURN QUERY
-    WITH cand AS MATERIALIZED (
-        SELECT k.key FROM @S@.job_keys k
-         WHERE k.queue = p_queue AND (k.lim IS NULL OR k.running < k.lim)
-        UNION
-        SELECT d.key FROM @S@.job_key_done d WHERE d.queue = p_queue
-    ), pick AS MATERIALIZED (
+    WITH pick AS MATERIALIZED (
         SELECT k.key, k.running, k.lim, k.vtime, coalesce(k.weight, 1) AS w,
                coalesce(k.rate_n, q.key_rate_n) AS rn, coalesce(k.rate_ms, q.key_rate_ms) AS rms,
                k.rate_next
           FROM @S@.job_keys k
-         CROSS JOIN LATERAL (
-               SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
-                WHERE j.queue = p_queue AND j.key = k.key AND j.status = 'pending' AND j.run_at <= t0
-                ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h
-         WHERE k.queue = p_queue AND k.key IN (SELECT c.key FROM cand c)
+         WHERE k.queue = p_queue AND k.key = ANY (ckeys)
            AND (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
                 OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05 * interval '1 millisecond')
-         ORDER BY CASE WHEN q.fair THEN k.vtime END, h.eff_priority DESC, h.run_at, h.id
+         ORDER BY array_position(ckeys, k.key)
          LIMIT allow
          FOR NO KEY UPDATE OF k SKIP LOCKED
     ), fold AS (
@@ -278,6 +286,23 @@ BEGIN
     UPDATE @S@.job_keys k SET running = greatest(k.running - f.n, 0)
       FROM (SELECT fold.queue, fold.key, count(*)::int AS n FROM fold GROUP BY 1, 2) f
      WHERE k.queue = f.queue AND k.key = f.key;
+    -- Recount keys whose bound may be off, under their locks; the next statement's snapshot is
+    -- taken after them, so that the bound is set to the running jobs it sees plus the ended
+    -- runs it sees not folded yet: those are folded later, once each.
+    SELECT array_agg(x.queue), array_agg(x.key) INTO qs, ks FROM (
+        SELECT k.queue, k.key FROM @S@.job_keys k
+         WHERE k.running > 0 AND (k.claimed_at IS NULL OR k.claimed_at < clock_timestamp() - interval '1 second')
+         ORDER BY k.claimed_at NULLS FIRST LIMIT 1000 FOR NO KEY UPDATE SKIP LOCKED) x;
+    IF qs IS NOT NULL THEN
+        UPDATE @S@.job_keys k SET running = c.n
+          FROM (SELECT u.queue, u.key,
+                       (SELECT count(*) FROM @S@.jobs j WHERE j.queue = u.queue AND j.key = u.key
+                           AND j.status = 'running')
+                       + (SELECT count(*) FROM @S@.job_key_done d WHERE d.queue = u.queue
+                           AND d.key = u.key) AS n
+                  FROM unnest(qs, ks) AS u(queue, key)) c
+         WHERE k.queue = c.queue AND k.key = c.key AND k.running > c.n;
+    END IF;
     SELECT array_agg(x.queue), array_agg(x.key) INTO qs, ks FROM (
         SELECT k.queue, k.key FROM @S@.job_keys k
          WHERE k.running = 0 AND k.max_running IS NULL AND k.weight IS NULL AND k.rate_n IS NULL

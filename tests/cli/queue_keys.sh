@@ -87,16 +87,21 @@ for w in 1 2 3 4; do
 	"$PG" worker --schema "$S" --queue lim -c 8 --lease 2s --poll 200ms -- "$TMP/job.sh" 2>"$TMP/w$w.err" &
 	pids+=($!)
 done
-# Mid-run: kill the first worker while it runs jobs.
+# Mid-run: kill a worker while it runs jobs (the one that holds the oldest running job).
 end=$((SECONDS + 20))
-while [ "$(psql_q "SELECT count(*) FROM $S.jobs WHERE status = 'running' AND worker LIKE '%:${pids[0]}%'")" -lt 1 ] &&
-	[ $SECONDS -lt $end ]; do sleep 0.05; done
-[ "$(psql_q "SELECT count(*) FROM $S.jobs WHERE status = 'running' AND worker LIKE '%:${pids[0]}%'")" -ge 1 ] ||
-	fail "the first worker never ran a job"
-kill -KILL "${pids[0]}"
+victim=
+while [ -z "$victim" ] && [ $SECONDS -lt $end ]; do
+	victim=$(psql_q "SELECT split_part(worker, ':', 2) FROM $S.jobs WHERE status = 'running' ORDER BY started_at LIMIT 1")
+	[ -n "$victim" ] || sleep 0.05
+done
+[ -n "$victim" ] || fail "no worker ran a job"
+kept=()
+for p in "${pids[@]}"; do [ "$p" = "$victim" ] || kept+=("$p"); done
+[ ${#kept[@]} -eq 3 ] || fail "the job's worker $victim is not one of ${pids[*]}"
+kill -KILL "$victim"
 kill_ns=$(now_ns)
-wait "${pids[0]}" 2>/dev/null
-pids=("${pids[@]:1}")
+wait "$victim" 2>/dev/null
+pids=("${kept[@]}")
 wait_sql 120 "SELECT count(*) FROM $S.jobs WHERE queue = 'lim'" 0
 stop_workers
 [ "$(psql_q "SELECT count(*) FROM $S.job_history WHERE queue = 'lim' AND status = 'succeeded'")" = 150 ] ||

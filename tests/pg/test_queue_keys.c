@@ -492,6 +492,78 @@ static void queue_keys__upgrade_keeps_jobs(void)
 	teardown(c, q);
 }
 
+/* A worker on a queue without keys leaves the flow claim out of its round trips; when the
+ * queue's first keyed job comes, it claims it at once (not after its poll). */
+static atomic_int flip_handled;
+
+static void flip_handler(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)job;
+	(void)res;
+	(void)arg;
+	atomic_fetch_add(&flip_handled, 1);
+}
+
+static void queue_keys__worker_follows_a_queue_into_flow(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	const char *queues[] = { "flip" };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = t_dsn();
+	o.schema = schema;
+	o.queues = queues;
+	o.n_queues = 1;
+	o.poll_ms = 60000;
+	pgc_worker *w;
+	T_ASSERT_INT_EQ(pgc_worker_new(&o, flip_handler, NULL, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_worker_start(w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "flip", "{}", NULL, NULL, &err), PGC_OK);
+	int64_t t0 = pgc__now_ms();
+	while (atomic_load(&flip_handled) < 1 && pgc__now_ms() - t0 < 10000)
+		sleep_ms(10);
+	T_ASSERT_INT_EQ(atomic_load(&flip_handled), 1);
+	/* One statement, so one notification: the wake-up finds the queue changed. */
+	const char *three[3] = { "{}", "{}", "{}" };
+	pgc_job_options ko = PGC_JOB_OPTIONS_INIT;
+	ko.key = "K";
+	T_ASSERT_INT_EQ(pgc_queue_enqueue_many(q, "flip", 3, three, NULL, &ko, NULL, NULL, NULL, &err), PGC_OK);
+	t0 = pgc__now_ms();
+	while (atomic_load(&flip_handled) < 4 && pgc__now_ms() - t0 < 10000)
+		sleep_ms(10);
+	int64_t took = pgc__now_ms() - t0;
+	pgc_worker_stop(w, 1000);
+	T_ASSERT_INT_EQ(pgc_worker_wait(w, &err), PGC_OK);
+	pgc_worker_free(w);
+	T_ASSERT_INT_EQ(atomic_load(&flip_handled), 4);
+	T_ASSERT(took < 10000);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_history WHERE key = 'K'", schema), 3);
+	teardown(c, q);
+}
+
+/* A run ended by a statement that leaves no ledger row (a DELETE by hand) leaves the key's
+ * bound too high; the reaper's recount puts it right. */
+static void queue_keys__recount_after_delete_by_hand(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	set_key_limit(q, "hand", 1);
+	enqueue_n(q, "hand", "A", 2, 0);
+	int64_t ids[2], toks[2];
+	T_ASSERT_INT_EQ((int)claim(q, "hand", 5, 30000, ids, toks, NULL), 1);
+	sql(c, "DELETE FROM %s.jobs WHERE id = %lld", schema, (long long)ids[0]);
+	T_ASSERT_INT_EQ((int)claim(q, "hand", 5, 30000, NULL, NULL, NULL), 0);
+	/* Keys claimed within the last second are left to their claims. */
+	sleep_ms(1100);
+	pgc_reap_result rr;
+	T_ASSERT_INT_EQ(reap(q, &rr, &err), PGC_OK);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT running FROM %s.job_keys WHERE key = 'A'", schema), 0);
+	T_ASSERT_INT_EQ((int)claim(q, "hand", 5, 30000, NULL, NULL, NULL), 1);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -502,6 +574,8 @@ int main(int argc, char **argv)
 		{ "queue_keys__fair_shares", queue_keys__fair_shares },
 		{ "queue_keys__bad_input", queue_keys__bad_input },
 		{ "queue_keys__upgrade_keeps_jobs", queue_keys__upgrade_keeps_jobs },
+		{ "queue_keys__worker_follows_a_queue_into_flow", queue_keys__worker_follows_a_queue_into_flow },
+		{ "queue_keys__recount_after_delete_by_hand", queue_keys__recount_after_delete_by_hand },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
