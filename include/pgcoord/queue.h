@@ -567,8 +567,10 @@ typedef struct pgc_worker_options {
 	bool once;                  /* stop by itself once no runnable job is left in its queues
 	                               (none pending with run_at <= now in a queue that is not
 	                               paused) and the jobs it holds are finished: for batches and
-	                               tests. Jobs scheduled later (a retry's backoff included) and
-	                               jobs running in other workers do not keep it going.
+	                               tests. Jobs scheduled later (a retry's backoff included),
+	                               jobs running in other workers, and pending jobs that flow
+	                               control holds back (their key at its limit, a rate used
+	                               up) do not keep it going.
 	                               pgc_worker_wait() then returns PGC_OK. Default false. */
 	bool cron;                  /* also be a cron scheduler: a thread with a session of its own
 	                               fires the due ticks of the schema's schedules, as pgcoord
