@@ -362,7 +362,6 @@ static bool any_more(const pgc_worker *w, const dstate *d)
 	return more;
 }
 
-/* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
 /* The queue is worth claiming again. */
 static void mark_more(pgc_worker *w, dstate *d, const char *queue)
 {
@@ -371,6 +370,7 @@ static void mark_more(pgc_worker *w, dstate *d, const char *queue)
 			d->more[i] = true;
 }
 
+/* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
 static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 {
 	wjob **pp = done;
@@ -585,7 +585,8 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		qv[c][1] = maxs[c];
 		qv[c][2] = lease;
 		qv[c][3] = w->worker_id;
-		/* The same two statements for every queue: the cache parses each once per batch. */
+		/* The same statements for every queue: the cache parses each once per batch. The
+		 * flow claim goes first, and only for queues that may be flow queues. */
 		added |= i_promote[c] = pgc__queue_batch_add(w->q, b, QS_PROMOTE, 1, qv[c]);
 		i_flow[c] = -1;
 		if (!d->plain[claim_q[c]])
