@@ -1,5 +1,5 @@
 /* cmd_queue.c - pgcoord queue: enqueue, stats, list, show, retry, cancel, purge, pause, resume,
- * config
+ * config, limit
  *
  * The bulk forms (cancel --all, retry --all, purge) count first, ask on a terminal (or take
  * --yes), then work in short batches through pgc_queue_bulk_run. */
@@ -21,7 +21,7 @@ static void usage(FILE *f)
 	      "Subcommands:\n"
 	      "  enqueue QUEUE [--payload JSON | --file FILE | -] [--priority N]\n"
 	      "          [--delay D | --run-at TIME] [--max-attempts N] [--unique-key K]\n"
-	      "          [--max-deferrals N]\n"
+	      "          [--max-deferrals N] [--key K]\n"
 	      "                       add jobs (a file: one JSON value per line, all or\n"
 	      "                       nothing)\n"
 	      "  stats [QUEUE] [--prometheus] [--watch D]\n"
@@ -47,6 +47,15 @@ static void usage(FILE *f)
 	      "  config [--aging D] [--succeeded-retention D] [--failed-retention D]\n"
 	      "         [--max-payload BYTES]\n"
 	      "                       show or change the queue settings\n"
+	      "  config QUEUE [--key-limit N|none] [--rate N/D|none] [--key-rate N/D|none]\n"
+	      "         [--fair on|off]\n"
+	      "                       show or change QUEUE's flow control: jobs running at\n"
+	      "                       once per key, starts per interval of the queue and of\n"
+	      "                       each key, keys taking turns\n"
+	      "  limit QUEUE [KEY] [--limit N|none] [--weight W|none] [--rate N/D|none]\n"
+	      "        [--remove]\n"
+	      "                       show or change one key's own settings (without KEY:\n"
+	      "                       list the keys); --remove drops them\n"
 	      "\n"
 	      "The bulk forms show how many jobs they will touch and ask for yes (or y) on a\n"
 	      "terminal; --yes skips the question, and without a terminal it is required.\n"
@@ -54,6 +63,10 @@ static void usage(FILE *f)
 	      "short transaction. --key-prefix matches unique keys that start with P\n"
 	      "(compared as is, no wildcards); --older-than counts from creation (cancel) or\n"
 	      "from the end (retry, purge).\n"
+	      "\n"
+	      "--key K gives jobs a concurrency key: at most --key-limit (or the key's\n"
+	      "--limit) of them run at once across all workers, and --rate/--key-rate space\n"
+	      "their starts (N/D: at most N per D, e.g. 50/1s, 1000/1m).\n"
 	      "\n"
 	      "Options for every subcommand:\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
@@ -71,15 +84,19 @@ static void usage(FILE *f)
 enum {
 	O_SCHEMA = 256, O_JSON, O_PAYLOAD, O_FILE, O_PRIORITY, O_DELAY, O_RUN_AT, O_MAX_ATTEMPTS,
 	O_UNIQUE_KEY, O_PROMETHEUS, O_WATCH, O_STATUS, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET,
-	O_FRET, O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_ALL, O_KEY_PREFIX, O_BATCH, O_YES
+	O_FRET, O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_ALL, O_KEY_PREFIX, O_BATCH, O_YES, O_KEY,
+	O_KEY_LIMIT, O_RATE, O_KEY_RATE, O_FAIR, O_WEIGHT, O_REMOVE
 };
 
 typedef struct qargs {
 	const char *schema;
-	const char *payload, *file, *run_at, *unique_key, *status, *key_prefix;
+	const char *payload, *file, *run_at, *unique_key, *status, *key_prefix, *key;
 	long long priority, max_attempts, limit, max_payload, max_deferrals, batch;
 	int64_t delay_ms, watch_ms, older_than_ms, aging_ms, sret_ms, fret_ms;
-	bool has_delay, has_priority, prometheus, all, yes, has_older;
+	bool has_delay, has_priority, prometheus, all, yes, has_older, has_limit, remove;
+	/* Flow control: -1 unchanged, 0 none (rates: n). */
+	int key_limit, weight, fair, key_lim;
+	pgc_rate rate, key_rate;
 	char *pos[2];
 	int npos;
 } qargs;
@@ -102,6 +119,40 @@ static bool parse_duration(const char *sub, const char *opt, const char *text, i
 	char cmd[40];
 	snprintf(cmd, sizeof cmd, "queue %s", sub);
 	return cli_duration_opt(cmd, opt, text, 0, INT64_MAX, out, rc);
+}
+
+/* A count of flow control (--key-limit, --limit of a key, --weight): 1..max, or "none" (0). */
+static bool flow_count(const char *cmd, const char *opt, const char *text, long long max, int *out,
+                       int *rc)
+{
+	long long v;
+	if (strcmp(text, "none") == 0) {
+		*out = 0;
+		return true;
+	}
+	if (!cli_parse_int(text, 1, max, &v)) {
+		*rc = cli_usage_error(cmd, "%s must be an integer from 1 to %lld, or none, not \"%s\"", opt,
+		                      max, text);
+		return false;
+	}
+	*out = (int)v;
+	return true;
+}
+
+/* A rate N/DURATION, or "none" (n 0). */
+static bool flow_rate(const char *cmd, const char *opt, const char *text, pgc_rate *out, int *rc)
+{
+	if (strcmp(text, "none") == 0) {
+		out->n = 0;
+		out->per_ms = 0;
+		return true;
+	}
+	pgc_error e;
+	if (pgc_rate_parse(text, out, &e) != PGC_OK) {
+		*rc = cli_usage_error(cmd, "%s: %s", opt, e.message);
+		return false;
+	}
+	return true;
 }
 
 /* Parses the options every subcommand shares and its own; positional arguments go to a->pos. */
@@ -131,6 +182,13 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ "key-prefix", required_argument, NULL, O_KEY_PREFIX },
 		{ "batch-size", required_argument, NULL, O_BATCH },
 		{ "yes", no_argument, NULL, O_YES },
+		{ "key", required_argument, NULL, O_KEY },
+		{ "key-limit", required_argument, NULL, O_KEY_LIMIT },
+		{ "rate", required_argument, NULL, O_RATE },
+		{ "key-rate", required_argument, NULL, O_KEY_RATE },
+		{ "fair", required_argument, NULL, O_FAIR },
+		{ "weight", required_argument, NULL, O_WEIGHT },
+		{ "remove", no_argument, NULL, O_REMOVE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -142,6 +200,8 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 	a->limit = 50;
 	a->max_payload = -1;
 	a->aging_ms = a->sret_ms = a->fret_ms = -1;
+	a->key_limit = a->weight = a->fair = a->key_lim = -1;
+	a->rate.n = a->key_rate.n = -1;
 	int ch, rc = 0;
 	optind = 0; /* glibc: start over */
 	opterr = 0;
@@ -181,9 +241,47 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 				return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", optarg);
 			break;
 		case O_LIMIT:
-			if (!cli_parse_int(optarg, 1, 1000000, &a->limit))
+			if (strcmp(sub, "limit") == 0) {
+				if (!flow_count(cmd, "--limit", optarg, 1000000, &a->key_lim, &rc))
+					return rc;
+			} else if (!cli_parse_int(optarg, 1, 1000000, &a->limit)) {
 				return cli_usage_error(cmd, "--limit must be an integer from 1 to 1000000, not \"%s\"", optarg);
+			}
+			a->has_limit = true;
 			break;
+		case O_KEY:
+			if (*optarg == '\0')
+				return cli_usage_error(cmd, "--key must not be empty");
+			if (strlen(optarg) > PGC_QUEUE_KEY_MAX)
+				return cli_usage_error(cmd, "--key is %zu bytes, longer than %d", strlen(optarg),
+				                       PGC_QUEUE_KEY_MAX);
+			a->key = optarg;
+			break;
+		case O_KEY_LIMIT:
+			if (!flow_count(cmd, "--key-limit", optarg, 1000000, &a->key_limit, &rc))
+				return rc;
+			break;
+		case O_WEIGHT:
+			if (!flow_count(cmd, "--weight", optarg, PGC_QUEUE_WEIGHT_MAX, &a->weight, &rc))
+				return rc;
+			break;
+		case O_RATE:
+			if (!flow_rate(cmd, "--rate", optarg, &a->rate, &rc))
+				return rc;
+			break;
+		case O_KEY_RATE:
+			if (!flow_rate(cmd, "--key-rate", optarg, &a->key_rate, &rc))
+				return rc;
+			break;
+		case O_FAIR:
+			if (strcmp(optarg, "on") == 0)
+				a->fair = 1;
+			else if (strcmp(optarg, "off") == 0)
+				a->fair = 0;
+			else
+				return cli_usage_error(cmd, "--fair must be on or off, not \"%s\"", optarg);
+			break;
+		case O_REMOVE: a->remove = true; break;
 		case O_MAX_PAYLOAD:
 			if (!cli_parse_int(optarg, 1, 1073741823, &a->max_payload))
 				return cli_usage_error(cmd, "--max-payload must be a positive number of bytes, not \"%s\"", optarg);
@@ -242,7 +340,14 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ a->prometheus, "--prometheus", "stats" },
 		{ a->watch_ms != 0, "--watch", "stats" },
 		{ a->status != NULL, "--status", "list purge cancel retry" },
-		{ a->limit != 50, "--limit", "list" },
+		{ a->has_limit, "--limit", "list limit" },
+		{ a->key != NULL, "--key", "enqueue" },
+		{ a->key_limit >= 0, "--key-limit", "config" },
+		{ a->rate.n >= 0, "--rate", "config limit" },
+		{ a->key_rate.n >= 0, "--key-rate", "config" },
+		{ a->fair >= 0, "--fair", "config" },
+		{ a->weight >= 0, "--weight", "limit" },
+		{ a->remove, "--remove", "limit" },
 		{ a->has_older, "--older-than", "purge cancel retry" },
 		{ a->aging_ms >= 0, "--aging", "config" },
 		{ a->sret_ms >= 0, "--succeeded-retention", "config" },
@@ -449,6 +554,7 @@ static int do_enqueue(int argc, char **argv)
 	jo.run_at = a.run_at;
 	jo.max_attempts = (int)a.max_attempts;
 	jo.max_deferrals = (int)a.max_deferrals;
+	jo.key = a.key;
 
 	pgc_conn *conn;
 	pgc_queue *q;
@@ -488,11 +594,96 @@ static int do_enqueue(int argc, char **argv)
 
 /* ---- stats ---------------------------------------------------------------------------------- */
 
+static const char *rate_str(const pgc_rate *r, char *buf, size_t size);
+static void print_key_json(const pgc_queue_key_info *k);
+static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max);
+
+/* The keys of the flow queues among st[] that have a limit or a rate in force: the stats show
+ * them. *out is freed with free(). */
+static int flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_key_info **out,
+                     size_t *nk, pgc_error *err)
+{
+	*out = NULL;
+	*nk = 0;
+	for (size_t i = 0; i < n; i++) {
+		pgc_queue_flow f;
+		pgc_queue_key_info *k;
+		size_t m;
+		if (pgc_queue_flow_get(q, st[i].queue, &f, err) != PGC_OK)
+			return err->code;
+		if (!f.flow)
+			continue;
+		if (pgc_queue_keys(q, st[i].queue, NULL, &k, &m, err) != PGC_OK)
+			return err->code;
+		pgc_queue_key_info *grown = realloc(*out, (*nk + m + 1) * sizeof **out);
+		if (grown == NULL) {
+			pgc_free(k);
+			err->code = PGC_ENOMEM;
+			snprintf(err->message, sizeof err->message, "out of memory");
+			return PGC_ENOMEM;
+		}
+		*out = grown;
+		for (size_t j = 0; j < m; j++)
+			if (k[j].limit > 0 || k[j].rate.n > 0)
+				(*out)[(*nk)++] = k[j];
+		pgc_free(k);
+	}
+	return PGC_OK;
+}
+
+static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool prometheus)
+{
+	if (prometheus) {
+		struct { const char *name, *help; int which; } m[] = {
+			{ "pgcoord_queue_key_running", "Jobs of a concurrency key running now.", 0 },
+			{ "pgcoord_queue_key_limit", "Jobs of a key allowed to run at once (0: no limit).", 1 },
+			{ "pgcoord_queue_key_pending", "Runnable jobs of a key.", 2 },
+			{ "pgcoord_queue_key_held_by_limit", "Runnable jobs of a key held back by its limit.", 3 },
+			{ "pgcoord_queue_key_held_by_rate", "Runnable jobs of a key held back by its rate.", 4 },
+			{ "pgcoord_queue_key_oldest_pending_seconds", "Age of a key's oldest runnable job.", 5 },
+		};
+		for (size_t x = 0; x < sizeof m / sizeof m[0]; x++) {
+			printf("# HELP %s %s\n# TYPE %s gauge\n", m[x].name, m[x].help, m[x].name);
+			for (size_t i = 0; i < nk; i++) {
+				printf("%s{queue=", m[x].name);
+				cli_prom_label(stdout, k[i].queue);
+				fputs(",key=", stdout);
+				cli_prom_label(stdout, k[i].key);
+				bool by_rate = !k[i].at_limit && k[i].rate_wait_ms > 0;
+				switch (m[x].which) {
+				case 0: printf("} %ld\n", k[i].running); break;
+				case 1: printf("} %d\n", k[i].limit); break;
+				case 2: printf("} %ld\n", k[i].pending); break;
+				case 3: printf("} %ld\n", k[i].at_limit ? k[i].pending : 0); break;
+				case 4: printf("} %ld\n", by_rate ? k[i].pending : 0); break;
+				default: printf("} %.3f\n", k[i].oldest_pending_s); break;
+				}
+			}
+		}
+		return;
+	}
+	if (g_cli.json) {
+		fputs(",\"keys\":[", stdout);
+		for (size_t i = 0; i < nk; i++) {
+			if (i)
+				fputc(',', stdout);
+			print_key_json(&k[i]);
+		}
+		fputc(']', stdout);
+		return;
+	}
+	if (nk == 0)
+		return;
+	putchar('\n');
+	print_keys_table(k, nk, 50);
+}
+
 static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_health *h,
-                        bool prometheus)
+                        const pgc_queue_key_info *k, size_t nk, bool prometheus)
 {
 	if (prometheus) {
 		cli_prom_queue_stats(stdout, st, n, h);
+		print_flow_stats(k, nk, true);
 		return;
 	}
 	if (g_cli.json) {
@@ -532,6 +723,7 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 			json_str(stdout, h->horizon_slot);
 			printf(",\"xmin_age\":%ld}", h->horizon_slot_xmin_age);
 		}
+		print_flow_stats(k, nk, false);
 		fputs("}\n", stdout);
 		return;
 	}
@@ -545,6 +737,7 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 		       st[i].completed_1m, st[i].failed_1m);
 	if (n == 0)
 		puts("(no queues yet)");
+	print_flow_stats(k, nk, false);
 	char t[CLI_TIME_MAX];
 	printf("\ntable jobs: %ld live, %ld dead tuples, last vacuum %s\n", h->jobs_live_tuples,
 	       h->jobs_dead_tuples,
@@ -591,13 +784,22 @@ static int do_stats(int argc, char **argv)
 			rc = qreport(&err);
 			break;
 		}
+		pgc_queue_key_info *k;
+		size_t nk;
+		if (flow_keys(q, st, n, &k, &nk, &err) != PGC_OK) {
+			pgc_free(st);
+			free(k);
+			rc = qreport(&err);
+			break;
+		}
 		bool screen = a.watch_ms > 0 && !g_cli.json && !a.prometheus;
 		if (screen)
 			diag_watch_header(stdout, "queue stats", a.watch_ms, NULL);
-		print_stats(st, n, &h, a.prometheus);
+		print_stats(st, n, &h, k, nk, a.prometheus);
 		if (screen)
 			diag_watch_footer(stdout);
 		pgc_free(st);
+		free(k);
 		fflush(stdout);
 		if (a.watch_ms == 0)
 			break;
@@ -621,9 +823,9 @@ static void print_info_json(const pgc_job_info *j)
 	       j->aged ? "true" : "false", j->attempts, j->max_attempts);
 	printf(",\"deferrals\":%d,\"max_deferrals\":%d", j->deferrals, j->max_deferrals);
 	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until",
-	                       "worker", "last_error", "unique_key" };
+	                       "worker", "last_error", "unique_key", "key", "waiting" };
 	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
-	                       j->worker, j->last_error, j->unique_key };
+	                       j->worker, j->last_error, j->unique_key, j->key, j->held };
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 		printf(",\"%s\":", keys[i]);
 		json_str(stdout, vals[i]);
@@ -706,19 +908,19 @@ static int do_show(int argc, char **argv)
 			       "attempts:", j->attempts, j->max_attempts);
 			printf("%-14s%d of %d\n", "deferrals:", j->deferrals, j->max_deferrals);
 			const char *keys[] = { "run_at:", "created_at:", "started_at:", "finished_at:",
-			                       "lease_until:", "worker:", "unique_key:", "last_error:",
-			                       "errors:", "payload:" };
+			                       "lease_until:", "worker:", "unique_key:", "key:", "waiting:",
+			                       "last_error:", "errors:", "payload:" };
 			const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at,
-			                       j->lease_until, j->worker, j->unique_key, j->last_error,
-			                       j->errors, j->payload };
+			                       j->lease_until, j->worker, j->unique_key, j->key, j->held,
+			                       j->last_error, j->errors, j->payload };
 			for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 				char t[8192];
 				if (vals[i] == NULL)
 					continue;
 				/* errors and payload are JSON text, escaped already and as long as they are. */
-				printf("%-14s%s\n", keys[i], i < 5   ? cli_fmt_time(vals[i], t, sizeof t)
-				                              : i < 8 ? cli_escape(vals[i], t, sizeof t)
-				                                      : vals[i]);
+				printf("%-14s%s\n", keys[i], i < 5    ? cli_fmt_time(vals[i], t, sizeof t)
+				                              : i < 10 ? cli_escape(vals[i], t, sizeof t)
+				                                       : vals[i]);
 			}
 		}
 		pgc_free(j);
@@ -961,20 +1163,87 @@ static int do_pause(const char *sub, int argc, char **argv)
 	return rc;
 }
 
+/* "50/1s", or "none". */
+static const char *rate_str(const pgc_rate *r, char *buf, size_t size)
+{
+	char d[PGC_DURATION_FORMAT_MAX];
+	if (r->n <= 0)
+		snprintf(buf, size, "none");
+	else
+		snprintf(buf, size, "%d/%s", r->n, cli_duration_str(r->per_ms, d));
+	return buf;
+}
+
+static void json_rate(const char *name, const pgc_rate *r)
+{
+	if (r->n <= 0)
+		printf(",\"%s\":null", name);
+	else
+		printf(",\"%s\":{\"n\":%d,\"per_ms\":%lld}", name, r->n, (long long)r->per_ms);
+}
+
+static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
+{
+	pgc_error err;
+	pgc_queue_flow f = PGC_QUEUE_FLOW_UNCHANGED;
+	f.key_limit = a->key_limit;
+	f.rate = a->rate;
+	f.key_rate = a->key_rate;
+	f.fair = a->fair;
+	bool change = f.key_limit >= 0 || f.rate.n >= 0 || f.key_rate.n >= 0 || f.fair >= 0;
+	if (change && pgc_queue_flow_set(q, queue, &f, &err) != PGC_OK)
+		return qreport(&err);
+	if (pgc_queue_flow_get(q, queue, &f, &err) != PGC_OK)
+		return qreport(&err);
+	char r1[48], r2[48];
+	if (g_cli.json) {
+		fputs("{\"queue\":", stdout);
+		json_str(stdout, queue);
+		printf(",\"flow\":%s,\"key_limit\":", f.flow ? "true" : "false");
+		if (f.key_limit > 0)
+			printf("%d", f.key_limit);
+		else
+			fputs("null", stdout);
+		json_rate("rate", &f.rate);
+		json_rate("key_rate", &f.key_rate);
+		printf(",\"fair\":%s}\n", f.fair ? "true" : "false");
+	} else if (!g_cli.quiet) {
+		char lim[16];
+		snprintf(lim, sizeof lim, "%d", f.key_limit);
+		printf("queue:       %s\nflow:        %s\nkey_limit:   %s\nrate:        %s\n"
+		       "key_rate:    %s\nfair:        %s\n", cli_esc(queue), f.flow ? "on" : "off",
+		       f.key_limit > 0 ? lim : "none", rate_str(&f.rate, r1, sizeof r1),
+		       rate_str(&f.key_rate, r2, sizeof r2), f.fair ? "on" : "off");
+	}
+	return 0;
+}
+
 static int do_config(int argc, char **argv)
 {
 	qargs a;
-	int rc = parse("config", argc, argv, &a, 0);
+	int rc = parse("config", argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
+	bool global = a.aging_ms >= 0 || a.sret_ms >= 0 || a.fret_ms >= 0 || a.max_payload >= 0;
+	bool flow = a.key_limit >= 0 || a.rate.n >= 0 || a.key_rate.n >= 0 || a.fair >= 0;
+	const char *queue = a.npos ? a.pos[0] : NULL;
+	if (flow && queue == NULL)
+		return cli_usage_error("queue config", "--key-limit, --rate, --key-rate and --fair need a QUEUE");
+	if (global && queue != NULL)
+		return cli_usage_error("queue config", "--aging, --succeeded-retention, --failed-retention and"
+		                       " --max-payload apply to every queue: give them without QUEUE");
+	pgc_error nerr;
+	if (queue != NULL && pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue config", "%s", nerr.message);
 	pgc_conn *conn;
 	pgc_queue *q;
 	if ((rc = open_queue("config", a.schema, &conn, &q)) != 0)
 		return rc;
 	pgc_error err;
 	pgc_queue_config cfg = { a.aging_ms, a.sret_ms, a.fret_ms, (int)a.max_payload };
-	if ((a.aging_ms >= 0 || a.sret_ms >= 0 || a.fret_ms >= 0 || a.max_payload >= 0) &&
-	    pgc_queue_config_set(q, &cfg, &err) != PGC_OK) {
+	if (queue != NULL) {
+		rc = config_flow(q, queue, &a);
+	} else if (global && pgc_queue_config_set(q, &cfg, &err) != PGC_OK) {
 		rc = qreport(&err);
 	} else if (pgc_queue_config_get(q, &cfg, &err) != PGC_OK) {
 		rc = qreport(&err);
@@ -990,6 +1259,154 @@ static int do_config(int argc, char **argv)
 		       cli_duration_str(cfg.aging_ms, d1), cli_duration_str(cfg.succeeded_retention_ms, d2),
 		       cli_duration_str(cfg.failed_retention_ms, d3), cfg.max_payload_bytes);
 	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
+/* ---- limit: one key's settings, the keys of a queue ------------------------------------------ */
+
+/* Why a key's pending jobs wait, for people: "at its limit", "rate-limited until T", "". */
+static const char *key_held(const pgc_queue_key_info *k, char *buf, size_t size)
+{
+	char t[CLI_TIME_MAX];
+	if (k->pending == 0)
+		snprintf(buf, size, "-");
+	else if (k->at_limit)
+		snprintf(buf, size, "at its limit %d", k->limit);
+	else if (k->rate_wait_ms > 0)
+		snprintf(buf, size, "rate-limited until %s", cli_fmt_time(k->next_start_at, t, sizeof t));
+	else
+		snprintf(buf, size, "-");
+	return buf;
+}
+
+static void print_key_json(const pgc_queue_key_info *k)
+{
+	fputs("{\"queue\":", stdout);
+	json_str(stdout, k->queue);
+	fputs(",\"key\":", stdout);
+	json_str(stdout, k->key);
+	fputs(",\"own\":{\"limit\":", stdout);
+	if (k->own.limit > 0)
+		printf("%d", k->own.limit);
+	else
+		fputs("null", stdout);
+	fputs(",\"weight\":", stdout);
+	if (k->own.weight > 0)
+		printf("%d", k->own.weight);
+	else
+		fputs("null", stdout);
+	json_rate("rate", &k->own.rate);
+	fputs("},\"limit\":", stdout);
+	if (k->limit > 0)
+		printf("%d", k->limit);
+	else
+		fputs("null", stdout);
+	json_rate("rate", &k->rate);
+	printf(",\"weight\":%d,\"running\":%ld,\"pending\":%ld,\"scheduled\":%ld,"
+	       "\"oldest_pending_s\":%.3f,\"held_by_limit\":%ld,\"held_by_rate\":%ld,"
+	       "\"next_start_at\":", k->own.weight > 0 ? k->own.weight : 1, k->running, k->pending,
+	       k->scheduled, k->oldest_pending_s, k->at_limit ? k->pending : 0,
+	       !k->at_limit && k->rate_wait_ms > 0 ? k->pending : 0);
+	json_str(stdout, k->next_start_at[0] ? k->next_start_at : NULL);
+	fputs("}", stdout);
+}
+
+static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max)
+{
+	printf("%-20s %-20s %7s %5s %10s %6s %8s %9s %9s  %s\n", "QUEUE", "KEY", "RUNNING", "LIMIT",
+	       "RATE", "WEIGHT", "PENDING", "SCHEDULED", "OLDEST_S", "HELD");
+	for (size_t i = 0; i < n && i < max; i++) {
+		char lim[16], r[48], held[96];
+		snprintf(lim, sizeof lim, "%d", k[i].limit);
+		char qn[21], kn[21];
+		snprintf(qn, sizeof qn, "%s", cli_esc(k[i].queue));
+		snprintf(kn, sizeof kn, "%s", cli_esc(k[i].key));
+		printf("%-20s %-20s %7ld %5s %10s %6d %8ld %9ld %9.1f  %s\n", qn, kn, k[i].running,
+		       k[i].limit > 0 ? lim : "none", rate_str(&k[i].rate, r, sizeof r),
+		       k[i].own.weight > 0 ? k[i].own.weight : 1, k[i].pending, k[i].scheduled,
+		       k[i].oldest_pending_s, key_held(&k[i], held, sizeof held));
+	}
+	if (n > max)
+		printf("(%zu more keys: pgcoord queue limit %s)\n", n - max, cli_esc(k[0].queue));
+}
+
+static int do_limit(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("limit", argc, argv, &a, 2);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (a.npos == 0)
+		return cli_usage_error("queue limit", "a queue name is required");
+	const char *queue = a.pos[0], *key = a.npos > 1 ? a.pos[1] : NULL;
+	pgc_error nerr;
+	if (pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue limit", "%s", nerr.message);
+	if (key != NULL && *key == '\0')
+		return cli_usage_error("queue limit", "the key must not be empty");
+	if (key != NULL && strlen(key) > PGC_QUEUE_KEY_MAX)
+		return cli_usage_error("queue limit", "the key is %zu bytes, longer than %d", strlen(key),
+		                       PGC_QUEUE_KEY_MAX);
+	bool change = a.key_lim >= 0 || a.weight >= 0 || a.rate.n >= 0;
+	if ((change || a.remove) && key == NULL)
+		return cli_usage_error("queue limit", "--limit, --weight, --rate and --remove need a KEY");
+	if (change && a.remove)
+		return cli_usage_error("queue limit", "give --remove alone");
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("limit", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	pgc_queue_key_settings ks = PGC_QUEUE_KEY_UNCHANGED;
+	ks.limit = a.key_lim;
+	ks.weight = a.weight;
+	ks.rate = a.rate;
+	pgc_queue_key_info *k = NULL;
+	size_t n = 0;
+	if (a.remove) {
+		if (pgc_queue_key_reset(q, queue, key, &err) != PGC_OK)
+			rc = qreport(&err);
+		else if (g_cli.json) {
+			fputs("{\"queue\":", stdout);
+			json_str(stdout, queue);
+			fputs(",\"key\":", stdout);
+			json_str(stdout, key);
+			fputs(",\"removed\":true}\n", stdout);
+		} else if (!g_cli.quiet)
+			printf("removed the settings of key %s in queue %s\n", cli_esc(key), cli_esc(queue));
+	} else if (change && pgc_queue_key_set(q, queue, key, &ks, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else if (pgc_queue_keys(q, queue, key, &k, &n, &err) != PGC_OK) {
+		rc = qreport(&err);
+	} else if (g_cli.json) {
+		for (size_t i = 0; i < n; i++) {
+			print_key_json(&k[i]);
+			fputc('\n', stdout);
+		}
+	} else if (!g_cli.quiet && key == NULL) {
+		if (n == 0)
+			printf("(queue %s has no keys)\n", cli_esc(queue));
+		else
+			print_keys_table(k, n, n);
+	} else if (!g_cli.quiet) {
+		char lim[48], r[48], held[96];
+		if (k[0].limit > 0)
+			snprintf(lim, sizeof lim, "%d (%s)", k[0].limit, k[0].own.limit > 0 ? "its own" : "the queue's");
+		else
+			snprintf(lim, sizeof lim, "none");
+		char rr[64];
+		rate_str(&k[0].rate, r, sizeof r);
+		snprintf(rr, sizeof rr, "%s%s", r, k[0].rate.n <= 0 ? "" : k[0].own.rate.n > 0 ? " (its own)" : " (the queue's)");
+		printf("%-16s%s\n%-16s%s\n%-16s%s\n%-16s%s\n%-16s%d%s\n%-16s%ld\n%-16s%ld\n%-16s%ld\n"
+		       "%-16s%.1f s\n%-16s%s\n", "queue:", cli_esc(k[0].queue), "key:", cli_esc(k[0].key),
+		       "limit:", lim, "rate:", rr, "weight:", k[0].own.weight > 0 ? k[0].own.weight : 1,
+		       k[0].own.weight > 0 ? " (its own)" : "", "running:", k[0].running, "pending:",
+		       k[0].pending, "scheduled:", k[0].scheduled, "oldest_pending:", k[0].oldest_pending_s,
+		       "held:", key_held(&k[0], held, sizeof held));
+	}
+	pgc_free(k);
 	pgc_queue_close(q);
 	pgc_conn_close(conn);
 	return rc;
@@ -1025,5 +1442,7 @@ int cmd_queue(int argc, char **argv)
 		return do_pause(sub, argc, argv);
 	if (strcmp(sub, "config") == 0)
 		return do_config(argc, argv);
+	if (strcmp(sub, "limit") == 0)
+		return do_limit(argc, argv);
 	return cli_usage_error("queue", "unknown queue subcommand \"%s\"", sub);
 }

@@ -136,13 +136,16 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	snprintf(e_queue, sizeof e_queue, "PGCOORD_JOB_QUEUE=%s", job->queue);
 	snprintf(e_att, sizeof e_att, "PGCOORD_JOB_ATTEMPT=%d", job->attempt);
 	snprintf(e_max, sizeof e_max, "PGCOORD_JOB_MAX_ATTEMPTS=%d", job->max_attempts);
+	/* A keyed job: its concurrency key (at most PGC_QUEUE_KEY_MAX bytes). */
+	char e_key[PGC_QUEUE_KEY_MAX + 32];
+	snprintf(e_key, sizeof e_key, "PGCOORD_JOB_KEY=%s", job->key != NULL ? job->key : "");
 	/* A job of a cron schedule: its name and tick too. */
 	char cs[PGC_CRON_NAME_MAX + 1], ct[PGC_CRON_NAME_MAX + 1];
 	char e_cs[sizeof cs + 32], e_ct[sizeof ct + 32];
 	bool cron = pgc_cron_payload_tick(job->payload, cs, ct, sizeof cs);
 	snprintf(e_cs, sizeof e_cs, "PGCOORD_CRON_SCHEDULE=%s", cs);
 	snprintf(e_ct, sizeof e_ct, "PGCOORD_CRON_TICK=%s", ct);
-	char *env[] = { e_id, e_queue, e_att, e_max, cron ? e_cs : NULL, e_ct, NULL };
+	char *env[] = { e_id, e_queue, e_att, e_max, e_key, cron ? e_cs : NULL, e_ct, NULL };
 	cli_child_io io = { in, -1, errp[1], argv == ctx->argv ? ctx->path : NULL };
 	cli_child c;
 	int64_t t0 = pgc__now_ms();

@@ -88,3 +88,37 @@ int pgc_duration_format(int64_t ms, char *buf, size_t size, pgc_error *err)
 	}
 	return PGC_OK;
 }
+
+int pgc_rate_parse(const char *text, pgc_rate *out, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (text == NULL || out == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_rate_parse: text and out must not be NULL");
+	const char *slash = strchr(text, '/');
+	if (slash == NULL)
+		return pgc__err(err, PGC_EUSAGE, "invalid rate \"%.40s\": expected N/DURATION such as 50/1s or 1000/1m", text);
+	long long n = 0;
+	const char *p = text;
+	if (p == slash)
+		return pgc__err(err, PGC_EUSAGE, "invalid rate \"%.40s\": the number of starts before the / is missing", text);
+	for (; p < slash; p++) {
+		if (*p < '0' || *p > '9')
+			return pgc__err(err, PGC_EUSAGE, "invalid rate \"%.40s\": the number of starts must be a positive integer", text);
+		n = n * 10 + (*p - '0');
+		if (n > PGC_RATE_MAX_N)
+			return pgc__err(err, PGC_EUSAGE, "rate \"%.40s\": at most %d starts per interval", text, PGC_RATE_MAX_N);
+	}
+	if (n < 1)
+		return pgc__err(err, PGC_EUSAGE, "rate \"%.40s\": the number of starts must be at least 1", text);
+	if (slash[1] == '\0')
+		return pgc__err(err, PGC_EUSAGE, "invalid rate \"%.40s\": the interval after the / is missing", text);
+	int64_t ms;
+	pgc_error e;
+	if (pgc_duration_parse(slash + 1, &ms, &e) != PGC_OK)
+		return pgc__err(err, PGC_EUSAGE, "invalid rate \"%.40s\": %s", text, e.message);
+	if (ms < 1)
+		return pgc__err(err, PGC_EUSAGE, "rate \"%.40s\": the interval must be at least 1ms", text);
+	out->n = (int)n;
+	out->per_ms = ms;
+	return PGC_OK;
+}

@@ -23,13 +23,13 @@ static const char *const templates[QS_COUNT] = {
 	[QS_ENQUEUE] =
 	"SELECT ord, id FROM @S@.enqueue($1, $2::text[], $3::text[], $4::int,"
 	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
-	" $8::int)",
+	" $8::int, $9::text)",
 
 	[QS_CLAIM] =
 	"WITH picked AS MATERIALIZED ("
 	" SELECT id FROM @S@.jobs"
-	" WHERE queue = $1 AND status = 'pending' AND run_at <= clock_timestamp()"
-	"  AND NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = $1 AND paused)"
+	" WHERE queue = $1 AND status = 'pending' AND key IS NULL AND run_at <= clock_timestamp()"
+	"  AND NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = $1 AND (paused OR flow))"
 	" ORDER BY eff_priority DESC, run_at, id"
 	" LIMIT $2 FOR UPDATE SKIP LOCKED)"
 	" UPDATE @S@.jobs j SET status = 'running', attempts = j.attempts + 1,"
@@ -37,7 +37,14 @@ static const char *const templates[QS_COUNT] = {
 	"  lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond',"
 	"  worker = $4, started_at = clock_timestamp()"
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM picked))"
-	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload",
+	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key",
+
+	/* A flow queue's claim (migration 010): keys, rates, fair shares. Nothing for other queues,
+	 * as the plain claim gives nothing for flow queues; it goes first in a batch, so that a
+	 * queue that turns into a flow queue between the two is claimed by one of them only. */
+	[QS_CLAIM_FLOW] =
+	"SELECT id, token, attempts, max_attempts, priority, payload, key"
+	" FROM @S@.claim_flow($1, $2::int, $3::bigint, $4)",
 
 	[QS_COMPLETE] =
 	"WITH done AS ("
@@ -46,15 +53,18 @@ static const char *const templates[QS_COUNT] = {
 	" RETURNING j.*),"
 	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
-	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals FROM done"
-	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings))"
+	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key FROM done"
+	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
+	/* A keyed job's run ended: a row for the next claim of its key to fold (migration 010). */
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM done"
+	"  WHERE key IS NOT NULL)"
 	" SELECT id FROM done",
 
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
-	" SELECT id, attempts, max_attempts,"
+	" SELECT id, queue, key, attempts, max_attempts,"
 	"  clock_timestamp() + least($4::float8 * power(2, attempts - 1), $5::float8)"
 	"   * (0.5 + random() * 0.5) * interval '1 millisecond' AS next_at"
 	" FROM @S@.jobs"
@@ -63,39 +73,41 @@ static const char *const templates[QS_COUNT] = {
 	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
 	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals FROM dead),"
+	"  deferrals, max_deferrals, key FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
 	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
 	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
-	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id)"
+	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
 	 * limit is a failed attempt that ends the job (the dead letter says why). */
 	[QS_SNOOZE] =
 	"WITH j AS MATERIALIZED ("
-	" SELECT id, deferrals >= max_deferrals AS over FROM @S@.jobs"
+	" SELECT id, queue, key, deferrals >= max_deferrals AS over FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
 	"  RETURNING d.*, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
 	" and asked again: failed' AS why),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, why,"
 	"  @S@.push_error(errors, attempts, why), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals FROM dead),"
+	"  deferrals, max_deferrals, key FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
 	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
 	"  eff_priority = u.priority,"
 	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id)"
+	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_HEARTBEAT] =
@@ -113,22 +125,39 @@ static const char *const templates[QS_COUNT] = {
 	"   || coalesce(j.worker, '?') || ' stopped (not counted as an attempt)' ELSE j.last_error END,"
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.queue)"
+	" RETURNING j.queue, j.key),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM r WHERE key IS NOT NULL)"
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 
+	/* Also says whether the queue is a flow queue, so that the worker can leave the flow
+	 * claim out of the next round trip of a queue that is not. */
 	[QS_PROMOTE] =
-	"UPDATE @S@.jobs SET status = 'pending'"
+	"WITH p AS (UPDATE @S@.jobs SET status = 'pending'"
 	" WHERE id = ANY (ARRAY(SELECT id FROM @S@.jobs"
 	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= statement_timestamp()"
-	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled'",
+	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled' RETURNING 1)"
+	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
 
+	/* The next scheduled run_at, or the next start a rate allows to pending jobs (of a queue
+	 * with a rate, of a key with room and a rate: the time its claim may take one). */
 	[QS_NEXT_RUN] =
-	"SELECT extract(epoch FROM (min(x.run_at) - clock_timestamp())) * 1000"
-	" FROM unnest($1::text[]) AS u(q)"
+	"SELECT extract(epoch FROM (min(z.t) - clock_timestamp())) * 1000 FROM ("
+	" SELECT x.run_at AS t FROM unnest($1::text[]) AS u(q)"
 	" CROSS JOIN LATERAL (SELECT run_at FROM @S@.jobs"
 	"  WHERE queue = u.q AND status = 'scheduled' ORDER BY run_at LIMIT 1) x"
-	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)",
+	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)"
+	" UNION ALL"
+	" SELECT s.rate_next - s.rate_ms * 0.05 * interval '1 millisecond' FROM @S@.queues s"
+	" WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused AND s.rate_next > clock_timestamp()"
+	"  AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = s.name AND j.status = 'pending')"
+	" UNION ALL"
+	" SELECT k.rate_next - coalesce(k.rate_ms, s.key_rate_ms) * 0.05 * interval '1 millisecond'"
+	" FROM @S@.queues s JOIN @S@.job_keys k ON k.queue = s.name"
+	" WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused AND k.rate_next > clock_timestamp()"
+	"  AND (k.lim IS NULL OR k.running < k.lim)"
+	"  AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key"
+	"   AND j.status = 'pending')) z",
 };
 
 /* The handle's statement stmt, as one call under the session's default bound. A cached
@@ -189,6 +218,19 @@ int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err)
 	pgc_error e;
 	if (pgc_name_check("queue name", queue, PGC_QUEUE_NAME_MAX, &e) != PGC_OK)
 		return pgc__err(err, PGC_EUSAGE, "%s: %s", fn, e.message);
+	return PGC_OK;
+}
+
+int pgc__queue_check_key(const char *fn, const char *key, bool required, pgc_error *err)
+{
+	if (key == NULL)
+		return required ? pgc__err(err, PGC_EUSAGE, "%s: the key must not be NULL", fn) : PGC_OK;
+	if (*key == '\0')
+		return pgc__err(err, PGC_EUSAGE, "%s: the concurrency key is empty", fn);
+	size_t len = strlen(key);
+	if (len > PGC_QUEUE_KEY_MAX)
+		return pgc__err(err, PGC_EUSAGE, "%s: the concurrency key is %zu bytes, longer than %d", fn,
+		                len, PGC_QUEUE_KEY_MAX);
 	return PGC_OK;
 }
 
@@ -359,7 +401,7 @@ static int check_job_options(const char *fn, const pgc_job_options *o, pgc_error
 	if (o->max_deferrals < 0)
 		return pgc__err(err, PGC_EUSAGE, "%s: max_deferrals must be at least 1, not %d", fn,
 		                o->max_deferrals);
-	return PGC_OK;
+	return pgc__queue_check_key(fn, o->key, false, err);
 }
 
 /* The enqueue statement with its arrays; *out is the result. */
@@ -383,9 +425,9 @@ static int enqueue_arrays(pgc_queue *q, const char *queue, size_t n, const char 
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
 	snprintf(maxd, sizeof maxd, "%d", o->max_deferrals ? o->max_deferrals : PGC_QUEUE_MAX_DEFERRALS_DEFAULT);
-	const char *v[8] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa, maxd };
+	const char *v[9] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa, maxd, o->key };
 	int rc;
-	PGresult *res = run_stmt(q, QS_ENQUEUE, 8, v, PGC__KEEP_ERROR, &rc, err);
+	PGresult *res = run_stmt(q, QS_ENQUEUE, 9, v, PGC__KEEP_ERROR, &rc, err);
 	pgc__sb_free(&pa);
 	pgc__sb_free(&ka);
 	if (rc == PGC_OK) {
@@ -494,15 +536,30 @@ int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n, const char
 
 /* ---- claim, complete, fail ---------------------------------------------------------------- */
 
+/* The key (column 6) may be NULL. */
+static bool row_has_key(const PGresult *res, int r)
+{
+	return PQnfields(res) > 6 && !PQgetisnull(res, r, 6);
+}
+
 size_t pgc__queue_payload_size(const PGresult *res, int r)
 {
-	return (size_t)PQgetlength(res, r, 5) + 1;
+	size_t n = (size_t)PQgetlength(res, r, 5) + 1;
+	if (row_has_key(res, r))
+		n += (size_t)PQgetlength(res, r, 6) + 1;
+	return n;
 }
 
 void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
                              pgc_job *job)
 {
-	memcpy(payload, PQgetvalue(res, r, 5), pgc__queue_payload_size(res, r));
+	size_t plen = (size_t)PQgetlength(res, r, 5) + 1;
+	memcpy(payload, PQgetvalue(res, r, 5), plen);
+	job->key = NULL;
+	if (row_has_key(res, r)) {
+		memcpy(payload + plen, PQgetvalue(res, r, 6), (size_t)PQgetlength(res, r, 6) + 1);
+		job->key = payload + plen;
+	}
 	job->id = atoll(PQgetvalue(res, r, 0));
 	job->token = atoll(PQgetvalue(res, r, 1));
 	job->attempt = atoi(PQgetvalue(res, r, 2));
@@ -513,9 +570,12 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 	job->internal = NULL;
 }
 
-/* Turns a claim's result into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
-static int claim_result(const PGresult *res, const char *queue, pgc_job **jobs, size_t *n)
+/* Turns the rows of a claim's two statements (one of them is empty) into a job array;
+ * PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
+static int claim_result(const PGresult *flow, const PGresult *plain, const char *queue,
+                        pgc_job **jobs, size_t *n)
 {
+	const PGresult *res = PQntuples(flow) > 0 ? flow : plain;
 	int rows = PQntuples(res);
 	if (rows == 0)
 		return PGC_EEMPTY;
@@ -567,13 +627,16 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 	pgc__batch *b = pgc__batch_new(q->conn);
 	if (b == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	int claim = pgc__queue_batch_add(q, b, QS_PROMOTE, 1, v);
-	if (claim >= 0)
+	int flow = pgc__queue_batch_add(q, b, QS_PROMOTE, 1, v), claim = -1;
+	if (flow >= 0)
+		flow = pgc__queue_batch_add(q, b, QS_CLAIM_FLOW, 4, v);
+	if (flow >= 0)
 		claim = pgc__queue_batch_add(q, b, QS_CLAIM, 4, v);
 	rc = claim < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
+	PGresult *fres = rc == PGC_OK ? pgc__queue_result(b, flow, &rc, err) : NULL;
 	PGresult *res = rc == PGC_OK ? pgc__queue_result(b, claim, &rc, err) : NULL;
 	if (rc == PGC_OK)
-		rc = claim_result(res, queue, jobs, n);
+		rc = claim_result(fres, res, queue, jobs, n);
 	pgc__batch_free(b);
 	if (rc == PGC_EEMPTY)
 		return pgc__err(err, PGC_EEMPTY, "no runnable job in queue %.100s", queue);

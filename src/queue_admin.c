@@ -23,11 +23,11 @@ static const char reap_leases_sql[] =
 	"  AND j.attempts >= j.max_attempts RETURNING j.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker,"
 	"  'lease expired (worker ' || coalesce(worker, '?') || ')',"
 	"  @S@.push_error(errors, attempts, 'lease expired (worker ' || coalesce(worker, '?') || ')'),"
-	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals FROM dead),"
+	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals, key FROM dead),"
 	" back AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
 	"  last_error = 'lease expired (worker ' || coalesce(j.worker, '?') || ')',"
 	"  errors = @S@.push_error(j.errors, j.attempts,"
@@ -35,7 +35,10 @@ static const char reap_leases_sql[] =
 	"  eff_priority = j.priority, run_at = clock_timestamp()"
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
 	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
-	"  AND j.attempts < j.max_attempts RETURNING j.queue)"
+	"  AND j.attempts < j.max_attempts RETURNING j.queue, j.key),"
+	" ended AS (INSERT INTO @S@.job_key_done (queue, key)"
+	"  SELECT queue, key FROM dead WHERE key IS NOT NULL"
+	"  UNION ALL SELECT queue, key FROM back WHERE key IS NOT NULL)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM back),"
 	"  (SELECT count(pg_notify(s.channel, b.queue))"
 	"   FROM (SELECT DISTINCT queue FROM back) b, @S@.queue_settings s)";
@@ -65,6 +68,8 @@ static const char *const reap_work[] = {
 	reap_leases_sql, reap_aging_sql, reap_history_sql,
 	/* Workers that stopped refreshing their registration are gone. */
 	"DELETE FROM @S@.workers WHERE seen_at < clock_timestamp() - interval '1 minute'",
+	/* Ended jobs of keys no claim looked at are folded; keys with nothing left go. */
+	"SELECT @S@.job_keys_tidy()",
 };
 #define REAP_WORK (sizeof reap_work / sizeof reap_work[0])
 
@@ -233,7 +238,7 @@ int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err
 
 static const char history_cols[] =
 	"id, queue, status, priority, run_at, attempts, max_attempts, worker, last_error, errors,"
-	" unique_key, created_at, started_at, payload, deferrals, max_deferrals";
+	" unique_key, created_at, started_at, payload, deferrals, max_deferrals, key";
 
 /* A call on one job by id (fn's): checks q and id, then runs tmpl with the id as $1. */
 static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char *tmpl, int *rc,
@@ -273,7 +278,10 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 	         "   CASE WHEN status = 'running' THEN 'cancelled while running on ' || coalesce(worker, '?')"
 	         "    ELSE last_error END,"
 	         "   errors, unique_key, created_at, started_at, payload, deferrals,"
-	         "   max_deferrals FROM d),"
+	         "   max_deferrals, key FROM d),"
+	         /* A keyed job's run ended: a row for the next claim of its key to fold. */
+	         " ended AS (INSERT INTO @S@.job_key_done (queue, key)"
+	         "  SELECT queue, key FROM d WHERE status = 'running' AND key IS NOT NULL),"
 	         " n AS (SELECT count(pg_notify(w.channel, 'cancel ' || d.id)) AS sent"
 	         "  FROM d JOIN @S@.workers w ON d.queue = ANY (w.queues) WHERE d.status = 'running')"
 	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d), (SELECT sent FROM n)", history_cols);
@@ -322,9 +330,9 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	        "  AND status IN ('failed', 'cancelled') FOR UPDATE),"
 	        " ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
 	        "  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	        "  deferrals, max_deferrals)"
+	        "  deferrals, max_deferrals, key)"
 	        "  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals FROM h"
+	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key FROM h"
 	        "  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	        "  RETURNING id, queue),"
 	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
@@ -408,10 +416,10 @@ static const char *const bulk_batch[] = {
 	"  AND x.status <> 'running' RETURNING x.*),"
 	" h AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	"  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
 	"   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
-	"   max_deferrals FROM d)"
+	"   max_deferrals, key FROM d)"
 	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
 
 	[PGC_BULK_RETRY] =
@@ -419,9 +427,9 @@ static const char *const bulk_batch[] = {
 	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
 	" ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
 	"  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	"  deferrals, max_deferrals)"
+	"  deferrals, max_deferrals, key)"
 	"  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals FROM pick"
+	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key FROM pick"
 	"  ORDER BY id"
 	"  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	"  RETURNING id, queue),"
@@ -774,8 +782,8 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 
 /* Columns: id queue status priority aged attempts max_attempts run_at created_at started_at
  * finished_at lease_until worker last_error errors unique_key payload deferrals
- * max_deferrals. */
-#define INFO_COLS 19
+ * max_deferrals key held. */
+#define INFO_COLS 21
 
 pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 {
@@ -790,7 +798,7 @@ pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 	                                  &info->run_at, &info->created_at, &info->started_at,
 	                                  &info->finished_at, &info->lease_until, &info->worker,
 	                                  &info->last_error, &info->errors, &info->unique_key,
-	                                  &info->payload, NULL, NULL };
+	                                  &info->payload, NULL, NULL, &info->key, &info->held };
 	for (int c = 0; c < INFO_COLS; c++) {
 		if (slots[c] == NULL || PQgetisnull(res, r, c))
 			continue;
@@ -815,13 +823,27 @@ const char pgc__queue_info_select[] =
 	" SELECT id, queue, status, priority, eff_priority > 32767 AS aged, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", NULL::text AS finished_at,"
 	"  " TS("lease_until") ", worker, last_error, errors::text, unique_key, payload::text,"
-	"  deferrals, max_deferrals"
-	" FROM @S@.jobs WHERE %s"
+	"  deferrals, max_deferrals, key,"
+	/* Why a due pending job waits: its queue, its key's limit or rate, its queue's rate. */
+	"  CASE WHEN status = 'pending' AND run_at <= clock_timestamp() THEN (SELECT CASE"
+	"   WHEN qq.paused THEN 'queue ' || qq.name || ' is paused'"
+	"   WHEN kk.lim IS NOT NULL AND (SELECT count(*) FROM @S@.jobs r WHERE r.queue = kk.queue"
+	"    AND r.key = kk.key AND r.status = 'running') >= kk.lim"
+	"    THEN format('its key %%s is at its limit %%s', kk.key, kk.lim)"
+	"   WHEN kk.rate_next - coalesce(kk.rate_ms, qq.key_rate_ms) * 0.05 * interval '1 millisecond'"
+	"    > clock_timestamp() THEN format('its key %%s is rate-limited until %%s', kk.key,"
+	"    " TS("kk.rate_next - coalesce(kk.rate_ms, qq.key_rate_ms) * 0.05 * interval '1 millisecond'") ")"
+	"   WHEN qq.rate_next - qq.rate_ms * 0.05 * interval '1 millisecond' > clock_timestamp()"
+	"    THEN format('queue %%s is rate-limited until %%s', qq.name,"
+	"    " TS("qq.rate_next - qq.rate_ms * 0.05 * interval '1 millisecond'") ")"
+	"   END FROM @S@.queues qq LEFT JOIN @S@.job_keys kk ON kk.queue = qq.name AND kk.key = x.key"
+	"   WHERE qq.name = x.queue) END"
+	" FROM @S@.jobs x WHERE %s"
 	" UNION ALL"
 	" SELECT id, queue, status, priority, false, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", " TS("finished_at") ","
 	"  NULL, worker, last_error, errors::text, unique_key, payload::text,"
-	"  deferrals, max_deferrals"
+	"  deferrals, max_deferrals, key, NULL"
 	" FROM @S@.job_history WHERE %s) x ORDER BY id DESC LIMIT %s";
 
 int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)
@@ -833,7 +855,7 @@ int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_show: q and out must not be NULL, id positive");
 	if (pgc__queue_usable(q, "pgc_queue_show", err) != PGC_OK)
 		return PGC_EUSAGE;
-	char sql[2048], ids[24];
+	char sql[4096], ids[24];
 	snprintf(sql, sizeof sql, pgc__queue_info_select, "id = $1::bigint", "id = $1::bigint", "1");
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
@@ -869,7 +891,7 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 	if (status != NULL && !valid_status(status))
 		return pgc__err(err, PGC_EUSAGE,
 		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);
-	char sql[2048], lim[24];
+	char sql[4096], lim[24];
 	const char *where = "($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR status = $2)";
 	snprintf(sql, sizeof sql, pgc__queue_info_select, where, where, "$3::bigint");
 	snprintf(lim, sizeof lim, "%ld", limit);

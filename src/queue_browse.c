@@ -170,7 +170,7 @@ int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f, pgc_job_inf
 	}
 	size_t got = 0;
 	if (matched > 0) {
-		char sql[2048];
+		char sql[4096];
 		snprintf(sql, sizeof sql, pgc__queue_info_select, "id = ANY($1::bigint[])",
 		         "id = ANY($1::bigint[])", "$2::bigint");
 		const char *iv[2] = { ids, lims };

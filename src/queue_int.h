@@ -9,6 +9,7 @@
 enum {
 	QS_ENQUEUE,
 	QS_CLAIM,
+	QS_CLAIM_FLOW,
 	QS_COMPLETE,
 	QS_FAIL,
 	QS_SNOOZE,
@@ -44,6 +45,10 @@ PGresult *pgc__queue_run_text(pgc_queue *q, const char *tmpl, int n, const char 
 /* The one check of a queue name given by a caller (PGC_EUSAGE, naming fn). */
 int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
 
+/* The one check of a concurrency key (NULL is accepted unless required): 1 to
+ * PGC_QUEUE_KEY_MAX bytes (PGC_EUSAGE, naming fn). */
+int pgc__queue_check_key(const char *fn, const char *key, bool required, pgc_error *err);
+
 /* Runs statement stmt of q under the session's default bound, through the statement cache
  * unless the handle was opened without it. Same results as pgc__query(), except that a
  * statement the server did not run (an empty result) is PGC_EINTERNAL. */
@@ -60,14 +65,15 @@ bool pgc__queue_session_kept(const pgc_pooler_info *p);
 /* What is in between, for a message: "a transaction-mode pooler is in between (why)". */
 void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n);
 
-/* ---- the rows of a claim (QS_CLAIM's RETURNING: id, token, attempts, max_attempts, priority,
- * payload) ---- */
+/* ---- the rows of a claim (QS_CLAIM's and QS_CLAIM_FLOW's RETURNING: id, token, attempts,
+ * max_attempts, priority, payload, key) ---- */
 
-/* The bytes row r's payload takes, with its terminator. */
+/* The bytes row r's payload and key take, with their terminators. */
 size_t pgc__queue_payload_size(const PGresult *res, int r);
 
-/* The one decoder of a claimed row: fills job from row r, copying the payload to payload
- * (pgc__queue_payload_size() bytes) and keeping queue as given; internal is NULL. */
+/* The one decoder of a claimed row: fills job from row r, copying the payload and then the key
+ * (if any) to payload (pgc__queue_payload_size() bytes) and keeping queue as given; internal
+ * is NULL. */
 void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char *payload,
                              pgc_job *job);
 

@@ -286,6 +286,11 @@ static const char *const worker_grants[] = {
 	"GRANT SELECT, INSERT, UPDATE, DELETE ON @S@.workers TO @R@",
 	"GRANT USAGE ON SEQUENCE @S@.claim_token_seq TO @R@",
 	"GRANT EXECUTE ON FUNCTION @S@.push_error(jsonb, integer, text) TO @R@",
+	/* Flow control (migration 010): claims keep their keys' counts and the rates' state, the
+	 * reaper folds and tidies keys. */
+	"GRANT SELECT, UPDATE, DELETE ON @S@.job_keys TO @R@",
+	"GRANT SELECT, INSERT, DELETE ON @S@.job_key_done TO @R@",
+	"GRANT UPDATE (rate_next, nokey_vtime) ON @S@.queues TO @R@",
 };
 
 static int check_role_name(const char *role, pgc_error *err)

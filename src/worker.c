@@ -351,6 +351,8 @@ static void job_free(pgc_worker *w, wjob *j)
 typedef struct dstate {
 	bool *more;          /* per queue: worth claiming */
 	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
+	bool *plain;         /* per queue: not a flow queue at the last claim, so its claims
+	                        leave claim_flow() out (QS_PROMOTE says which it is) */
 	size_t rr;           /* next queue to claim from */
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
 	int64_t next_hb, next_reap, next_register;
@@ -375,6 +377,13 @@ static bool any_more(const pgc_worker *w, const dstate *d)
 }
 
 static size_t cancelled_among(pgc_worker *w, const int64_t *ids, const bool *gone, size_t n, bool *cancelled);
+/* The queue is worth claiming again. */
+static void mark_more(pgc_worker *w, dstate *d, const char *queue)
+{
+	for (size_t i = 0; i < w->o.n_queues; i++)
+		if (strcmp(w->o.queues[i], queue) == 0)
+			d->more[i] = true;
+}
 
 /* Failures and snoozes go one by one (they are rare); completions are returned for the batch. */
 static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
@@ -438,9 +447,7 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		if (rc != PGC_OK)
 			return rc; /* keep it (and the rest) for the next round */
 		/* The job may be due again soon: a claim (empty or not) recomputes the run_at timer. */
-		for (size_t i = 0; i < w->o.n_queues; i++)
-			if (strcmp(w->o.queues[i], j->job.queue) == 0)
-				d->more[i] = true;
+		mark_more(w, d, j->job.queue);
 		*pp = j->next;
 		job_free(w, j);
 	}
@@ -651,6 +658,18 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		n_claims++;
 	}
 	d->rr = (d->rr + 1) % nq;
+	/* The claims of a batch go in the order of the queue names: a rate-limited queue's claim
+	 * waits for the queue's row, and two workers taking two such rows in opposite orders in one
+	 * transaction would deadlock. */
+	for (size_t a = 1; a < n_claims; a++)
+		for (size_t c = a; c > 0 && strcmp(w->o.queues[claim_q[c - 1]], w->o.queues[claim_q[c]]) > 0; c--) {
+			size_t tq = claim_q[c];
+			int tn = claim_n[c];
+			claim_q[c] = claim_q[c - 1];
+			claim_n[c] = claim_n[c - 1];
+			claim_q[c - 1] = tq;
+			claim_n[c - 1] = tn;
+		}
 
 	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
@@ -663,7 +682,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
 	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
 	const char *qv[64][4];
-	int i_done = 0, i_hb = 0, i_claim[64], added = 0;
+	int i_done = 0, i_hb = 0, i_claim[64], i_flow[64], i_promote[64], added = 0;
 	if (n_done > 0)
 		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
 	if (do_hb)
@@ -674,19 +693,27 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		qv[c][1] = maxs[c];
 		qv[c][2] = lease;
 		qv[c][3] = w->worker_id;
-		/* The same two statements for every queue: the cache parses each once per batch. */
-		added |= pgc__queue_batch_add(w->q, b, QS_PROMOTE, 1, qv[c]);
+		/* The same statements for every queue: the cache parses each once per batch. The
+		 * flow claim goes first, and only for queues that may be flow queues. */
+		added |= i_promote[c] = pgc__queue_batch_add(w->q, b, QS_PROMOTE, 1, qv[c]);
+		i_flow[c] = -1;
+		if (!d->plain[claim_q[c]])
+			added |= i_flow[c] = pgc__queue_batch_add(w->q, b, QS_CLAIM_FLOW, 4, qv[c]);
 		added |= i_claim[c] = pgc__queue_batch_add(w->q, b, QS_CLAIM, 4, qv[c]);
 	}
 	/* Every answer counts only once the whole batch (one implicit transaction) committed. */
 	rc = added < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	PGresult *done_res = NULL, *hb_res = NULL, *claim_res[64];
+	PGresult *done_res = NULL, *hb_res = NULL, *claim_res[64], *flow_res[64], *promote_res[64];
 	if (rc == PGC_OK && n_done > 0)
 		done_res = pgc__queue_result(b, i_done, &rc, err);
 	if (rc == PGC_OK && do_hb)
 		hb_res = pgc__queue_result(b, i_hb, &rc, err);
-	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++)
-		claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
+	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++) {
+		promote_res[c] = pgc__queue_result(b, i_promote[c], &rc, err);
+		flow_res[c] = rc == PGC_OK && i_flow[c] >= 0 ? pgc__queue_result(b, i_flow[c], &rc, err) : NULL;
+		if (rc == PGC_OK)
+			claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
+	}
 	if (rc != PGC_OK)
 		goto out;
 	if (n_done > 0) {
@@ -697,16 +724,22 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		while (*done) {
 			wjob *j = *done;
 			*done = j->next;
+			/* A keyed job's end leaves room under its key's limit: claim again. */
+			if (j->job.key != NULL)
+				mark_more(w, d, j->job.queue);
 			job_free(w, j);
 		}
 	}
 	if (do_hb)
 		mark_lost(w, hb_res, hb_ids, n_hb);
 	for (size_t c = 0; c < n_claims; c++) {
-		PGresult *res = claim_res[c];
+		PGresult *res = flow_res[c] != NULL && PQntuples(flow_res[c]) > 0 ? flow_res[c] : claim_res[c];
 		size_t qi = claim_q[c];
 		int rows = PQntuples(res);
-		if (rows < claim_n[c])
+		bool flow = PQntuples(promote_res[c]) == 1 && strcmp(PQgetvalue(promote_res[c], 0, 1), "t") == 0;
+		bool missed = flow && d->plain[qi]; /* it turned into a flow queue: claim it again */
+		d->plain[qi] = !flow;
+		if (rows < claim_n[c] && !missed)
 			d->more[qi] = false;
 		take_claimed(w, res, w->o.queues[qi]);
 		if (rows > 0)
@@ -1116,7 +1149,8 @@ static void *dispatcher_main(void *arg)
 	memset(&d, 0, sizeof d);
 	d.more = calloc(w->o.n_queues, sizeof *d.more);
 	d.forward = calloc(w->o.n_queues, sizeof *d.forward);
-	if (d.more == NULL || d.forward == NULL) {
+	d.plain = calloc(w->o.n_queues, sizeof *d.plain);
+	if (d.more == NULL || d.forward == NULL || d.plain == NULL) {
 		w->rc = pgc__err(&w->err, PGC_ENOMEM, "out of memory");
 		goto exit;
 	}
@@ -1163,6 +1197,7 @@ exit:
 	(void)n;
 	free(d.more);
 	free(d.forward);
+	free(d.plain);
 	return NULL;
 }
 

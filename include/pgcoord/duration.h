@@ -28,6 +28,21 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_duration_parse(const char *text, int64_t *out_m
 PGC_EXTERN PGC_MUSTCHECK int pgc_duration_format(int64_t ms, char *buf, size_t size,
                                                  pgc_error *err);
 
+/* A rate: at most n starts per per_ms milliseconds (flow control of the queue, see
+ * <pgcoord/queue.h>). n = 0 means no rate. */
+typedef struct pgc_rate {
+	int n;
+	int64_t per_ms;
+} pgc_rate;
+
+#define PGC_RATE_MAX_N 1000000
+
+/* Parses a rate written N/DURATION ("50/1s", "1000/1m", "5/500ms"): N an integer from 1 to
+ * PGC_RATE_MAX_N, DURATION as pgc_duration_parse() and at least 1 ms.
+ * Errors: PGC_EUSAGE naming what was wrong ("0/1s", "5/0s", "x/1s", "5/", "5").
+ * Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_rate_parse(const char *text, pgc_rate *out, pgc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "conn.h"
+#include "duration.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,7 @@ extern "C" {
 
 /* Bounds checked by the library (the server checks them again). */
 #define PGC_QUEUE_NAME_MAX 128     /* bytes */
+#define PGC_QUEUE_KEY_MAX 128      /* bytes of a concurrency key */
 #define PGC_QUEUE_PRIORITY_MIN (-32768)
 #define PGC_QUEUE_PRIORITY_MAX 32767
 #define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
@@ -75,9 +77,13 @@ typedef struct pgc_job_options {
 	const char *unique_key; /* NULL, or at most one pending-or-running job per key and queue */
 	int max_deferrals;      /* "try later" answers (pgc_queue_defer) allowed before the next
 	                           one fails the job for good; >= 1; 0 means the default (100) */
+	const char *key;        /* NULL, or the job's concurrency key (1 to PGC_QUEUE_KEY_MAX
+	                           bytes): the key's limit, rate and fair share apply to it
+	                           (pgc_queue_flow_set, pgc_queue_key_set). The first keyed job
+	                           makes its queue a flow queue, claimed by claim_flow() */
 } pgc_job_options;
 
-#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL, 0 }
+#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL, 0, NULL }
 
 /* Enqueues one job on q's connection, inside the caller's transaction when one is open (the job
  * becomes visible only when it commits; the wake-up notification is sent at commit too).
@@ -113,6 +119,7 @@ typedef struct pgc_job {
 	int max_attempts;
 	int priority;
 	void *internal;      /* used by pgc_worker; NULL otherwise */
+	const char *key;     /* its concurrency key, or NULL */
 } pgc_job;
 
 /* Claims up to max jobs of queue (highest effective priority first, then run_at, then id),
@@ -394,6 +401,10 @@ typedef struct pgc_job_info {
 	const char *payload; /* JSON */
 	int deferrals;       /* "try later" answers so far (pgc_queue_defer) */
 	int max_deferrals;   /* the most it may have; the next one fails it */
+	const char *key;     /* its concurrency key, or NULL */
+	const char *held;    /* why a pending job is not running although due: "its key K is at
+	                        its limit 2", "its key K is rate-limited until T", "queue Q is
+	                        rate-limited until T", "queue Q is paused"; NULL otherwise */
 } pgc_job_info;
 
 /* One job by id (live first, then history). *out is freed with pgc_free.
@@ -408,6 +419,101 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_list(pgc_queue *q, const char *queue, con
                                             long limit, pgc_job_info ***out, size_t *n,
                                             pgc_error *err);
 PGC_EXTERN void pgc_queue_infos_free(pgc_job_info **infos, size_t n);
+
+/* ---- flow control: concurrency keys, rate limits, fair shares ---------------------------- */
+
+/* A job may carry a concurrency key (pgc_job_options.key). A queue with keyed jobs or flow
+ * settings is a flow queue; its claims (pgc_queue_claim, the worker) go through the SQL
+ * function claim_flow(), which in one transaction takes, for each key with room, the head
+ * pending jobs of that key, so a saturated key costs a claim nothing however long its backlog:
+ *  - a key runs at most its limit of jobs at once (its own, else the queue's key_limit), across
+ *    every worker and host; the database counts them (see docs/INTERNALS.md) and a guard
+ *    trigger refuses any claim past the limit;
+ *  - a rate (the queue's for all its jobs, a key's for its own) spaces starts evenly, at most
+ *    n per per_ms on the database clock with a tolerance of 5% of per_ms for bursts; a claim
+ *    that finds a rate used up takes other keys' jobs, and the worker sleeps until the next
+ *    start it allows (as for a scheduled run_at);
+ *  - without fair shares, claims take the jobs of highest effective priority first among the
+ *    heads of the keys with room (as the plain claim does), looking at no more than twice as
+ *    many keys as jobs asked for (at least 16), the least served first, so that a claim costs
+ *    the same however many keys there are; with them, the keys take turns in order of a
+ *    virtual time that each claimed job advances by 1/weight, and priority (with aging)
+ *    orders only the jobs of one key, and breaks ties between keys. Unkeyed jobs of a fair
+ *    queue share one turn, as one more key of weight 1. */
+
+/* A queue's flow settings. In pgc_queue_flow_set a field of -1 (a rate's n of -1) leaves the
+ * setting as it is; 0 clears it. */
+typedef struct pgc_queue_flow {
+	int key_limit;     /* jobs running at once per key, unless the key has its own; 0: none */
+	pgc_rate rate;     /* starts of the queue's jobs, keyed or not; n 0: none */
+	pgc_rate key_rate; /* starts per key, unless the key has its own; n 0: none */
+	int fair;          /* 1: keys take turns (fair shares), 0: by priority */
+	bool flow;         /* get only: the queue is a flow queue */
+	int64_t rate_wait_ms; /* get only: > 0 when the queue's rate allows its next start this
+	                         far from now */
+} pgc_queue_flow;
+
+#define PGC_QUEUE_FLOW_UNCHANGED { -1, { -1, 0 }, { -1, 0 }, -1, false, 0 }
+
+/* Reads queue's flow settings. Errors: PGC_EUSAGE, PGC_ENOTFOUND (no such queue), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_flow_get(pgc_queue *q, const char *queue,
+                                                pgc_queue_flow *out, pgc_error *err);
+
+/* Changes queue's flow settings (the queue is created when unknown) and makes it a flow
+ * queue. A new key_limit applies at once to the keys without one of their own: a key already
+ * over it runs no new job until it is under. Wakes the workers of the queue.
+ * Errors: PGC_EUSAGE (a field below -1, a rate with n > 0 and per_ms < 1, n over
+ * PGC_RATE_MAX_N), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_flow_set(pgc_queue *q, const char *queue,
+                                                const pgc_queue_flow *set, pgc_error *err);
+
+/* One key's own settings. In pgc_queue_key_set a field of -1 (a rate's n of -1) leaves it as
+ * it is; 0 clears it (the queue's setting applies again). */
+typedef struct pgc_queue_key_settings {
+	int limit;     /* jobs of the key running at once; 0: the queue's key_limit */
+	int weight;    /* its share under fair shares, 1..10000; 0: 1 */
+	pgc_rate rate; /* its starts; n 0: the queue's key_rate */
+} pgc_queue_key_settings;
+
+#define PGC_QUEUE_KEY_UNCHANGED { -1, -1, { -1, 0 } }
+#define PGC_QUEUE_WEIGHT_MAX 10000
+
+/* Sets key's own settings in queue (both are created when unknown; the queue becomes a flow
+ * queue). Takes effect at the next claim. Errors: PGC_EUSAGE (key NULL, empty or over
+ * PGC_QUEUE_KEY_MAX bytes, a field below -1, weight over PGC_QUEUE_WEIGHT_MAX, a bad rate),
+ * PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_key_set(pgc_queue *q, const char *queue, const char *key,
+                                               const pgc_queue_key_settings *set, pgc_error *err);
+
+/* Removes key's own settings: the queue's apply again (the key's row goes once it has no live
+ * job). Errors: PGC_EUSAGE, PGC_ENOTFOUND (the key has no settings or jobs in queue), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_key_reset(pgc_queue *q, const char *queue, const char *key,
+                                                 pgc_error *err);
+
+/* A key as the database sees it now. */
+typedef struct pgc_queue_key_info {
+	char queue[PGC_QUEUE_NAME_MAX + 1];
+	char key[PGC_QUEUE_KEY_MAX + 1];
+	pgc_queue_key_settings own; /* its own settings (0: none) */
+	int limit;                  /* the limit in force; 0: none */
+	pgc_rate rate;              /* the rate in force; n 0: none */
+	long running;               /* its jobs running now */
+	long pending;               /* runnable now (pending) */
+	long scheduled;             /* waiting for their run_at */
+	double oldest_pending_s;    /* how long its oldest pending job has waited; 0: none */
+	bool at_limit;              /* running >= limit: its pending jobs are held back */
+	int64_t rate_wait_ms;       /* > 0: its rate allows the next start this far from now */
+	char next_start_at[40];     /* that time (ISO 8601), or "" */
+} pgc_queue_key_info;
+
+/* The keys of queue that have settings of their own or live jobs, ordered by key; key (may
+ * be NULL) picks one. *out is an array of *n, freed with pgc_free.
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND (key given and unknown in queue), PGC_ESQL,
+ * PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_keys(pgc_queue *q, const char *queue, const char *key,
+                                            pgc_queue_key_info **out, size_t *n, pgc_error *err);
 
 /* The notification channel of q's schema (owned by q). */
 PGC_EXTERN const char *pgc_queue_channel(const pgc_queue *q);
@@ -557,8 +663,10 @@ typedef struct pgc_worker_options {
 	bool once;                  /* stop by itself once no runnable job is left in its queues
 	                               (none pending with run_at <= now in a queue that is not
 	                               paused) and the jobs it holds are finished: for batches and
-	                               tests. Jobs scheduled later (a retry's backoff included) and
-	                               jobs running in other workers do not keep it going.
+	                               tests. Jobs scheduled later (a retry's backoff included),
+	                               jobs running in other workers, and pending jobs that flow
+	                               control holds back (their key at its limit, a rate used
+	                               up) do not keep it going.
 	                               pgc_worker_wait() then returns PGC_OK. Default false. */
 	bool cron;                  /* also be a cron scheduler: a thread with a session of its own
 	                               fires the due ticks of the schema's schedules, as pgcoord

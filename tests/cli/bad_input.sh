@@ -137,6 +137,43 @@ for v in "${values[@]}"; do
 	check "web --auth-file open to others" web --auth-file "$TMP/auth"
 done
 check "web --auth-file a directory" web --auth-file "$TMP"
+# Flow control: every shape of value for each option, then the refusals that must be usage
+# errors naming what was wrong, before any connection (nothing enqueued or changed).
+for v in "${values[@]}"; do
+	check "queue enqueue q --key <value>" queue enqueue q --key "$v"
+	for o in --key-limit --rate --key-rate --fair; do
+		check "queue config q $o <value>" queue config q "$o" "$v"
+	done
+	for o in --limit --weight --rate; do
+		check "queue limit q k $o <value>" queue limit q k "$o" "$v"
+	done
+	check "queue limit <value> <value>" queue limit "$v" "$v"
+done
+key129=$(head -c 129 /dev/zero | tr '\0' 'k')
+while IFS='|' read -r what args; do
+	# shellcheck disable=SC2086
+	run 64 "$PG" queue $args
+	err_has "$what"
+done <<EOF
+--key-limit must be an integer from 1|config q --key-limit 0
+--key-limit must be an integer from 1|config q --key-limit -3
+--limit must be an integer from 1|limit q k --limit 0
+--weight must be an integer from 1|limit q k --weight 0
+--weight must be an integer from 1|limit q k --weight 10001
+the number of starts must be at least 1|config q --rate 0/1s
+the interval must be at least 1ms|config q --key-rate 5/0s
+the number of starts must be a positive integer|config q --rate x/1s
+the interval after the / is missing|config q --rate 5/
+expected N/DURATION|limit q k --rate 5
+--fair must be on or off|config q --fair maybe
+--key must not be empty|enqueue q --key=
+--key is 129 bytes, longer than 128|enqueue q --key $key129
+the key is 129 bytes, longer than 128|limit q $key129
+need a QUEUE|config --key-limit 2
+need a KEY|limit q --limit 2
+--key-limit does not apply to queue enqueue|enqueue q --key-limit 2
+EOF
+
 # Global options.
 for v in "${values[@]}"; do
 	check "-d <value> info" -d "$v" info

@@ -1,0 +1,338 @@
+/* queue_keys.c - flow control of the queue beside the unconstrained queue, in one run
+ *
+ * 1. Drain: the same jobs with no keys (the plain claim), then spread over 1,000 keys each
+ *    limited to 1 (claim_flow), with no-op handlers; the ratio of the two throughputs.
+ * 2. A noisy neighbour: one key with 100,000 pending jobs (limited to 4 at once) and a second
+ *    key whose jobs arrive at a steady rate; the second key's wait (enqueue commit -> handler
+ *    start) p50/p99, against the same arrivals on an empty queue.
+ *
+ * Both drains start after an ANALYZE of the tables, as autovacuum would have run after so many
+ * new rows (BENCH_NO_ANALYZE=1: without, as right after a load).
+ *
+ * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--json]
+ * Prints a table; appends one JSON line per figure to $BENCH_JSON (and stdout with --json).
+ * Needs PGCOORD_TEST_DSN. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include <pgcoord.h>
+
+#include "bench.h"
+
+#define SCHEMA "pgc_bench_keys"
+
+static int seconds = 5;
+static long n_jobs = 50000;
+static int n_keys = 1000;
+static long n_big = 100000;
+static bool json_stdout = false;
+static FILE *json_out;
+
+static void die(const char *what, const pgc_error *e)
+{
+	fprintf(stderr, "bench_queue_keys: %s: %s\n", what, e ? e->message : "");
+	exit(1);
+}
+
+static void emit(const char *fmt, ...) PGC_PRINTF(1, 2);
+static void emit(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (json_out != NULL)
+		fprintf(json_out, "%s\n", line);
+	if (json_stdout)
+		printf("%s\n", line);
+}
+
+static void exec_or_die(pgc_conn *c, const char *sql)
+{
+	pgc_error e;
+	if (pgc_exec(c, sql, &e) != PGC_OK)
+		die(sql, &e);
+}
+
+static atomic_long handled;
+
+static void noop(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)job;
+	(void)res;
+	(void)arg;
+	atomic_fetch_add(&handled, 1);
+}
+
+static pgc_worker *start_worker(const char *queue, int k, int prefetch, pgc_job_handler h)
+{
+	const char *qs[1] = { queue };
+	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
+	o.dsn = bench_dsn();
+	o.schema = SCHEMA;
+	o.queues = qs;
+	o.n_queues = 1;
+	o.concurrency = k;
+	o.prefetch = prefetch;
+	pgc_worker *w;
+	pgc_error e;
+	if (pgc_worker_new(&o, h, NULL, &w, &e) != PGC_OK || pgc_worker_start(w, &e) != PGC_OK)
+		die("worker", &e);
+	return w;
+}
+
+static void stop_all(pgc_worker **w, int n)
+{
+	for (int i = 0; i < n; i++)
+		pgc_worker_stop(w[i], 1000);
+	for (int i = 0; i < n; i++) {
+		pgc_error e;
+		if (pgc_worker_wait(w[i], &e) != PGC_OK)
+			fprintf(stderr, "bench_queue_keys: worker: %s\n", e.message);
+		pgc_worker_free(w[i]);
+	}
+}
+
+/* Enqueues n jobs to queue, key by key round robin over keys (NULL: no key), 1000 per call. */
+static void enqueue_spread(pgc_queue *q, const char *queue, long n, int keys)
+{
+	static const char *p[1000];
+	for (int i = 0; i < 1000; i++)
+		p[i] = "{}";
+	pgc_error e;
+	if (keys == 0) {
+		for (long done = 0; done < n; done += 1000) {
+			size_t chunk = n - done < 1000 ? (size_t)(n - done) : 1000;
+			if (pgc_queue_enqueue_many(q, queue, chunk, p, NULL, NULL, NULL, NULL, NULL, &e) != PGC_OK)
+				die("enqueue", &e);
+		}
+		return;
+	}
+	long per = n / keys;
+	for (int k = 0; k < keys; k++) {
+		char key[32];
+		snprintf(key, sizeof key, "tenant-%d", k);
+		pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+		o.key = key;
+		for (long done = 0; done < per; done += 1000) {
+			size_t chunk = per - done < 1000 ? (size_t)(per - done) : 1000;
+			if (pgc_queue_enqueue_many(q, queue, chunk, p, NULL, &o, NULL, NULL, NULL, &e) != PGC_OK)
+				die("enqueue", &e);
+		}
+	}
+}
+
+static pgc_conn *bench_conn;
+
+/* The statistics autovacuum would have gathered on a table that many rows came into. */
+static void analyze(pgc_queue *q)
+{
+	(void)q;
+	exec_or_die(bench_conn, "ANALYZE " SCHEMA ".jobs, " SCHEMA ".job_keys");
+}
+
+/* Drains queue with 2 workers of K = 16; jobs per second. */
+static double drain(long n, const char *queue)
+{
+	atomic_store(&handled, 0);
+	pgc_worker *w[2];
+	double t0 = bench_now();
+	for (int i = 0; i < 2; i++)
+		w[i] = start_worker(queue, 16, 64, noop);
+	double deadline = t0 + 30.0 * seconds;
+	while (atomic_load(&handled) < n && bench_now() < deadline)
+		usleep(1000);
+	double dt = bench_now() - t0;
+	long got = atomic_load(&handled);
+	stop_all(w, 2);
+	if (got < n)
+		fprintf(stderr, "bench_queue_keys: %s: %ld of %ld jobs within the bound\n", queue, got, n);
+	return got / dt;
+}
+
+static void bench_drain(pgc_queue *q)
+{
+	long n = n_jobs - n_jobs % n_keys;
+	enqueue_spread(q, "plain", n, 0);
+	if (getenv("BENCH_NO_ANALYZE") == NULL)
+		analyze(q);
+	double plain = drain(n, "plain");
+	pgc_queue_flow f = PGC_QUEUE_FLOW_UNCHANGED;
+	f.key_limit = 1;
+	pgc_error e;
+	if (pgc_queue_flow_set(q, "keyed", &f, &e) != PGC_OK)
+		die("flow", &e);
+	enqueue_spread(q, "keyed", n, n_keys);
+	if (getenv("BENCH_NO_ANALYZE") == NULL)
+		analyze(q);
+	double keyed = drain(n, "keyed");
+	printf("%-58s %10.0f jobs/s\n", "drain, no keys (plain claim), 2 workers x K=16", plain);
+	char label[96];
+	snprintf(label, sizeof label, "drain, %d keys limited to 1 each (claim_flow)", n_keys);
+	printf("%-58s %10.0f jobs/s   ratio %.2f\n", label, keyed, keyed / plain);
+	emit("{\"bench\":\"queue_keys\",\"case\":\"drain\",\"jobs\":%ld,\"keys\":%d,\"key_limit\":1,"
+	     "\"plain_jobs_per_s\":%.0f,\"keyed_jobs_per_s\":%.0f,\"ratio\":%.3f}", n, n_keys, plain,
+	     keyed, keyed / plain);
+}
+
+/* ---- a noisy neighbour ------------------------------------------------------------------- */
+
+#define ARRIVALS 100
+static double arrive_commit[ARRIVALS], arrive_start[ARRIVALS];
+
+static void stamp(const pgc_job *job, pgc_job_result *res, void *arg)
+{
+	(void)res;
+	(void)arg;
+	double now = bench_now();
+	const char *p = strstr(job->payload, "\"i\":");
+	if (p != NULL) {
+		long i = atol(p + 4);
+		if (i >= 0 && i < ARRIVALS)
+			arrive_start[i] = now;
+	} else {
+		usleep(2000); /* the big key's jobs take 2 ms */
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The small key's jobs arrive at 50/s; returns p50 and p99 of their wait in ms. */
+static void arrivals(pgc_queue *q, const char *queue, double *p50, double *p99)
+{
+	memset(arrive_start, 0, sizeof arrive_start);
+	pgc_worker *w = start_worker(queue, 8, 0, stamp);
+	usleep(300000);
+	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+	o.key = "small";
+	pgc_error e;
+	double t0 = bench_now(), step = 1.0 / 50;
+	for (int i = 0; i < ARRIVALS; i++) {
+		double at = t0 + i * step, now = bench_now();
+		if (at > now)
+			usleep((useconds_t)((at - now) * 1e6));
+		char payload[32];
+		snprintf(payload, sizeof payload, "{\"i\":%d}", i);
+		if (pgc_queue_enqueue(q, queue, payload, &o, NULL, &e) != PGC_OK)
+			die("enqueue", &e);
+		arrive_commit[i] = bench_now();
+	}
+	double deadline = bench_now() + 10;
+	for (;;) {
+		int seen = 0;
+		for (int i = 0; i < ARRIVALS; i++)
+			seen += arrive_start[i] > 0;
+		if (seen == ARRIVALS || bench_now() > deadline)
+			break;
+		usleep(1000);
+	}
+	stop_all(&w, 1);
+	double d[ARRIVALS];
+	int k = 0;
+	for (int i = 0; i < ARRIVALS; i++)
+		if (arrive_start[i] > 0) {
+			double v = (arrive_start[i] - arrive_commit[i]) * 1000;
+			d[k++] = v < 0 ? 0 : v;
+		}
+	qsort(d, (size_t)k, sizeof *d, cmp_double);
+	*p50 = k ? d[k / 2] : -1;
+	*p99 = k ? d[(int)(k * 0.99)] : -1;
+	if (k < ARRIVALS)
+		fprintf(stderr, "bench_queue_keys: %s: %d of %d arrivals started\n", queue, k, ARRIVALS);
+}
+
+static void bench_neighbour(pgc_queue *q)
+{
+	pgc_queue_flow f = PGC_QUEUE_FLOW_UNCHANGED;
+	f.key_limit = 4;
+	pgc_error e;
+	if (pgc_queue_flow_set(q, "alone", &f, &e) != PGC_OK || pgc_queue_flow_set(q, "noisy", &f, &e) != PGC_OK)
+		die("flow", &e);
+	double a50, a99, n50, n99;
+	arrivals(q, "alone", &a50, &a99);
+	static const char *p[1000];
+	for (int i = 0; i < 1000; i++)
+		p[i] = "{}";
+	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+	o.key = "big";
+	for (long done = 0; done < n_big; done += 1000)
+		if (pgc_queue_enqueue_many(q, "noisy", 1000, p, NULL, &o, NULL, NULL, NULL, &e) != PGC_OK)
+			die("enqueue", &e);
+	arrivals(q, "noisy", &n50, &n99);
+	printf("%-58s %10s   p50 %.2f ms, p99 %.2f ms\n", "second key's wait, queue otherwise empty", "", a50, a99);
+	char label[96];
+	snprintf(label, sizeof label, "second key's wait beside %ld pending of a key (limit 4)", n_big);
+	printf("%-58s %10s   p50 %.2f ms, p99 %.2f ms   p99 ratio %.2f\n", label, "", n50, n99,
+	       a99 > 0 ? n99 / a99 : 0);
+	emit("{\"bench\":\"queue_keys\",\"case\":\"noisy_neighbour\",\"big_pending\":%ld,\"arrivals\":%d,"
+	     "\"alone_p50_ms\":%.3f,\"alone_p99_ms\":%.3f,\"noisy_p50_ms\":%.3f,\"noisy_p99_ms\":%.3f,"
+	     "\"p99_ratio\":%.3f}", n_big, ARRIVALS, a50, a99, n50, n99, a99 > 0 ? n99 / a99 : 0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "jobs", required_argument, NULL, 'n' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "big", required_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'n': n_jobs = atol(optarg); break;
+		case 'k': n_keys = atoi(optarg); break;
+		case 'b': n_big = atol(optarg); break;
+		case 'j': json_stdout = true; break;
+		default:
+			fprintf(ch == 'h' ? stdout : stderr,
+			        "Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--json]\n"
+			        "  --jobs N   jobs of each drain (50000)\n"
+			        "  --keys N   keys of the keyed drain, each limited to 1 (1000)\n"
+			        "  --big N    pending jobs of the noisy key (100000)\n");
+			return ch == 'h' ? 0 : 2;
+		}
+	}
+	if (optind < argc)
+		seconds = atoi(argv[optind]);
+	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000) {
+		fprintf(stderr, "bench_queue_keys: bad arguments\n");
+		return 2;
+	}
+	const char *jp = getenv("BENCH_JSON");
+	if (jp != NULL && *jp)
+		json_out = fopen(jp, "a");
+	pgc_conn *c;
+	pgc_error e;
+	if (pgc_connect(bench_dsn(), NULL, &c, &e) != PGC_OK)
+		die("connect", &e);
+	bench_conn = c;
+	exec_or_die(c, "SET client_min_messages = warning");
+	exec_or_die(c, "DROP SCHEMA IF EXISTS " SCHEMA " CASCADE");
+	if (pgc_schema_init(c, SCHEMA, NULL, NULL, &e) != PGC_OK)
+		die("init", &e);
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	qo.schema = SCHEMA;
+	pgc_queue *q;
+	if (pgc_queue_open(c, &qo, &q, &e) != PGC_OK)
+		die("open", &e);
+	printf("%-58s %10s\n", "queue flow control", "");
+	bench_drain(q);
+	bench_neighbour(q);
+	pgc_queue_close(q);
+	exec_or_die(c, "DROP SCHEMA IF EXISTS " SCHEMA " CASCADE");
+	pgc_conn_close(c);
+	if (json_out != NULL)
+		fclose(json_out);
+	return 0;
+}
