@@ -156,9 +156,9 @@ static void job_json(FILE *f, const web_server *srv, const pgc_job_info *j, bool
 	        "\"max_deferrals\":%d", j->priority, j->aged ? "true" : "false", j->attempts, j->max_attempts,
 	        j->deferrals, j->max_deferrals);
 	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until", "worker",
-	                       "unique_key", "last_error" };
+	                       "unique_key", "key", "held", "last_error" };
 	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
-	                       j->worker, j->unique_key, j->last_error };
+	                       j->worker, j->unique_key, j->key, j->held, j->last_error };
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 		fprintf(f, ",\"%s\":", keys[i]);
 		json_str(f, vals[i]);
@@ -251,7 +251,7 @@ static void api_workers(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 
 static void api_jobs(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 {
-	static const char *const ok[] = { "queue", "status", "key", "q", "after", "limit", NULL };
+	static const char *const ok[] = { "queue", "status", "key", "key_prefix", "q", "after", "limit", NULL };
 	pgc_queue_browse_filter bf = PGC_QUEUE_BROWSE_FILTER_INIT;
 	long long after = 0, limit = 50;
 	if (!check_args(r, out, ok) || !name_arg(r, out, "queue", &bf.queue) ||
@@ -267,10 +267,15 @@ static void api_jobs(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		web_error(out, 400, "status", "status must be scheduled, pending, running, succeeded, failed or cancelled");
 		return;
 	}
-	bf.key_prefix = web_arg(r, "key");
+	bf.key_prefix = web_arg(r, "key_prefix");
+	bf.job_key = web_arg(r, "key");
 	bf.text = web_arg(r, "q");
 	if (bf.key_prefix != NULL && (bf.key_prefix[0] == '\0' || strlen(bf.key_prefix) > 1024)) {
-		web_error(out, 400, "key", "key must be 1 to 1024 bytes");
+		web_error(out, 400, "key_prefix", "key_prefix must be 1 to 1024 bytes");
+		return;
+	}
+	if (bf.job_key != NULL && (bf.job_key[0] == '\0' || strlen(bf.job_key) > PGC_QUEUE_KEY_MAX)) {
+		web_error(out, 400, "key", "key must be 1 to %d bytes", PGC_QUEUE_KEY_MAX);
 		return;
 	}
 	if (bf.text != NULL && (bf.text[0] == '\0' || strlen(bf.text) > 1024)) {
@@ -644,7 +649,8 @@ static void act_queue(web_req *r, web_resp *out, web_slot *s, const char *name, 
 
 static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 {
-	static const char *const ok[] = { "op", "queue", "status", "key", "older_than", "dry_run", "confirm", "upto", NULL };
+	static const char *const ok[] = { "op", "queue", "status", "key_prefix", "older_than", "dry_run", "confirm", "upto",
+	                                  NULL };
 	if (!check_args(r, out, ok))
 		return;
 	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
@@ -661,7 +667,7 @@ static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		return;
 	}
 	b.status = web_arg(r, "status");
-	b.key_prefix = web_arg(r, "key");
+	b.key_prefix = web_arg(r, "key_prefix");
 	const char *older = web_arg(r, "older_than");
 	if (older != NULL) {
 		pgc_error e;
@@ -703,7 +709,7 @@ static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	}
 	pgc_queue_bulk_result res = { 0, 0, 0 };
 	int rc = pgc_queue_bulk_run(s->q, &b, &res, err);
-	log_action(r, "bulk %s queue %s status %s key %s: %ld jobs%s", op, b.queue ? b.queue : "(all)",
+	log_action(r, "bulk %s queue %s status %s key prefix %s: %ld jobs%s", op, b.queue ? b.queue : "(all)",
 	           b.status ? b.status : "(default)", b.key_prefix ? b.key_prefix : "(any)", res.done,
 	           rc == PGC_OK ? "" : " before an error");
 	if (rc != PGC_OK) {

@@ -91,7 +91,7 @@ static bool finished_status(const char *s)
  * ($6) that match, and how much of the window there was. The text test reads the payload only
  * when there is a text to look for, and never with $10 (errors only). */
 #define WINDOW_COLS(tbl) \
-	"SELECT id, queue, status, unique_key," \
+	"SELECT id, queue, status, unique_key, key," \
 	" CASE WHEN $5::text IS NULL THEN true" \
 	"  ELSE (NOT $10::boolean AND strpos(payload::text, $5) > 0)" \
 	"   OR strpos(coalesce(last_error, ''), $5) > 0 END AS hit" \
@@ -105,6 +105,7 @@ static const char browse_sql[] =
 	" m AS (SELECT id FROM w WHERE hit AND ($3::text IS NULL OR queue = $3)"
 	"  AND ($4::text IS NULL OR status = $4)"
 	"  AND ($9::text IS NULL OR starts_with(unique_key, $9))"
+	"  AND ($11::text IS NULL OR key = $11)"
 	"  ORDER BY id DESC LIMIT $6::bigint)"
 	" SELECT (SELECT count(*) FROM w), (SELECT coalesce(min(id), 0) FROM w),"
 	" (SELECT count(*) FROM m), (SELECT coalesce(min(id), 0) FROM m),"
@@ -134,6 +135,9 @@ int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f, pgc_job_inf
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_browse: key_prefix must not be empty (NULL: any job)");
 	if (f->text != NULL && f->text[0] == '\0')
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_browse: text must not be empty (NULL: any job)");
+	if (f->job_key != NULL && (f->job_key[0] == '\0' || strlen(f->job_key) > PGC_QUEUE_KEY_MAX))
+		return pgc__err(err, PGC_EUSAGE, "pgc_queue_browse: job_key must be 1 to %d bytes (NULL: any job)",
+		                PGC_QUEUE_KEY_MAX);
 	if (f->before_id < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_browse: before_id must not be negative");
 	if (f->limit < 0 || f->limit > 1000)
@@ -148,10 +152,11 @@ int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f, pgc_job_inf
 	snprintf(lims, sizeof lims, "%ld", limit);
 	bool live = f->status == NULL || live_status(f->status);
 	bool hist = f->status == NULL || finished_status(f->status);
-	const char *v[10] = { before, scans, f->queue, f->status, f->text, lims, live ? "t" : "f",
-	                      hist ? "t" : "f", f->key_prefix, f->text_in_errors_only ? "t" : "f" };
+	const char *v[11] = { before, scans, f->queue, f->status, f->text, lims, live ? "t" : "f",
+	                      hist ? "t" : "f", f->key_prefix, f->text_in_errors_only ? "t" : "f",
+	                      f->job_key };
 	int rc;
-	PGresult *res = pgc__queue_run_text(q, browse_sql, 10, v, &rc, err);
+	PGresult *res = pgc__queue_run_text(q, browse_sql, 11, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	long seen = atol(PQgetvalue(res, 0, 0)), matched = atol(PQgetvalue(res, 0, 2));

@@ -277,14 +277,15 @@ function jobRow(j) {
   return h('tr', {},
     td(link('job', { id: j.id }, String(j.id)), 'num'),
     td(j.queue, 'wrap'), td(badge(j.status, j.status === 'failed' ? 'error' : j.status === 'succeeded' ? 'ok' : j.status === 'running' ? 'info' : '')),
-    td(j.attempts + '/' + j.max_attempts, 'num'), td(fmtTime(j.run_at)), td(j.unique_key || '', 'mono wrap'),
+    td(j.attempts + '/' + j.max_attempts, 'num'), td(fmtTime(j.run_at)), td(j.key || '', 'mono wrap'),
+    td(j.unique_key || '', 'mono wrap'),
     td(j.last_error || '', 'wrap error-text'),
     td(j.payload_hidden ? h('span', { class: 'muted' }, j.payload_bytes + ' bytes, hidden') : (j.payload_preview || ''), 'mono wrap'));
 }
 
 async function pageJobs(main, params) {
   const f = {};
-  for (const k of ['queue', 'status', 'key', 'q', 'after']) if (params.get(k)) f[k] = params.get(k);
+  for (const k of ['queue', 'status', 'key', 'key_prefix', 'q', 'after']) if (params.get(k)) f[k] = params.get(k);
   let form = main.querySelector('form.filters');
   if (!form || main.dataset.page !== 'jobs') {
     const inp = (name, ph) => h('label', {}, name, h('input', { name, value: f[name] || '', placeholder: ph, size: 16 }));
@@ -296,7 +297,7 @@ async function pageJobs(main, params) {
       for (const el of form.elements) if (el.name && el.value) p[el.name] = el.value;
       state.jobsCursor = [];
       location.hash = '#jobs?' + new URLSearchParams(p).toString();
-    } } }, inp('queue', 'any queue'), h('label', {}, 'status', sel), inp('key', 'unique key prefix'),
+    } } }, inp('queue', 'any queue'), h('label', {}, 'status', sel), inp('key', 'concurrency key'), inp('key_prefix', 'unique key prefix'),
     inp('q', state.config && state.config.hide_payloads ? 'text in errors' : 'text in payload or error'),
     h('button', { type: 'submit', class: 'primary' }, 'Filter'));
     const results = h('div', { class: 'results' });
@@ -315,7 +316,7 @@ async function pageJobs(main, params) {
       r.next ? h('button', { on: { click: () => { state.jobsCursor.push(f.after || ''); const p = Object.assign({}, f, { after: r.next }); location.hash = '#jobs?' + new URLSearchParams(p); } } }, 'Next page') : null,
       h('span', { class: 'note' }, r.jobs.length + ' jobs on this page' + (r.next ? '' : ', the last one') +
         ' (newest first; each page looks at most 10000 jobs, so a narrow filter may show short pages)'));
-    results.replaceChildren(table(['id#', 'queue', 'status', 'attempts#', 'run at', 'unique key', 'last error', 'payload'],
+    results.replaceChildren(table(['id#', 'queue', 'status', 'attempts#', 'run at', 'key', 'unique key', 'last error', 'payload'],
       r.jobs.map(jobRow), 'No job matches on this page.'), nav);
   } catch (e) {
     results.replaceChildren(failure(e));
@@ -323,12 +324,19 @@ async function pageJobs(main, params) {
 }
 
 function renderBulk(box, f) {
+  /* A bulk action matches on queue, status and unique-key prefix only: with other filters it
+   * would reach jobs this page does not show. */
+  if (f.key || f.q) {
+    box.replaceChildren(h('h3', {}, 'Bulk action'), h('div', { class: 'note' },
+      'Bulk actions match on queue, status and unique key prefix only: clear the concurrency key and text filters to use them.'));
+    return;
+  }
   const out = h('div', {});
   const op = h('select', { name: 'op' }, h('option', { value: 'cancel' }, 'cancel pending/scheduled'),
     h('option', { value: 'retry' }, 'retry failed/cancelled'), h('option', { value: 'purge' }, 'purge finished'));
   const args = () => {
     const p = new URLSearchParams({ op: op.value });
-    for (const k of ['queue', 'status', 'key']) if (f[k]) p.set(k, f[k]);
+    for (const k of ['queue', 'status', 'key_prefix']) if (f[k]) p.set(k, f[k]);
     return p;
   };
   const countBtn = h('button', { on: { click: async () => {
@@ -346,7 +354,7 @@ function renderBulk(box, f) {
         act('/api/jobs/bulk?' + q, op.value, out);
       } } }, 'Run')));
   } } }, 'Count matching jobs');
-  box.replaceChildren(h('h3', {}, 'Bulk action on this filter (queue, status, key)'), h('div', { class: 'actions' }, op, countBtn), out);
+  box.replaceChildren(h('h3', {}, 'Bulk action on this filter (queue, status, unique key prefix)'), h('div', { class: 'actions' }, op, countBtn), out);
 }
 
 async function pageJob(main, params) {
@@ -358,7 +366,7 @@ async function pageJob(main, params) {
     ['attempts', j.attempts + ' of ' + j.max_attempts], ['deferrals', j.deferrals + ' of ' + j.max_deferrals],
     ['run at', fmtTime(j.run_at)], ['created', fmtTime(j.created_at)], ['started', fmtTime(j.started_at)],
     ['finished', fmtTime(j.finished_at)], ['lease until', fmtTime(j.lease_until)], ['worker', j.worker || '-'],
-    ['unique key', j.unique_key || '-']];
+    ['concurrency key', j.key || '-'], ['unique key', j.unique_key || '-']];
   if (w.reason) kv.unshift(['why waiting', w.reason]);
   const acts = [];
   if (state.config && state.config.actions) {

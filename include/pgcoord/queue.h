@@ -548,9 +548,11 @@ typedef struct pgc_queue_browse_filter {
 	bool text_in_errors_only; /* text is looked for in last_error only, not in payloads (a
 	                             dashboard that hides payloads must not let a search tell what
 	                             they hold) */
+	const char *job_key;    /* only jobs with this concurrency key (exact, 1 to
+	                           PGC_QUEUE_KEY_MAX bytes); NULL: any job */
 } pgc_queue_browse_filter;
 
-#define PGC_QUEUE_BROWSE_FILTER_INIT { NULL, NULL, NULL, NULL, 0, 0, 0, false }
+#define PGC_QUEUE_BROWSE_FILTER_INIT { NULL, NULL, NULL, NULL, 0, 0, 0, false, NULL }
 
 /* One page of jobs matching f, live and finished together, newest id first, by keyset on the
  * id (never OFFSET): a call examines at most f->max_scan jobs below f->before_id, so a filter
@@ -560,7 +562,8 @@ typedef struct pgc_queue_browse_filter {
  * when the scan bound was reached first: paging on until *next_before is 0 sees every job
  * that stays put exactly once. *out is an array of *n, freed with pgc_queue_infos_free.
  * Errors: PGC_EUSAGE (NULL arguments, a bad queue name, an unknown status, empty key_prefix
- * or text, negative before_id, limit or max_scan out of range), PGC_ESQL, PGC_ECONNLOST. */
+ * or text, job_key empty or longer than PGC_QUEUE_KEY_MAX, negative before_id, limit or
+ * max_scan out of range), PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_browse(pgc_queue *q, const pgc_queue_browse_filter *f,
                                               pgc_job_info ***out, size_t *n,
                                               int64_t *next_before, pgc_error *err);

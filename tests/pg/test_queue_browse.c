@@ -187,6 +187,44 @@ static void browse__keyset_pages(void)
 		if ((long)got != cases[i].want)
 			T_FAIL("case %zu: %zu jobs, expected %ld", i, got, cases[i].want);
 	}
+	/* The concurrency key: exact, live and finished alike, with the other filters. */
+	{
+		pgc_error e;
+		pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+		o.key = "tenant-1";
+		for (int i = 0; i < 3; i++)
+			T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "c", "{}", &o, NULL, &e), PGC_OK);
+		o.key = "tenant-10";
+		T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "c", "{}", &o, NULL, &e), PGC_OK);
+		pgc_job *cj;
+		size_t cn;
+		T_ASSERT_INT_EQ(pgc_queue_claim(q, "c", 1, 60000, "t", &cj, &cn, &e), PGC_OK);
+		T_ASSERT_INT_EQ((long long)cn, 1);
+		T_ASSERT_INT_EQ(pgc_queue_complete(q, cj[0].id, cj[0].token, &e), PGC_OK);
+		bool t1 = strcmp(cj[0].key, "tenant-1") == 0;
+		pgc_queue_jobs_free(cj, cn);
+		struct { const char *key, *status; long want; } kc[] = {
+			{ "tenant-1", NULL, 3 },
+			{ "tenant-10", NULL, 1 },
+			{ "tenant-", NULL, 0 },
+			{ "tenant-1", "succeeded", t1 ? 1 : 0 },
+			{ "tenant-1", "pending", t1 ? 2 : 3 },
+		};
+		for (size_t i = 0; i < sizeof kc / sizeof kc[0]; i++) {
+			pgc_queue_browse_filter g = PGC_QUEUE_BROWSE_FILTER_INIT;
+			g.job_key = kc[i].key;
+			g.status = kc[i].status;
+			pgc_job_info **kj;
+			size_t kn;
+			int64_t knext;
+			T_ASSERT_INT_EQ(pgc_queue_browse(q, &g, &kj, &kn, &knext, &e), PGC_OK);
+			if ((long)kn != kc[i].want)
+				T_FAIL("key case %zu: %zu jobs, expected %ld", i, kn, kc[i].want);
+			for (size_t k = 0; k < kn; k++)
+				T_ASSERT_STR_EQ(kj[k]->key, kc[i].key);
+			pgc_queue_infos_free(kj, kn);
+		}
+	}
 	/* Errors only: the payload's text is not looked at. */
 	memset(seen, 0, seen_n);
 	pgc_queue_browse_filter h = PGC_QUEUE_BROWSE_FILTER_INIT;
@@ -243,6 +281,15 @@ static void browse__bad_input(void)
 	f.key_prefix = "";
 	T_ASSERT_INT_EQ(pgc_queue_browse(q, &f, &js, &n, NULL, &err), PGC_EUSAGE);
 	f.key_prefix = NULL;
+	f.job_key = "";
+	T_ASSERT_INT_EQ(pgc_queue_browse(q, &f, &js, &n, NULL, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "job_key");
+	char longkey[PGC_QUEUE_KEY_MAX + 2];
+	memset(longkey, 'k', sizeof longkey - 1);
+	longkey[sizeof longkey - 1] = '\0';
+	f.job_key = longkey;
+	T_ASSERT_INT_EQ(pgc_queue_browse(q, &f, &js, &n, NULL, &err), PGC_EUSAGE);
+	f.job_key = NULL;
 	f.queue = "";
 	T_ASSERT_INT_EQ(pgc_queue_browse(q, &f, &js, &n, NULL, &err), PGC_EUSAGE);
 	/* Hostile text is a value, never SQL. */
