@@ -595,12 +595,11 @@ static int do_enqueue(int argc, char **argv)
 /* ---- stats ---------------------------------------------------------------------------------- */
 
 static const char *rate_str(const pgc_rate *r, char *buf, size_t size);
-static void print_key_json(const pgc_queue_key_info *k);
 static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max);
 
 /* The keys of the flow queues among st[] that have a limit or a rate in force: the stats show
  * them. *out is freed with free(). */
-static int flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_key_info **out,
+int cli_flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_key_info **out,
                      size_t *nk, pgc_error *err)
 {
 	*out = NULL;
@@ -634,32 +633,7 @@ static int flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue
 static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool prometheus)
 {
 	if (prometheus) {
-		struct { const char *name, *help; int which; } m[] = {
-			{ "pgcoord_queue_key_running", "Jobs of a concurrency key running now.", 0 },
-			{ "pgcoord_queue_key_limit", "Jobs of a key allowed to run at once (0: no limit).", 1 },
-			{ "pgcoord_queue_key_pending", "Runnable jobs of a key.", 2 },
-			{ "pgcoord_queue_key_held_by_limit", "Runnable jobs of a key held back by its limit.", 3 },
-			{ "pgcoord_queue_key_held_by_rate", "Runnable jobs of a key held back by its rate.", 4 },
-			{ "pgcoord_queue_key_oldest_pending_seconds", "Age of a key's oldest runnable job.", 5 },
-		};
-		for (size_t x = 0; x < sizeof m / sizeof m[0]; x++) {
-			printf("# HELP %s %s\n# TYPE %s gauge\n", m[x].name, m[x].help, m[x].name);
-			for (size_t i = 0; i < nk; i++) {
-				printf("%s{queue=", m[x].name);
-				cli_prom_label(stdout, k[i].queue);
-				fputs(",key=", stdout);
-				cli_prom_label(stdout, k[i].key);
-				bool by_rate = !k[i].at_limit && k[i].rate_wait_ms > 0;
-				switch (m[x].which) {
-				case 0: printf("} %ld\n", k[i].running); break;
-				case 1: printf("} %d\n", k[i].limit); break;
-				case 2: printf("} %ld\n", k[i].pending); break;
-				case 3: printf("} %ld\n", k[i].at_limit ? k[i].pending : 0); break;
-				case 4: printf("} %ld\n", by_rate ? k[i].pending : 0); break;
-				default: printf("} %.3f\n", k[i].oldest_pending_s); break;
-				}
-			}
-		}
+		cli_prom_queue_keys(stdout, k, nk);
 		return;
 	}
 	if (g_cli.json) {
@@ -667,7 +641,7 @@ static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool promet
 		for (size_t i = 0; i < nk; i++) {
 			if (i)
 				fputc(',', stdout);
-			print_key_json(&k[i]);
+			cli_key_json(stdout, &k[i]);
 		}
 		fputc(']', stdout);
 		return;
@@ -786,7 +760,7 @@ static int do_stats(int argc, char **argv)
 		}
 		pgc_queue_key_info *k;
 		size_t nk;
-		if (flow_keys(q, st, n, &k, &nk, &err) != PGC_OK) {
+		if (cli_flow_keys(q, st, n, &k, &nk, &err) != PGC_OK) {
 			pgc_free(st);
 			free(k);
 			rc = qreport(&err);
@@ -1174,12 +1148,12 @@ static const char *rate_str(const pgc_rate *r, char *buf, size_t size)
 	return buf;
 }
 
-static void json_rate(const char *name, const pgc_rate *r)
+static void json_rate(FILE *f, const char *name, const pgc_rate *r)
 {
 	if (r->n <= 0)
-		printf(",\"%s\":null", name);
+		fprintf(f, ",\"%s\":null", name);
 	else
-		printf(",\"%s\":{\"n\":%d,\"per_ms\":%lld}", name, r->n, (long long)r->per_ms);
+		fprintf(f, ",\"%s\":{\"n\":%d,\"per_ms\":%lld}", name, r->n, (long long)r->per_ms);
 }
 
 static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
@@ -1204,8 +1178,8 @@ static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 			printf("%d", f.key_limit);
 		else
 			fputs("null", stdout);
-		json_rate("rate", &f.rate);
-		json_rate("key_rate", &f.key_rate);
+		json_rate(stdout, "rate", &f.rate);
+		json_rate(stdout, "key_rate", &f.key_rate);
 		printf(",\"fair\":%s}\n", f.fair ? "true" : "false");
 	} else if (!g_cli.quiet) {
 		char lim[16];
@@ -1281,36 +1255,36 @@ static const char *key_held(const pgc_queue_key_info *k, char *buf, size_t size)
 	return buf;
 }
 
-static void print_key_json(const pgc_queue_key_info *k)
+void cli_key_json(FILE *f, const pgc_queue_key_info *k)
 {
-	fputs("{\"queue\":", stdout);
-	json_str(stdout, k->queue);
-	fputs(",\"key\":", stdout);
-	json_str(stdout, k->key);
-	fputs(",\"own\":{\"limit\":", stdout);
+	fputs("{\"queue\":", f);
+	json_str(f, k->queue);
+	fputs(",\"key\":", f);
+	json_str(f, k->key);
+	fputs(",\"own\":{\"limit\":", f);
 	if (k->own.limit > 0)
-		printf("%d", k->own.limit);
+		fprintf(f, "%d", k->own.limit);
 	else
-		fputs("null", stdout);
-	fputs(",\"weight\":", stdout);
+		fputs("null", f);
+	fputs(",\"weight\":", f);
 	if (k->own.weight > 0)
-		printf("%d", k->own.weight);
+		fprintf(f, "%d", k->own.weight);
 	else
-		fputs("null", stdout);
-	json_rate("rate", &k->own.rate);
-	fputs("},\"limit\":", stdout);
+		fputs("null", f);
+	json_rate(f, "rate", &k->own.rate);
+	fputs("},\"limit\":", f);
 	if (k->limit > 0)
-		printf("%d", k->limit);
+		fprintf(f, "%d", k->limit);
 	else
-		fputs("null", stdout);
-	json_rate("rate", &k->rate);
-	printf(",\"weight\":%d,\"running\":%ld,\"pending\":%ld,\"scheduled\":%ld,"
+		fputs("null", f);
+	json_rate(f, "rate", &k->rate);
+	fprintf(f, ",\"weight\":%d,\"running\":%ld,\"pending\":%ld,\"scheduled\":%ld,"
 	       "\"oldest_pending_s\":%.3f,\"held_by_limit\":%ld,\"held_by_rate\":%ld,"
 	       "\"next_start_at\":", k->own.weight > 0 ? k->own.weight : 1, k->running, k->pending,
 	       k->scheduled, k->oldest_pending_s, k->at_limit ? k->pending : 0,
 	       !k->at_limit && k->rate_wait_ms > 0 ? k->pending : 0);
-	json_str(stdout, k->next_start_at[0] ? k->next_start_at : NULL);
-	fputs("}", stdout);
+	json_str(f, k->next_start_at[0] ? k->next_start_at : NULL);
+	fputs("}", f);
 }
 
 static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max)
@@ -1382,7 +1356,7 @@ static int do_limit(int argc, char **argv)
 		rc = qreport(&err);
 	} else if (g_cli.json) {
 		for (size_t i = 0; i < n; i++) {
-			print_key_json(&k[i]);
+			cli_key_json(stdout, &k[i]);
 			fputc('\n', stdout);
 		}
 	} else if (!g_cli.quiet && key == NULL) {

@@ -98,3 +98,33 @@ void cli_prom_cron(FILE *f, const pgc_cron_info *xs, size_t n)
 	}
 }
 
+/* The figures of the concurrency keys, as queue stats --prometheus prints them. */
+void cli_prom_queue_keys(FILE *f, const pgc_queue_key_info *k, size_t nk)
+{
+	struct { const char *name, *help; int which; } m[] = {
+		{ "pgcoord_queue_key_running", "Jobs of a concurrency key running now.", 0 },
+		{ "pgcoord_queue_key_limit", "Jobs of a key allowed to run at once (0: no limit).", 1 },
+		{ "pgcoord_queue_key_pending", "Runnable jobs of a key.", 2 },
+		{ "pgcoord_queue_key_held_by_limit", "Runnable jobs of a key held back by its limit.", 3 },
+		{ "pgcoord_queue_key_held_by_rate", "Runnable jobs of a key held back by its rate.", 4 },
+		{ "pgcoord_queue_key_oldest_pending_seconds", "Age of a key's oldest runnable job.", 5 },
+	};
+	for (size_t x = 0; x < sizeof m / sizeof m[0]; x++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", m[x].name, m[x].help, m[x].name);
+		for (size_t i = 0; i < nk; i++) {
+			fprintf(f, "%s{queue=", m[x].name);
+			cli_prom_label(f, k[i].queue);
+			fputs(",key=", f);
+			cli_prom_label(f, k[i].key);
+			bool by_rate = !k[i].at_limit && k[i].rate_wait_ms > 0;
+			switch (m[x].which) {
+			case 0: fprintf(f, "} %ld\n", k[i].running); break;
+			case 1: fprintf(f, "} %d\n", k[i].limit); break;
+			case 2: fprintf(f, "} %ld\n", k[i].pending); break;
+			case 3: fprintf(f, "} %ld\n", k[i].at_limit ? k[i].pending : 0); break;
+			case 4: fprintf(f, "} %ld\n", by_rate ? k[i].pending : 0); break;
+			default: fprintf(f, "} %.3f\n", k[i].oldest_pending_s); break;
+			}
+		}
+	}
+}

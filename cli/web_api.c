@@ -223,6 +223,48 @@ static void api_queues(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	out->status = 200;
 }
 
+/* The most keys one answer lists; total says how many there are. */
+#define WEB_KEYS_MAX 500
+
+static void api_keys(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "queue", "key", NULL };
+	const char *queue, *key = web_arg(r, "key");
+	if (!check_args(r, out, ok) || !name_arg(r, out, "queue", &queue))
+		return;
+	if (queue == NULL) {
+		web_error(out, 400, "queue", "queue is needed");
+		return;
+	}
+	if (key != NULL && (key[0] == '\0' || strlen(key) > PGC_QUEUE_KEY_MAX)) {
+		web_error(out, 400, "key", "key must be 1 to %d bytes", PGC_QUEUE_KEY_MAX);
+		return;
+	}
+	pgc_queue_key_info *k;
+	size_t n;
+	int rc = pgc_queue_keys(s->q, queue, key, &k, &n, err);
+	if (rc == PGC_ENOTFOUND) {
+		web_error(out, 404, "key", "%s", err->message);
+		return;
+	}
+	if (rc != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"queue\":", f);
+	json_str(f, queue);
+	fputs(",\"keys\":[", f);
+	for (size_t i = 0; i < n && i < WEB_KEYS_MAX; i++) {
+		if (i)
+			fputc(',', f);
+		cli_key_json(f, &k[i]);
+	}
+	fprintf(f, "],\"total\":%zu}\n", n);
+	pgc_free(k);
+	out->status = 200;
+}
+
 static void api_workers(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 {
 	static const char *const ok[] = { NULL };
@@ -569,8 +611,18 @@ static void api_metrics(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
+	pgc_queue_key_info *k = NULL;
+	size_t nk = 0;
+	if (cli_flow_keys(s->q, st, n, &k, &nk, err) != PGC_OK) {
+		pgc_free(st);
+		pgc_cron_infos_free(xs, nx);
+		db_error(r, out, err);
+		return;
+	}
 	cli_prom_queue_stats(out->f, st, n, NULL);
+	cli_prom_queue_keys(out->f, k, nk);
 	cli_prom_cron(out->f, xs, nx);
+	free(k);
 	pgc_free(st);
 	pgc_cron_infos_free(xs, nx);
 	out->status = 200;
@@ -881,11 +933,13 @@ void web_api(web_req *r, web_resp *out)
 		api_config(r, out);
 		return;
 	}
-	enum { NONE, QUEUES, WORKERS, JOBS, JOB, SCHEDULES, LEASES, LOCKS, BLOCKERS, DOCTOR, METRICS } what = NONE;
+	enum { NONE, QUEUES, KEYS, WORKERS, JOBS, JOB, SCHEDULES, LEASES, LOCKS, BLOCKERS, DOCTOR, METRICS } what = NONE;
 	int64_t id = 0;
 	const char *rest = "";
 	if (strcmp(p, "/api/queues") == 0)
 		what = QUEUES;
+	else if (strcmp(p, "/api/keys") == 0)
+		what = KEYS;
 	else if (strcmp(p, "/api/workers") == 0)
 		what = WORKERS;
 	else if (strcmp(p, "/api/jobs") == 0)
@@ -928,6 +982,7 @@ void web_api(web_req *r, web_resp *out)
 	pgc_error_clear(&err);
 	switch (what) {
 	case QUEUES: api_queues(r, out, s, &err); break;
+	case KEYS: api_keys(r, out, s, &err); break;
 	case WORKERS: api_workers(r, out, s, &err); break;
 	case JOBS: api_jobs(r, out, s, &err); break;
 	case JOB: api_job(r, out, s, id, &err); break;

@@ -318,9 +318,23 @@ async function pageJobs(main, params) {
         ' (newest first; each page looks at most 10000 jobs, so a narrow filter may show short pages)'));
     results.replaceChildren(table(['id#', 'queue', 'status', 'attempts#', 'run at', 'key', 'unique key', 'last error', 'payload'],
       r.jobs.map(jobRow), 'No job matches on this page.'), nav);
+    if (f.queue) results.appendChild(await keysOf(f.queue));
   } catch (e) {
     results.replaceChildren(failure(e));
   }
+}
+
+/* The concurrency keys of a queue, with what holds their jobs back; nothing when it has none. */
+async function keysOf(queue) {
+  const r = await api('/api/keys?queue=' + enc(queue));
+  if (!r.keys.length) return h('div', {});
+  const rate = x => x ? x.n + ' per ' + x.per_ms + ' ms' : '-';
+  return h('div', { class: 'keys' }, h('h3', {}, 'Keys of ' + queue + (r.total > r.keys.length ? ` (first ${r.keys.length} of ${r.total})` : '')),
+    table(['key', 'limit#', 'rate', 'weight#', 'running#', 'pending#', 'scheduled#', 'held by limit#', 'held by rate#', 'oldest pending'],
+      r.keys.map(k => h('tr', {}, td(link('jobs', { queue: queue, key: k.key }, k.key), 'mono wrap'),
+        td(k.limit === null ? '-' : String(k.limit), 'num'), td(rate(k.rate)), td(String(k.weight), 'num'),
+        td(String(k.running), 'num'), td(String(k.pending), 'num'), td(String(k.scheduled), 'num'),
+        td(String(k.held_by_limit), 'num'), td(String(k.held_by_rate), 'num'), td(fmtDur(k.oldest_pending_s), 'num'))), ''));
 }
 
 function renderBulk(box, f) {

@@ -29,6 +29,7 @@ for i in $(seq 5); do echo "{\"n\":$i}"; done | "$PG" queue enqueue sms --schema
 for i in 1 2 3; do echo "{\"t\":$i}"; done >"$TMP/acme.jsonl"
 run 0 "$PG" queue enqueue tenant --schema "$S" --key acme --file "$TMP/acme.jsonl"
 printf '{"t":4}\n{"t":5}\n' | "$PG" queue enqueue tenant --schema "$S" --key other - >/dev/null || fail "enqueue tenant other"
+run 0 "$PG" queue config tenant --schema "$S" --key-limit 2
 psql_q "WITH c AS (SELECT id FROM $S.jobs WHERE queue = 'mail' ORDER BY id LIMIT 3),
   d AS (DELETE FROM $S.jobs j USING c WHERE j.id = c.id RETURNING j.*)
   INSERT INTO $S.job_history (id, queue, status, priority, run_at, attempts, max_attempts, last_error,
@@ -106,6 +107,13 @@ req 200 "$URL/api/jobs?key=acme"
 req 200 "$URL/api/jobs?queue=tenant&key=other&status=pending"
 [ "$(json "len(j['jobs'])")" = 2 ] || fail "concurrency key with queue and status: $(cat "$TMP/body")"
 
+req 200 "$URL/api/keys?queue=tenant"
+[ "$(json "str([(k['key'], k['pending'], k['limit']) for k in j['keys']]) + ' ' + str(j['total'])")" = "[('acme', 3, 2), ('other', 2, 2)] 2" ] ||
+	fail "keys: $(cat "$TMP/body")"
+req 400 "$URL/api/keys"
+[ "$(json "j['error']['parameter']")" = queue ] || fail "keys without a queue: $(cat "$TMP/body")"
+req 404 "$URL/api/keys?queue=tenant&key=nokey"
+
 req 200 "$URL/api/schedules"
 [ "$(json "[(s['name'], s['schedule'], s['paused']) for s in j['schedules']]")" = "[('nightly', '0 3 * * *', False)]" ] ||
 	fail "schedules: $(cat "$TMP/body")"
@@ -125,6 +133,8 @@ req 200 "$URL/metrics"
 grep -qi '^Content-Type: text/plain; version=0.0.4' "$TMP/headers" || fail "metrics type"
 body_has 'pgcoord_queue_jobs{queue="mail",status="pending"} 54'
 body_has 'pgcoord_cron_paused{schedule="nightly"} 0'
+body_has 'pgcoord_queue_key_pending{queue="tenant",key="acme"} 3'
+body_has 'pgcoord_queue_key_limit{queue="tenant",key="other"} 2'
 
 # Bad parameters: 400 naming the parameter; unknown paths 404; other methods 405.
 for bad in 'limit=0:limit' 'limit=501:limit' 'limit=x:limit' 'after=-1:after' 'after=abc:after' \

@@ -1,6 +1,6 @@
 # web_browser.sh - the dashboard in a real browser (Debian's chromium, headless) over hostile
 # data from everywhere the database can give it: a queue, payloads, error texts, unique keys,
-# a schedule name, a lease, a lock name, application_name and query text of blocking
+# a concurrency key, a schedule name, a lease, a lock name, application_name and query text of blocking
 # sessions. Each page must show the strings as text, hold no element or attribute they carry,
 # and run none of their scripts (each would change document.title or set data-pwned). A
 # screenshot of the overview is kept in $PGCOORD_WEB_SHOTS (default: the test's own folder).
@@ -38,11 +38,13 @@ LH="\"><iframe/src=javascript:document.title='H'>"
 APP="<img src=x onerror=document.title='A'>"
 APP2="\"><script>document.title='W'</script>"
 QT="<script>document.title='T'</script>"
+CK="<img src=x onerror=document.title='Y'>"
 
 payload=$(python3 -c 'import json, sys; print(json.dumps({"a": sys.argv[1], "link": sys.argv[2], "html": "<b>bold</b>"}))' "$P1" "$P2")
 run 0 "$PG" queue enqueue "$Q" --schema "$S" --payload "$payload"
 run 0 "$PG" queue enqueue "$Q" --schema "$S" --payload "$payload" --unique-key "$UK"
 run 0 "$PG" queue enqueue mail --schema "$S" --payload '{"x":1}'
+run 0 "$PG" queue enqueue mail --schema "$S" --payload '{"x":2}' --key "$CK"
 # A failed job whose error and error history carry markup.
 fid=$(psql_q "SELECT min(id) FROM $S.jobs")
 psql -X -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -v e="$E" >/dev/null <<SQL || fail "failed job"
@@ -114,7 +116,8 @@ for name, attrs in tags:
         bad.append('element <svg%s>' % attrs)
     if low == 'script' and 'src="/app.js"' not in attrs:
         bad.append('element <script%s>' % attrs)
-    for a in re.findall(r'\s([a-zA-Z-]+)=', attrs):
+    # Attribute names outside quoted values (a value may hold escaped markup as text).
+    for a in re.findall(r'\s([a-zA-Z-]+)=', re.sub(r'"[^"]*"', '""', attrs)):
         if a.lower().startswith('on') or a.lower() == 'data-pwned':
             bad.append('attribute %s in <%s%s>' % (a, name, attrs))
     for v in re.findall(r'(?:href|src|action)="([^"]*)"', attrs):
@@ -149,6 +152,14 @@ page='#jobs'
 dom "$page"
 clean
 shows "$UK"
+# The keys of a queue, and the jobs of one key.
+ckenc=$(python3 -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1], safe=""))' "$CK")
+for page in '#jobs?queue=mail' "#jobs?queue=mail&key=$ckenc"; do
+	dom "$page"
+	clean
+	shows "Keys of mail"
+	shows "$CK"
+done
 page="#job?id=$fid"
 dom "$page"
 clean
