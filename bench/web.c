@@ -97,14 +97,17 @@ static double pct(double *v, int n, double p)
 	return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-/* History rows read (index fetches and sequential reads) and sequential scans so far. */
-static void history_reads(pgc_conn *c, long long *rows, long long *scans)
+/* History rows read (index fetches and sequential reads) and sequential scans of the history
+ * and of the live jobs so far. */
+static void history_reads(pgc_conn *c, long long *rows, long long *scans, long long *live_scans)
 {
 	sql(c, "SELECT pg_stat_clear_snapshot()");
 	*rows = sql_int(c, "SELECT coalesce(idx_tup_fetch, 0) + seq_tup_read FROM pg_stat_user_tables"
 	                   " WHERE schemaname = '" SCHEMA "' AND relname = 'job_history'");
 	*scans = sql_int(c, "SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = '" SCHEMA "'"
 	                    " AND relname = 'job_history'");
+	*live_scans = sql_int(c, "SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = '" SCHEMA "'"
+	                         " AND relname = 'jobs'");
 }
 
 /* ---- the drain, with and without the dashboard ---- */
@@ -139,6 +142,38 @@ static void *poller(void *arg)
 			usleep(100000);
 	}
 	return NULL;
+}
+
+/* CPU seconds (user + system) process pid has used, or 0 when it is gone. */
+static double cpu_s(long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* After the command's closing parenthesis: state is field 3, utime 14, stime 15. */
+	char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The dashboard's processes: pgcoord web and its server sessions (application_name
+ * pgcoord/web), as pids, at most max. */
+static int dashboard_pids(pgc_conn *c, pid_t web, long *pids, int max)
+{
+	int n = 0;
+	pids[n++] = web;
+	PGresult *r = PQexec(pgc_conn_pg(c), "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgcoord/web'");
+	for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r) && n < max; i++)
+		pids[n++] = atol(PQgetvalue(r, i, 0));
+	PQclear(r);
+	return n;
 }
 
 static double drain(pgc_conn *c, pgc_queue *q, long jobs)
@@ -286,7 +321,8 @@ int main(int argc, char **argv)
 	};
 	size_t np = sizeof paths / sizeof paths[0];
 	FILE *j = fopen(getenv("BENCH_JSON") ? getenv("BENCH_JSON") : "/dev/null", "a");
-	printf("\n%-22s %9s %9s %9s %16s %6s\n", "path", "p50 ms", "p99 ms", "max ms", "history rows/req", "seqscan");
+	printf("\n%-22s %9s %9s %9s %16s %12s\n", "path", "p50 ms", "p99 ms", "max ms", "history rows/req",
+	       "seqscans h/j");
 	double worst_p99 = 0, poll_ms = 0;
 	double *t = calloc((size_t)n_requests, sizeof *t);
 	for (size_t i = 0; i < np; i++) {
@@ -298,12 +334,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		usleep(1200000);
-		long long r0, s0, r1, s1;
-		history_reads(c, &r0, &s0);
+		long long r0, s0, l0, r1, s1, l1;
+		history_reads(c, &r0, &s0, &l0);
 		for (long k = 0; k < n_requests; k++)
 			t[k] = http_get(paths[i].path, &st);
 		usleep(1200000); /* the server's statistics are flushed at most once a second */
-		history_reads(c, &r1, &s1);
+		history_reads(c, &r1, &s1, &l1);
 		qsort(t, (size_t)n_requests, sizeof *t, cmp_double);
 		double p50 = pct(t, (int)n_requests, 0.5) * 1000, p99 = pct(t, (int)n_requests, 0.99) * 1000;
 		if (p99 > worst_p99)
@@ -314,12 +350,13 @@ int main(int argc, char **argv)
 		for (size_t k = 0; k < sizeof overview / sizeof overview[0]; k++)
 			if (strcmp(paths[i].path, overview[k]) == 0)
 				poll_ms += p50;
-		printf("%-22s %9.2f %9.2f %9.2f %16.0f %6lld\n", paths[i].label, p50, p99, t[n_requests - 1] * 1000,
-		       (double)(r1 - r0) / n_requests, s1 - s0);
+		printf("%-22s %9.2f %9.2f %9.2f %16.0f %6lld/%-5lld\n", paths[i].label, p50, p99, t[n_requests - 1] * 1000,
+		       (double)(r1 - r0) / n_requests, s1 - s0, l1 - l0);
 		if (j != NULL)
 			fprintf(j, "{\"bench\":\"web_path\",\"path\":\"%s\",\"history\":%ld,\"pending\":%ld,\"p50_ms\":%.2f,"
-			        "\"p99_ms\":%.2f,\"history_rows_per_request\":%.0f,\"history_seq_scans\":%lld}\n",
-			        paths[i].path, n_history, n_pending, p50, p99, (double)(r1 - r0) / n_requests, s1 - s0);
+			        "\"p99_ms\":%.2f,\"history_rows_per_request\":%.0f,\"history_seq_scans\":%lld,"
+			        "\"jobs_seq_scans\":%lld}\n",
+			        paths[i].path, n_history, n_pending, p50, p99, (double)(r1 - r0) / n_requests, s1 - s0, l1 - l0);
 	}
 	printf("worst p99: %.1f ms (goal: under 200 ms)\n", worst_p99);
 	printf("an overview poll: %.1f ms of requests every 2 s, at most %.2f%% of one core\n", poll_ms, poll_ms / 20);
@@ -329,13 +366,26 @@ int main(int argc, char **argv)
 	pthread_t th;
 	pthread_create(&th, NULL, poller, NULL);
 	long jobs = 20000L * seconds;
-	double off[5], on[5];
+	double off[5], on[5], dash_cpu = 0, on_wall = 0;
 	for (int r = 0; r < 5; r++) {
 		atomic_store(&polling, false);
 		off[r] = drain(c, q, jobs);
+		/* What the dashboard's processes spend while it polls: the CPU the workers lose to it
+		 * at most, on a machine the drain keeps busy. */
+		long dp[64];
+		int nd = dashboard_pids(c, pid, dp, 64);
+		double before[64];
+		for (int k = 0; k < nd; k++)
+			before[k] = cpu_s(dp[k]);
 		atomic_store(&polling, true);
 		on[r] = drain(c, q, jobs);
 		atomic_store(&polling, false);
+		on_wall += (double)jobs / on[r];
+		for (int k = 0; k < nd; k++) {
+			double after = cpu_s(dp[k]);
+			if (after >= before[k])
+				dash_cpu += after - before[k];
+		}
 	}
 	atomic_store(&poll_stop, true);
 	pthread_join(th, NULL);
@@ -345,10 +395,14 @@ int main(int argc, char **argv)
 	printf("  without the dashboard   %9.0f jobs/s\n", off[2]);
 	printf("  overview polling at 2 s %9.0f jobs/s  (%ld polls)\n", on[2], atomic_load(&polls));
 	printf("  ratio with/without      %9.3f (goal: above 0.98)\n", on[2] / off[2]);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	double share = on_wall > 0 ? dash_cpu / (on_wall * (double)(cores > 0 ? cores : 1)) : 0;
+	printf("  the dashboard's CPU     %9.3f s in %.1f s of polling drains: %.2f%% of %ld cores,\n"
+	       "                          the most the workers can lose to it\n", dash_cpu, on_wall, share * 100, cores);
 	if (j != NULL) {
 		fprintf(j, "{\"bench\":\"web_drain\",\"jobs\":%ld,\"without_jobs_per_s\":%.0f,\"with_jobs_per_s\":%.0f,"
-		        "\"ratio\":%.3f,\"worst_p99_ms\":%.1f,\"overview_poll_ms\":%.1f}\n", jobs, off[2], on[2], on[2] / off[2],
-		        worst_p99, poll_ms);
+		        "\"ratio\":%.3f,\"worst_p99_ms\":%.1f,\"overview_poll_ms\":%.1f,\"dashboard_cpu_share\":%.4f}\n", jobs,
+		        off[2], on[2], on[2] / off[2], worst_p99, poll_ms, share);
 		fclose(j);
 	}
 	kill(pid, SIGTERM);

@@ -14,7 +14,8 @@
 #include "queue_int.h"
 
 /* Counts of one status, stopped at $2 rows. The ORDER BY is that of the index that holds the
- * rows (the claim index for pending jobs, jobs_scheduled, job_history_queue): it makes the
+ * rows (the claim indexes for pending jobs, unkeyed and keyed, jobs_scheduled,
+ * job_history_queue): it makes the
  * planner walk that index, so a count reads at most $2 entries of it. Without it a status
  * that is most of a table gets a sequential scan, which reads the whole table when the queue
  * has none of those rows (a new queue beside a long history). */
@@ -22,6 +23,7 @@
 	" (SELECT count(*) FROM (SELECT 1 FROM @S@." tbl " WHERE queue = q.name AND " cond \
 	" ORDER BY " order " LIMIT $2::bigint) c)"
 #define CLAIM_ORDER "queue, eff_priority DESC, run_at, id"
+#define CLAIM_KEY_ORDER "queue, key, eff_priority DESC, run_at, id"
 
 /* Jobs of one status finished in the last minute: counted up to $2; past that, the newest $2
  * give the rate (so many in the time they took, per minute). */
@@ -54,7 +56,8 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	int rc;
 	PGresult *res = pgc__queue_run_text(q,
 	        "SELECT q.name, q.paused,"
-	        " least($2::bigint," CAPPED("jobs", "status = 'pending'", CLAIM_ORDER) " +"
+	        " least($2::bigint," CAPPED("jobs", "status = 'pending' AND key IS NULL", CLAIM_ORDER) " +"
+	        CAPPED("jobs", "status = 'pending' AND key IS NOT NULL", CLAIM_KEY_ORDER) " +"
 	        CAPPED("jobs", "status = 'scheduled' AND run_at <= statement_timestamp()", "queue, run_at") "),"
 	        CAPPED("jobs", "status = 'scheduled' AND run_at > statement_timestamp()", "queue, run_at") ","
 	        CAPPED("jobs", "status = 'running'", "queue") ","

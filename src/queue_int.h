@@ -82,13 +82,16 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 /* The statement that reads jobs as pgc_job_info rows, live ones and history together: a
  * format with three %s, the WHERE of the live table, the WHERE of the history, the LIMIT. */
 /* The age in seconds of queue q.name's oldest runnable job (pending, aged or not, or scheduled
- * and due), 0 when none: each part one probe of its own index. */
+ * and due), 0 when none: each part one probe of its own index (jobs_waiting; jobs_claim for
+ * aged unkeyed jobs, jobs_aged_key for aged keyed ones). */
 #define PGC__QUEUE_OLDEST_PENDING_SQL \
 	" coalesce(extract(epoch FROM statement_timestamp() - least(" \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
 	"     AND eff_priority < 32768 ORDER BY run_at LIMIT 1)," \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
-	"     AND eff_priority = 32768 ORDER BY run_at LIMIT 1)," \
+	"     AND key IS NULL AND eff_priority = 32768 ORDER BY run_at LIMIT 1)," \
+	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
+	"     AND key IS NOT NULL AND eff_priority = 32768 ORDER BY run_at LIMIT 1)," \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'scheduled'" \
 	"     AND run_at <= statement_timestamp() ORDER BY run_at LIMIT 1))), 0)"
 

@@ -78,6 +78,11 @@ CREATE INDEX jobs_claim ON @S@.jobs (queue, eff_priority DESC, run_at, id)
 CREATE INDEX jobs_claim_key ON @S@.jobs (queue, key, eff_priority DESC, run_at, id)
     WHERE status = 'pending' AND key IS NOT NULL;
 CREATE INDEX jobs_running_key ON @S@.jobs (queue, key) WHERE status = 'running' AND key IS NOT NULL;
+-- The oldest runnable job's age (queue stats, the dashboard) takes one probe per index: aged
+-- unkeyed jobs are in run_at order inside jobs_claim, aged keyed ones are here (only jobs that
+-- have waited long enough to age pay for it).
+CREATE INDEX jobs_aged_key ON @S@.jobs (queue, run_at)
+    WHERE status = 'pending' AND eff_priority = 32768 AND key IS NOT NULL;
 
 -- A keyed job needs its key's row, held with FOR KEY SHARE until the job's transaction ends
 -- so that the reaper's clean-up (FOR UPDATE) cannot delete it under the job; the lock does not

@@ -102,6 +102,25 @@ static void browse__capped_counts(void)
 	T_ASSERT_INT_EQ(pgc_queue_stats_capped(q, "b", 10, &st, &n, &err), PGC_OK);
 	T_ASSERT_INT_EQ(st[0].succeeded, 0);
 	pgc_free(st);
+	/* Keyed pending jobs count too, each index read up to the cap; an aged keyed job is the
+	 * oldest runnable one. */
+	pgc_job_options ko = PGC_JOB_OPTIONS_INIT;
+	ko.key = "tenant";
+	for (int i = 0; i < 4; i++)
+		T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "b", "{}", &ko, NULL, &err), PGC_OK);
+	sql(c, "UPDATE %s.jobs SET eff_priority = 32768, run_at = now() - interval '1 hour'"
+	       " WHERE id = (SELECT max(id) FROM %s.jobs WHERE key = 'tenant')", schema, schema);
+	T_ASSERT_INT_EQ(pgc_queue_stats_capped(q, "b", 100, &st, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(st[0].pending, 9);
+	T_ASSERT(st[0].oldest_pending_s > 3500);
+	pgc_free(st);
+	T_ASSERT_INT_EQ(pgc_queue_stats_capped(q, "b", 7, &st, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(st[0].pending, 7);
+	pgc_free(st);
+	T_ASSERT_INT_EQ(pgc_queue_stats(q, "b", &st, &n, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ(st[0].pending, 9);
+	T_ASSERT(st[0].oldest_pending_s > 3500);
+	pgc_free(st);
 	T_ASSERT_INT_EQ(pgc_queue_stats_capped(q, "nope", 3, &st, &n, &err), PGC_ENOTFOUND);
 	T_ASSERT_INT_EQ(pgc_queue_stats_capped(q, NULL, 0, &st, &n, &err), PGC_EUSAGE);
 	T_ASSERT_INT_EQ(pgc_queue_stats_capped(NULL, NULL, 5, &st, &n, &err), PGC_EUSAGE);
