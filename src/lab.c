@@ -123,6 +123,13 @@ static const struct {
 	{ { "statement-timeout", "statement_timeout ends a long statement with 57014",
 	    "client connection defaults, statement behavior (statement_timeout)" },
 	  lab_exp_statement_timeout },
+	{ { "write-skew", "two doctors each go off duty seeing the other on: both do under READ COMMITTED; SERIALIZABLE stops one with 40001",
+	    "concurrency control, 13.2.3 serializable isolation level" }, lab_exp_write_skew },
+	{ { "optimistic-version", "UPDATE ... WHERE v = $2 changes zero rows for the second writer; the first writer's change stands",
+	    "concurrency control, 13.2.1 read committed isolation level (UPDATE re-checks WHERE)" },
+	  lab_exp_optimistic_version },
+	{ { "hot-upsert", "upserts of one hot key serialise on its row lock; distinct keys never wait",
+	    "SQL commands, INSERT: ON CONFLICT DO UPDATE" }, lab_exp_hot_upsert },
 };
 
 #define CATALOGUE_N (sizeof catalogue / sizeof catalogue[0])

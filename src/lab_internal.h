@@ -211,4 +211,9 @@ void lab_exp_cancel_terminate(lab *L);
 void lab_exp_lock_timeout(lab *L);
 void lab_exp_statement_timeout(lab *L);
 
+/* Isolation and conditional writes (lab_isolation.c). */
+void lab_exp_write_skew(lab *L);
+void lab_exp_optimistic_version(lab *L);
+void lab_exp_hot_upsert(lab *L);
+
 #endif

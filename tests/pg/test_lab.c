@@ -221,6 +221,74 @@ static void lab__concurrent_runs_do_not_collide(void)
 			T_FAIL("run %d: %s", i, r[i].observation);
 }
 
+/* Runs one experiment on the test server; it must PASS. */
+static void run_passing(const char *name, const pgc_lab_options *o, pgc_lab_result *r)
+{
+	pgc_error err;
+	int rc = pgc_lab_run(t_dsn(), name, o, r, &err);
+	if (rc != PGC_OK)
+		T_FAIL("%s: %s", name, err.message);
+	if (!r->passed)
+		T_FAIL("%s failed: %s", name, r->observation);
+}
+
+static const char *value(const pgc_lab_result *r, const char *name)
+{
+	const pgc_lab_value *v = pgc_lab_value_get(r, name);
+	if (v == NULL)
+		T_FAIL("%s: no value %s", r->info->name, name);
+	return v->text;
+}
+
+static long long ivalue(const pgc_lab_result *r, const char *name)
+{
+	return atoll(value(r, name));
+}
+
+static void lab__write_skew(void)
+{
+	pgc_lab_result r;
+	run_passing("write-skew", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "read_committed_both_committed"), "true");
+	T_ASSERT_INT_EQ(ivalue(&r, "read_committed_on_call_after"), 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "serialization_failures"), 1);
+	T_ASSERT(strcmp(value(&r, "serializable_a_commit"), "40001") == 0 ||
+	         strcmp(value(&r, "serializable_b_commit"), "40001") == 0);
+	T_ASSERT(ivalue(&r, "siread_locks_a") > 0 && ivalue(&r, "siread_locks_b") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "sessions_waiting_or_blocked"), 0);
+	T_ASSERT_STR_EQ(value(&r, "any_update_waited"), "false");
+	T_ASSERT_STR_EQ(value(&r, "retry_commit"), "ok");
+	T_ASSERT_INT_EQ(ivalue(&r, "retry_saw_on_call"), 1);
+	T_ASSERT_STR_EQ(value(&r, "retry_went_off"), "false");
+	T_ASSERT_INT_EQ(ivalue(&r, "serializable_on_call_after"), 1);
+}
+
+static void lab__optimistic_version(void)
+{
+	pgc_lab_result r;
+	run_passing("optimistic-version", NULL, &r);
+	T_ASSERT_INT_EQ(ivalue(&r, "first_writer_rows"), 1);
+	T_ASSERT_INT_EQ(ivalue(&r, "second_writer_rows"), 0);
+	T_ASSERT_STR_EQ(value(&r, "second_writer_waited"), "true");
+	T_ASSERT_STR_EQ(value(&r, "final_body"), "written by A");
+	T_ASSERT_INT_EQ(ivalue(&r, "final_version"), 2);
+}
+
+static void lab__hot_upsert(void)
+{
+	pgc_lab_result r;
+	run_passing("hot-upsert", NULL, &r);
+	T_ASSERT_INT_EQ(ivalue(&r, "sessions"), 8);
+	T_ASSERT(ivalue(&r, "hot_upserts") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "hot_n"), ivalue(&r, "hot_upserts"));
+	T_ASSERT_INT_EQ(ivalue(&r, "distinct_n"), ivalue(&r, "distinct_upserts"));
+	T_ASSERT(ivalue(&r, "hot_lock_waits_seen") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "distinct_lock_waits_seen"), 0);
+	/* The ratio is reported, never judged: the machine may be busy. */
+	T_ASSERT(strchr(value(&r, "distinct_to_hot_ratio"), '.') != NULL);
+	T_ASSERT(r.elapsed_ms < 30000);
+}
+
 /* ---- doctor ---- */
 
 /* conninfo for the test server with another user (the test server trusts local users). */
@@ -452,6 +520,9 @@ int main(int argc, char **argv)
 		{ "lab__keep_leaves_schema", lab__keep_leaves_schema },
 		{ "lab__lock_held_elsewhere_fails_in_time", lab__lock_held_elsewhere_fails_in_time },
 		{ "lab__concurrent_runs_do_not_collide", lab__concurrent_runs_do_not_collide },
+		{ "lab__write_skew", lab__write_skew },
+		{ "lab__optimistic_version", lab__optimistic_version },
+		{ "lab__hot_upsert", lab__hot_upsert },
 		{ "doctor__role_timeouts", doctor__role_timeouts },
 		{ "doctor__lock_holders", doctor__lock_holders },
 		{ "doctor__bad_arguments", doctor__bad_arguments },
