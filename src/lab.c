@@ -130,6 +130,15 @@ static const struct {
 	  lab_exp_optimistic_version },
 	{ { "hot-upsert", "upserts of one hot key serialise on its row lock; distinct keys never wait",
 	    "SQL commands, INSERT: ON CONFLICT DO UPDATE" }, lab_exp_hot_upsert },
+	{ { "nowait-table-lock", "behind a table lock FOR UPDATE NOWAIT and SKIP LOCKED still wait; LOCK TABLE ... NOWAIT does not",
+	    "SQL commands, SELECT: the locking clause (NOWAIT and SKIP LOCKED apply to rows); 13.3.1 table-level locks" },
+	  lab_exp_nowait_table_lock },
+	{ { "deadlock-timeout", "the deadlock check runs only after deadlock_timeout: 40P01 comes after 200 ms, then 1 s",
+	    "server configuration, 20.12 lock management (deadlock_timeout)" },
+	  lab_exp_deadlock_timeout },
+	{ { "idle-in-tx-timeout", "idle_in_transaction_session_timeout ends an idle holder and frees its row for the waiter",
+	    "server configuration, 20.11 client connection defaults (idle_in_transaction_session_timeout)" },
+	  lab_exp_idle_in_tx_timeout },
 };
 
 #define CATALOGUE_N (sizeof catalogue / sizeof catalogue[0])

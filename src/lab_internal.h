@@ -216,4 +216,10 @@ void lab_exp_write_skew(lab *L);
 void lab_exp_optimistic_version(lab *L);
 void lab_exp_hot_upsert(lab *L);
 
+/* Limits and timers: NOWAIT behind table locks, deadlock_timeout, idle-in-transaction
+ * timeout, the shared lock table (lab_limits.c). */
+void lab_exp_nowait_table_lock(lab *L);
+void lab_exp_deadlock_timeout(lab *L);
+void lab_exp_idle_in_tx_timeout(lab *L);
+
 #endif

@@ -289,6 +289,50 @@ static void lab__hot_upsert(void)
 	T_ASSERT(r.elapsed_ms < 30000);
 }
 
+static void lab__nowait_table_lock(void)
+{
+	pgc_lab_result r;
+	run_passing("nowait-table-lock", NULL, &r);
+	long long t = ivalue(&r, "lock_timeout_ms");
+	/* The row-lock clauses wait for the table lock until lock_timeout ends them. */
+	T_ASSERT_STR_EQ(value(&r, "for_update_nowait_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "for_update_nowait_message"), "lock timeout");
+	T_ASSERT_STR_EQ(value(&r, "for_update_nowait_waited"), "true");
+	T_ASSERT(ivalue(&r, "for_update_nowait_ms") >= t);
+	T_ASSERT_STR_EQ(value(&r, "skip_locked_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "skip_locked_message"), "lock timeout");
+	T_ASSERT(ivalue(&r, "skip_locked_ms") >= t);
+	/* LOCK TABLE ... NOWAIT is refused by NOWAIT itself, without a wait. */
+	T_ASSERT_STR_EQ(value(&r, "lock_table_nowait_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "lock_table_nowait_message"), "could not obtain lock");
+	T_ASSERT_STR_EQ(value(&r, "lock_table_nowait_waited"), "false");
+}
+
+static void lab__deadlock_timeout(void)
+{
+	pgc_lab_result r;
+	run_passing("deadlock-timeout", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "may_set_deadlock_timeout"), "true");
+	T_ASSERT_INT_EQ(ivalue(&r, "deadlock_timeout_1_ms"), 200);
+	T_ASSERT_INT_EQ(ivalue(&r, "deadlock_timeout_2_ms"), 1000);
+	T_ASSERT(ivalue(&r, "victim_1_after_ms") >= 200);
+	T_ASSERT(ivalue(&r, "victim_2_after_ms") >= 1000);
+	T_ASSERT_STR_EQ(value(&r, "victim_1"), "B");
+	T_ASSERT_STR_EQ(value(&r, "victim_2"), "B");
+}
+
+static void lab__idle_in_tx_timeout(void)
+{
+	pgc_lab_result r;
+	run_passing("idle-in-tx-timeout", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "waiter_waited"), "true");
+	T_ASSERT_STR_EQ(value(&r, "waiter_sqlstate"), "ok");
+	T_ASSERT(ivalue(&r, "waiter_got_row_after_ms") >= ivalue(&r, "idle_in_transaction_session_timeout_ms"));
+	T_ASSERT_INT_EQ(ivalue(&r, "holder_backend_rows"), 0);
+	const char *next = value(&r, "holder_next_statement");
+	T_ASSERT(strcmp(next, "conn") == 0 || strcmp(next, "25P03") == 0);
+}
+
 /* ---- doctor ---- */
 
 /* conninfo for the test server with another user (the test server trusts local users). */
@@ -314,6 +358,36 @@ static char *dsn_as(const char *user)
 	}
 	PQconninfoFree(opts);
 	return s;
+}
+
+/* A role that may not SET deadlock_timeout gets a result that says so, not an obscure error. */
+static void lab__deadlock_timeout_needs_privilege(void)
+{
+	pgc_conn *admin = t_connect("pgcoord/test-lab");
+	char role[64], sql[256];
+	snprintf(role, sizeof role, "pgc_lab_plain_%d", (int)getpid());
+	snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN; DO $$ BEGIN EXECUTE"
+	         " format('GRANT CREATE ON DATABASE %%I TO %s', current_database()); END $$", role,
+	         role, role);
+	exec_ok(admin, sql);
+	char *dsn = dsn_as(role);
+	pgc_lab_result r;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lab_run(dsn, "deadlock-timeout", NULL, &r, &err), PGC_OK);
+	T_ASSERT(!r.passed);
+	T_ASSERT_CONTAINS(r.observation, "not checked");
+	T_ASSERT_CONTAINS(r.observation, "may not SET deadlock_timeout");
+	T_ASSERT_CONTAINS(r.observation, "42501");
+	T_ASSERT_STR_EQ(pgc_lab_value_get(&r, "may_set_deadlock_timeout")->text, "false");
+	T_ASSERT(!r.schema_kept);
+	T_ASSERT(!schema_exists(admin, r.schema));
+	free(dsn);
+	for (int i = 0; i < 500 && scalar(admin, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role) != 0; i++)
+		usleep(10000);
+	snprintf(sql, sizeof sql, "DO $$ BEGIN EXECUTE format('REVOKE CREATE ON DATABASE %%I FROM %s',"
+	         " current_database()); END $$; DROP ROLE %s", role, role);
+	exec_ok(admin, sql);
+	pgc_conn_close(admin);
 }
 
 static const pgc_doctor_finding *finding(const pgc_doctor_report *r, const char *check)
@@ -523,6 +597,10 @@ int main(int argc, char **argv)
 		{ "lab__write_skew", lab__write_skew },
 		{ "lab__optimistic_version", lab__optimistic_version },
 		{ "lab__hot_upsert", lab__hot_upsert },
+		{ "lab__nowait_table_lock", lab__nowait_table_lock },
+		{ "lab__deadlock_timeout", lab__deadlock_timeout },
+		{ "lab__deadlock_timeout_needs_privilege", lab__deadlock_timeout_needs_privilege },
+		{ "lab__idle_in_tx_timeout", lab__idle_in_tx_timeout },
 		{ "doctor__role_timeouts", doctor__role_timeouts },
 		{ "doctor__lock_holders", doctor__lock_holders },
 		{ "doctor__bad_arguments", doctor__bad_arguments },
