@@ -139,6 +139,9 @@ static const struct {
 	{ { "idle-in-tx-timeout", "idle_in_transaction_session_timeout ends an idle holder and frees its row for the waiter",
 	    "server configuration, 20.11 client connection defaults (idle_in_transaction_session_timeout)" },
 	  lab_exp_idle_in_tx_timeout },
+	{ { "advisory-exhaust", "session advisory locks fill the shared lock table (53200) where rows FOR UPDATE do not",
+	    "explicit locking, 13.3.5 advisory locks (the shared memory pool); 20.12 lock management (max_locks_per_transaction)" },
+	  lab_exp_advisory_exhaust },
 };
 
 #define CATALOGUE_N (sizeof catalogue / sizeof catalogue[0])

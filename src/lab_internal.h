@@ -221,5 +221,6 @@ void lab_exp_hot_upsert(lab *L);
 void lab_exp_nowait_table_lock(lab *L);
 void lab_exp_deadlock_timeout(lab *L);
 void lab_exp_idle_in_tx_timeout(lab *L);
+void lab_exp_advisory_exhaust(lab *L);
 
 #endif

@@ -230,3 +230,169 @@ void lab_exp_idle_in_tx_timeout(lab *L)
 	            strcmp(astate, "conn") == 0 ? "connection closed" : astate[0] ? astate : "answered",
 	            amsg[0] ? " " : "", amsg);
 }
+
+/* ---- session advisory locks share one lock table with everyone ---- */
+
+#define EXHAUST_BOUNDED 150
+#define EXHAUST_BATCH 256
+
+/* Runs sql on the observer expecting one integer, but an error is an outcome (the lock table
+ * may be full): *out = -1 and state gets its SQLSTATE. */
+static bool obs_int_or_error(lab *L, const char *sql, int nparams, const char *const *params,
+                             long long *out, char state[6])
+{
+	PGresult *res = NULL;
+	*out = -1;
+	if (!lab_tryp(L, L->obs, sql, nparams, params, state, &res))
+		return false;
+	if (res != NULL && PQntuples(res) == 1)
+		*out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return true;
+}
+
+/* Takes session advisory locks on b, EXHAUST_BATCH keys a statement from key_base upwards,
+ * until the server refuses (state = its SQLSTATE) or cap keys are taken. *ok_keys: the keys
+ * of the batches that succeeded. */
+static bool take_until_refused(lab *L, lab_sess *b, long long cap, long long *ok_keys,
+                               char state[6], char msg[256])
+{
+	char kb[24], from[24], to[24];
+	const char *p[3] = { lab_fmt(kb, lab_key(L, 0)), from, to };
+	*ok_keys = 0;
+	state[0] = msg[0] = '\0';
+	while (*ok_keys < cap) {
+		lab_fmt(from, *ok_keys);
+		lab_fmt(to, *ok_keys + EXHAUST_BATCH - 1);
+		if (!lab_tryp(L, b, "SELECT count(pg_advisory_lock($1::bigint + g))"
+		                    " FROM generate_series($2::bigint, $3::bigint) g", 3, p, state, NULL))
+			return false;
+		if (state[0] != '\0') {
+			snprintf(msg, 256, "%s", b->lasterr);
+			return true;
+		}
+		*ok_keys += EXHAUST_BATCH;
+	}
+	return true;
+}
+
+void lab_exp_advisory_exhaust(lab *L)
+{
+	lab_sess *b = lab_open(L), *c = b ? lab_open(L) : NULL;
+	if (c == NULL || !lab_exec(L, c, "CREATE TABLE big (id int NOT NULL)"))
+		return;
+	long long mlpt, mc, mpt, others;
+	char pids[80], pb[24];
+	snprintf(pids, sizeof pids, "{%d,%d,%d}", L->obs->pid, b->pid, c->pid);
+	const char *pp[1] = { pids }, *qb[1] = { lab_fmt(pb, b->pid) };
+	if (!lab_int(L, L->obs, "SELECT current_setting('max_locks_per_transaction')::bigint", 0, NULL,
+	             &mlpt) ||
+	    !lab_int(L, L->obs, "SELECT current_setting('max_connections')::bigint", 0, NULL, &mc) ||
+	    !lab_int(L, L->obs, "SELECT current_setting('max_prepared_transactions')::bigint", 0, NULL,
+	             &mpt) ||
+	    !lab_int(L, L->obs,
+	             "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+	             " AND pid <> ALL ($1::int[])", 1, pp, &others))
+		return;
+	long long slots = mlpt * (mc + mpt);
+	/* Filling the table makes every session of the server that needs a new lock fail until
+	 * the locks go: only when asked, and only with nobody else connected. */
+	bool exhaust = L->opts.allow_exhaust && others == 0;
+	const char *why = !L->opts.allow_exhaust ? "allow_exhaust (--allow-exhaust) is off"
+	                                         : "other client sessions are connected";
+	static const char held_sql[] =
+	        "SELECT count(*) FROM pg_locks WHERE pid = $1::int AND locktype = 'advisory'";
+	long long ok_keys = 0, held = -1, held_after, cap = 20 * slots + 10000;
+	char state[6] = "", msg[256] = "", hstate[6] = "", other_state[6] = "";
+	if (exhaust) {
+		if (!take_until_refused(L, b, cap, &ok_keys, state, msg) ||
+		    !obs_int_or_error(L, held_sql, 1, qb, &held, hstate))
+			return;
+		/* While the table is full, another session's new lock fails too: the pool is shared. */
+		char k[24];
+		const char *pk[1] = { lab_fmt(k, lab_key(L, 0) - 1) };
+		if (!lab_tryp(L, c, "SELECT pg_advisory_xact_lock($1::bigint)", 1, pk, other_state, NULL))
+			return;
+		/* The locks end with the session that holds them. */
+		lab_close(L, b);
+		int64_t deadline = pgc__now_ms() + L->opts.lock_timeout_ms;
+		while (lab_int(L, L->obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", 1,
+		               qb, &held_after) && held_after != 0 && pgc__now_ms() < deadline)
+			pgc__sleep_ms(10);
+		if (lab_failed(L) || !lab_int(L, L->obs, held_sql, 1, qb, &held_after))
+			return;
+	} else {
+		char from[24], to[24];
+		const char *p[2] = { lab_fmt(from, lab_key(L, 0)), lab_fmt(to, lab_key(L, EXHAUST_BOUNDED - 1)) };
+		if (!lab_execp(L, b, "SELECT count(pg_advisory_lock(k)) FROM generate_series($1::bigint, $2::bigint) k",
+		               2, p) ||
+		    !lab_int(L, L->obs, held_sql, 1, qb, &held) ||
+		    !lab_exec(L, b, "SELECT pg_advisory_unlock_all()") ||
+		    !lab_int(L, L->obs, held_sql, 1, qb, &held_after))
+			return;
+		ok_keys = EXHAUST_BOUNDED;
+	}
+	/* The server is usable: a lock that needs the shared table (ACCESS EXCLUSIVE cannot take
+	 * the per-session fast path) is granted, and so is an advisory lock. */
+	char k[24], ustate[6];
+	const char *pk[1] = { lab_fmt(k, lab_key(L, 0)) };
+	if (!lab_exec(L, c, "BEGIN; LOCK TABLE big IN ACCESS EXCLUSIVE MODE") ||
+	    !lab_tryp(L, c, "SELECT pg_advisory_xact_lock($1::bigint)", 1, pk, ustate, NULL) ||
+	    !lab_exec(L, c, ustate[0] ? "ROLLBACK" : "COMMIT"))
+		return;
+	bool usable = ustate[0] == '\0';
+	/* Far more rows than advisory locks, locked FOR UPDATE: row locks live in the rows. */
+	long long base = held > ok_keys ? held : ok_keys;
+	long long rows = 10 * (base > slots ? base : slots);
+	long long max_rows = exhaust ? 1000000 : 200000;
+	rows = rows < 10000 ? 10000 : rows > max_rows ? max_rows : rows;
+	char nrows[24], pc[24];
+	const char *pr[1] = { lab_fmt(nrows, rows) }, *qc[1] = { lab_fmt(pc, c->pid) };
+	long long locked, row_entries, tuple_entries;
+	if (!lab_execp(L, c, "INSERT INTO big SELECT g FROM generate_series(1, $1::int) g", 1, pr) ||
+	    !lab_exec(L, c, "BEGIN") ||
+	    !lab_int(L, c, "SELECT count(*) FROM (SELECT id FROM big FOR UPDATE) AS s", 0, NULL, &locked) ||
+	    !lab_int(L, L->obs, "SELECT count(*) FROM pg_locks WHERE pid = $1::int", 1, qc, &row_entries) ||
+	    !lab_int(L, L->obs, "SELECT count(*) FROM pg_locks WHERE pid = $1::int AND locktype = 'tuple'",
+	             1, qc, &tuple_entries) ||
+	    !lab_exec(L, c, "COMMIT"))
+		return;
+	bool rows_ok = locked == rows && row_entries < 20 && tuple_entries == 0;
+
+	lab_vbool(L, "exhausted", exhaust);
+	lab_vint(L, "max_locks_per_transaction", mlpt);
+	lab_vint(L, "max_connections", mc);
+	lab_vint(L, "max_prepared_transactions", mpt);
+	lab_vint(L, "lock_table_slots", slots);
+	lab_vint(L, "other_client_sessions", others);
+	lab_vint(L, "advisory_locks_held", held);
+	if (exhaust) {
+		lab_vtext(L, "sqlstate", state[0] ? state : "ok");
+		lab_vtext(L, "message", msg);
+		lab_vtext(L, "other_session_sqlstate", other_state[0] ? other_state : "ok");
+	} else {
+		lab_vtext(L, "not_exhausted_because", why);
+	}
+	lab_vint(L, "advisory_locks_after_release", held_after);
+	lab_vbool(L, "server_usable_after", usable);
+	lab_vint(L, "rows_locked", locked);
+	lab_vint(L, "row_lock_pg_locks_rows", row_entries);
+	lab_vint(L, "row_lock_tuple_rows", tuple_entries);
+	if (exhaust)
+		lab_verdict(L, strcmp(state, "53200") == 0 && held >= slots && held_after == 0 && usable &&
+		                   rows_ok,
+		            "session B took %lld session advisory locks, then %s \"%s\" (max_locks_per_transaction"
+		            " %lld x (max_connections %lld + max_prepared_transactions %lld) = %lld); another"
+		            " session's lock meanwhile: %s; after B ended %lld were left and new locks were"
+		            " granted; %lld rows FOR UPDATE took %lld pg_locks rows, %lld of them tuples",
+		            held, state[0] ? state : "no error", msg, mlpt, mc, mpt, slots,
+		            other_state[0] ? other_state : "granted", held_after, locked, row_entries,
+		            tuple_entries);
+	else
+		lab_verdict(L, held == EXHAUST_BOUNDED && held_after == 0 && usable && rows_ok,
+		            "bounded, not exhausted because %s: %lld session advisory locks took %lld of the %lld"
+		            " lock-table slots (max_locks_per_transaction %lld x (max_connections %lld +"
+		            " max_prepared_transactions %lld)); %lld rows FOR UPDATE took %lld pg_locks rows,"
+		            " %lld of them tuples", why, ok_keys, held, slots, mlpt, mc, mpt, locked,
+		            row_entries, tuple_entries);
+}

@@ -333,6 +333,41 @@ static void lab__idle_in_tx_timeout(void)
 	T_ASSERT(strcmp(next, "conn") == 0 || strcmp(next, "25P03") == 0);
 }
 
+/* On the shared test server advisory-exhaust stops short: by default, and even when allowed
+ * while another client (this test's own session) is connected. The real exhaustion runs on
+ * a scratch server of its own (tests/cli/lab_exhaust.sh). */
+static void lab__advisory_exhaust_bounded(void)
+{
+	pgc_conn *c = t_connect("pgcoord/test-lab");
+	pgc_lab_result r;
+	run_passing("advisory-exhaust", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "exhausted"), "false");
+	T_ASSERT_CONTAINS(value(&r, "not_exhausted_because"), "allow_exhaust");
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_held"), 150);
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_after_release"), 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "lock_table_slots"),
+	                ivalue(&r, "max_locks_per_transaction") *
+	                        (ivalue(&r, "max_connections") + ivalue(&r, "max_prepared_transactions")));
+	T_ASSERT(ivalue(&r, "rows_locked") >= 10000);
+	T_ASSERT_INT_EQ(ivalue(&r, "row_lock_tuple_rows"), 0);
+	T_ASSERT(pgc_lab_value_get(&r, "sqlstate") == NULL);
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	char app[64], like[80];
+	snprintf(app, sizeof app, "pgcoord/test-exhaust-%d", (int)getpid());
+	snprintf(like, sizeof like, "%s/%%", app);
+	o.application_name = app;
+	o.allow_exhaust = true;
+	run_passing("advisory-exhaust", &o, &r);
+	T_ASSERT_STR_EQ(value(&r, "exhausted"), "false");
+	T_ASSERT_STR_EQ(value(&r, "not_exhausted_because"), "other client sessions are connected");
+	T_ASSERT(ivalue(&r, "other_client_sessions") >= 1);
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_held"), 150);
+	/* The server's lock table is as it was: nothing of ours is left in it. */
+	T_ASSERT_INT_EQ(scalar(c, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+	                          " WHERE l.locktype = 'advisory' AND a.application_name LIKE $1", like), 0);
+	pgc_conn_close(c);
+}
+
 /* ---- doctor ---- */
 
 /* conninfo for the test server with another user (the test server trusts local users). */
@@ -601,6 +636,7 @@ int main(int argc, char **argv)
 		{ "lab__deadlock_timeout", lab__deadlock_timeout },
 		{ "lab__deadlock_timeout_needs_privilege", lab__deadlock_timeout_needs_privilege },
 		{ "lab__idle_in_tx_timeout", lab__idle_in_tx_timeout },
+		{ "lab__advisory_exhaust_bounded", lab__advisory_exhaust_bounded },
 		{ "doctor__role_timeouts", doctor__role_timeouts },
 		{ "doctor__lock_holders", doctor__lock_holders },
 		{ "doctor__bad_arguments", doctor__bad_arguments },
