@@ -49,7 +49,7 @@ static void lab__catalogue(void)
 	size_t n = 0;
 	const pgc_lab_info *list = pgc_lab_list(&n);
 	T_ASSERT(list != NULL);
-	T_ASSERT(n >= 39);
+	T_ASSERT(n >= 46);
 	T_ASSERT(pgc_lab_list(NULL) == list);
 	for (size_t i = 0; i < n; i++) {
 		T_ASSERT(list[i].name && *list[i].name);
