@@ -107,8 +107,9 @@ static bool timed_cycle(lab *L, lab_sess *a, lab_sess *b, int dt_ms, long long *
 			lab_fail(L, "session A did not wait for B's row");
 		return false;
 	}
-	/* Past A's deadlock_timeout: A's check has run, found no cycle, and does not run again. */
-	pgc__sleep_ms(dt_ms + 100);
+	/* Well past A's deadlock_timeout (a busy machine may run A's timer late): A's check has
+	 * run, found no cycle, and does not run again for this wait. */
+	pgc__sleep_ms(dt_ms + 300);
 	int limit = dt_ms + L->opts.lock_timeout_ms + 5000;
 	char sa[6], sb[6];
 	int64_t t0 = pgc__now_ms();
