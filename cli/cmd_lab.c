@@ -24,6 +24,9 @@ static void usage(FILE *f)
 	      "                        (default 5s; e.g. 500ms, 2s)\n"
 	      "      --key-base=N      use advisory keys N .. N+199 (default: derived from\n"
 	      "                        the backend pid, unique among running labs)\n"
+	      "      --allow-exhaust   let advisory-exhaust fill the shared lock table until\n"
+	      "                        it fails (only with no other client connected; for\n"
+	      "                        a scratch server)\n"
 	      "  -h, --help            show this help and exit\n"
 	      "\n"
 	      "Exit status: the number of failed experiments (0: all passed, at most 63);\n"
@@ -87,13 +90,14 @@ static void print_json(const pgc_lab_result *r)
 
 int cmd_lab(int argc, char **argv)
 {
-	enum { OPT_LIST = 256, OPT_JSON, OPT_KEEP, OPT_TIMEOUT, OPT_KEY_BASE };
+	enum { OPT_LIST = 256, OPT_JSON, OPT_KEEP, OPT_TIMEOUT, OPT_KEY_BASE, OPT_ALLOW_EXHAUST };
 	static const struct option longopts[] = {
 		{ "list", no_argument, NULL, OPT_LIST },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "keep", no_argument, NULL, OPT_KEEP },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "key-base", required_argument, NULL, OPT_KEY_BASE },
+		{ "allow-exhaust", no_argument, NULL, OPT_ALLOW_EXHAUST },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -130,6 +134,9 @@ int cmd_lab(int argc, char **argv)
 			opts.key_base = v;
 			break;
 		}
+		case OPT_ALLOW_EXHAUST:
+			opts.allow_exhaust = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;

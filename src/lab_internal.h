@@ -211,4 +211,16 @@ void lab_exp_cancel_terminate(lab *L);
 void lab_exp_lock_timeout(lab *L);
 void lab_exp_statement_timeout(lab *L);
 
+/* Isolation and conditional writes (lab_isolation.c). */
+void lab_exp_write_skew(lab *L);
+void lab_exp_optimistic_version(lab *L);
+void lab_exp_hot_upsert(lab *L);
+
+/* Limits and timers: NOWAIT behind table locks, deadlock_timeout, idle-in-transaction
+ * timeout, the shared lock table (lab_limits.c). */
+void lab_exp_nowait_table_lock(lab *L);
+void lab_exp_deadlock_timeout(lab *L);
+void lab_exp_idle_in_tx_timeout(lab *L);
+void lab_exp_advisory_exhaust(lab *L);
+
 #endif

@@ -86,9 +86,15 @@ typedef struct pgc_lab_options {
 	 * no other live session can be using for the lab at the same time. Give a range of your
 	 * own when the server's applications use advisory keys of that shape. */
 	int64_t key_base;
+	/* advisory-exhaust: really fill the server's shared lock table, past key_base + 199,
+	 * until it refuses with 53200. While it is full every session of the server that needs a
+	 * new lock fails, so even when true the experiment does it only when no other client
+	 * session is connected; otherwise (and by default) it takes 150 locks and reports the
+	 * table's size. Meant for a scratch server. */
+	bool allow_exhaust;
 } pgc_lab_options;
 
-#define PGC_LAB_OPTIONS_INIT { false, 5000, NULL, 0 }
+#define PGC_LAB_OPTIONS_INIT { false, 5000, NULL, 0, false }
 
 /* Runs the experiment named name against the server at dsn (resolved like pgc_connect: NULL
  * or "" falls back to $PGCOORD_DSN, $DATABASE_URL and libpq's PG* variables). opts may be NULL

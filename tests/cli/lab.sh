@@ -8,10 +8,11 @@ out_has "--timeout=DUR"
 [ "$(awk '{ if (length($0) > 80) n++ } END { print n + 0 }' "$TMP/out")" -eq 0 ] || fail "--help is wider than 80 columns"
 run 0 "$PG" help lab
 out_has "--key-base=N"
+out_has "--allow-exhaust"
 
 run 0 "$PG" lab --list
 n=$(wc -l <"$TMP/out")
-[ "$n" -ge 39 ] || fail "--list shows $n experiments, expected at least 39"
+[ "$n" -ge 46 ] || fail "--list shows $n experiments, expected at least 46"
 out_has "^singleton  *five contenders.* \[explicit locking, 13.3.5 advisory locks\]$"
 out_has "^table-lock-matrix  *the 8x8 .* \[explicit locking, 13.3.1 table-level locks"
 grep -q "§\|\[[0-9]" "$TMP/out" && fail "--list names a claim by a bare reference"
@@ -19,7 +20,7 @@ run 0 "$PG" --json lab --list
 python3 - "$TMP/out" <<'PY' || fail "lab --list --json"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert len(rows) >= 39
+assert len(rows) >= 46
 for r in rows:
     assert set(r) == {"name", "description", "reference"}, r
     assert r["reference"] and "\u00a7" not in r["reference"], r
@@ -53,7 +54,7 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 exps = [l for l in lines if l["type"] == "experiment"]
 summary = lines[-1]
 assert summary["type"] == "summary", summary
-assert summary["experiments"] == len(exps) >= 39, summary
+assert summary["experiments"] == len(exps) >= 46, summary
 assert summary["passed"] == len(exps) and summary["failed"] == 0, summary
 keys = {"type", "name", "description", "reference", "status", "passed", "observation", "values",
         "elapsed_ms", "schema", "schema_kept"}
@@ -71,6 +72,19 @@ assert m["row-lock-matrix"]["values"]["mismatches"] == 0
 assert m["oversell"]["values"]["conditional_sold"] == m["oversell"]["values"]["stock"]
 assert m["oversell"]["values"]["read_then_write_sold"] > m["oversell"]["values"]["stock"]
 assert m["deadlock"]["values"]["cycle_victims"] == 1
+ws = m["write-skew"]
+assert ws["reference"] == "concurrency control, 13.2.3 serializable isolation level", ws
+w = ws["values"]
+assert w["read_committed_both_committed"] is True and w["read_committed_on_call_after"] == 0, w
+assert w["serialization_failures"] == 1 and w["serializable_on_call_after"] == 1, w
+assert isinstance(w["siread_locks_a"], int) and w["siread_locks_a"] > 0, w
+assert w["any_update_waited"] is False and w["retry_commit"] == "ok", w
+hu = m["hot-upsert"]["values"]
+assert hu["hot_n"] == hu["hot_upserts"] and hu["hot_lock_waits_seen"] > 0, hu
+assert hu["distinct_lock_waits_seen"] == 0 and isinstance(hu["distinct_to_hot_ratio"], str), hu
+assert m["advisory-exhaust"]["values"]["exhausted"] is False, m["advisory-exhaust"]
+for name in ("optimistic-version", "nowait-table-lock", "deadlock-timeout", "idle-in-tx-timeout"):
+    assert name in m, name
 PY
 # No scratch schema is left.
 left=$(psql_q "SELECT count(*) FROM pg_namespace WHERE nspname = ANY (string_to_array('$(python3 -c 'import json,sys; print(",".join(json.loads(l).get("schema","") for l in open(sys.argv[1])))' "$TMP/out")', ','))")

@@ -49,7 +49,7 @@ static void lab__catalogue(void)
 	size_t n = 0;
 	const pgc_lab_info *list = pgc_lab_list(&n);
 	T_ASSERT(list != NULL);
-	T_ASSERT(n >= 39);
+	T_ASSERT(n >= 46);
 	T_ASSERT(pgc_lab_list(NULL) == list);
 	for (size_t i = 0; i < n; i++) {
 		T_ASSERT(list[i].name && *list[i].name);
@@ -221,6 +221,153 @@ static void lab__concurrent_runs_do_not_collide(void)
 			T_FAIL("run %d: %s", i, r[i].observation);
 }
 
+/* Runs one experiment on the test server; it must PASS. */
+static void run_passing(const char *name, const pgc_lab_options *o, pgc_lab_result *r)
+{
+	pgc_error err;
+	int rc = pgc_lab_run(t_dsn(), name, o, r, &err);
+	if (rc != PGC_OK)
+		T_FAIL("%s: %s", name, err.message);
+	if (!r->passed)
+		T_FAIL("%s failed: %s", name, r->observation);
+}
+
+static const char *value(const pgc_lab_result *r, const char *name)
+{
+	const pgc_lab_value *v = pgc_lab_value_get(r, name);
+	if (v == NULL)
+		T_FAIL("%s: no value %s", r->info->name, name);
+	return v->text;
+}
+
+static long long ivalue(const pgc_lab_result *r, const char *name)
+{
+	return atoll(value(r, name));
+}
+
+static void lab__write_skew(void)
+{
+	pgc_lab_result r;
+	run_passing("write-skew", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "read_committed_both_committed"), "true");
+	T_ASSERT_INT_EQ(ivalue(&r, "read_committed_on_call_after"), 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "serialization_failures"), 1);
+	T_ASSERT(strcmp(value(&r, "serializable_a_commit"), "40001") == 0 ||
+	         strcmp(value(&r, "serializable_b_commit"), "40001") == 0);
+	T_ASSERT(ivalue(&r, "siread_locks_a") > 0 && ivalue(&r, "siread_locks_b") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "sessions_waiting_or_blocked"), 0);
+	T_ASSERT_STR_EQ(value(&r, "any_update_waited"), "false");
+	T_ASSERT_STR_EQ(value(&r, "retry_commit"), "ok");
+	T_ASSERT_INT_EQ(ivalue(&r, "retry_saw_on_call"), 1);
+	T_ASSERT_STR_EQ(value(&r, "retry_went_off"), "false");
+	T_ASSERT_INT_EQ(ivalue(&r, "serializable_on_call_after"), 1);
+}
+
+static void lab__optimistic_version(void)
+{
+	pgc_lab_result r;
+	run_passing("optimistic-version", NULL, &r);
+	T_ASSERT_INT_EQ(ivalue(&r, "first_writer_rows"), 1);
+	T_ASSERT_INT_EQ(ivalue(&r, "second_writer_rows"), 0);
+	T_ASSERT_STR_EQ(value(&r, "second_writer_waited"), "true");
+	T_ASSERT_STR_EQ(value(&r, "final_body"), "written by A");
+	T_ASSERT_INT_EQ(ivalue(&r, "final_version"), 2);
+}
+
+static void lab__hot_upsert(void)
+{
+	pgc_lab_result r;
+	run_passing("hot-upsert", NULL, &r);
+	T_ASSERT_INT_EQ(ivalue(&r, "sessions"), 8);
+	T_ASSERT(ivalue(&r, "hot_upserts") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "hot_n"), ivalue(&r, "hot_upserts"));
+	T_ASSERT_INT_EQ(ivalue(&r, "distinct_n"), ivalue(&r, "distinct_upserts"));
+	T_ASSERT(ivalue(&r, "hot_lock_waits_seen") > 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "distinct_lock_waits_seen"), 0);
+	/* The ratio is reported, never judged: the machine may be busy. */
+	T_ASSERT(strchr(value(&r, "distinct_to_hot_ratio"), '.') != NULL);
+	T_ASSERT(r.elapsed_ms < 30000);
+}
+
+static void lab__nowait_table_lock(void)
+{
+	pgc_lab_result r;
+	run_passing("nowait-table-lock", NULL, &r);
+	long long t = ivalue(&r, "lock_timeout_ms");
+	/* The row-lock clauses wait for the table lock until lock_timeout ends them. */
+	T_ASSERT_STR_EQ(value(&r, "for_update_nowait_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "for_update_nowait_message"), "lock timeout");
+	T_ASSERT_STR_EQ(value(&r, "for_update_nowait_waited"), "true");
+	T_ASSERT(ivalue(&r, "for_update_nowait_ms") >= t);
+	T_ASSERT_STR_EQ(value(&r, "skip_locked_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "skip_locked_message"), "lock timeout");
+	T_ASSERT(ivalue(&r, "skip_locked_ms") >= t);
+	/* LOCK TABLE ... NOWAIT is refused by NOWAIT itself, without a wait. */
+	T_ASSERT_STR_EQ(value(&r, "lock_table_nowait_sqlstate"), "55P03");
+	T_ASSERT_CONTAINS(value(&r, "lock_table_nowait_message"), "could not obtain lock");
+	T_ASSERT_STR_EQ(value(&r, "lock_table_nowait_waited"), "false");
+}
+
+static void lab__deadlock_timeout(void)
+{
+	pgc_lab_result r;
+	run_passing("deadlock-timeout", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "may_set_deadlock_timeout"), "true");
+	T_ASSERT_INT_EQ(ivalue(&r, "deadlock_timeout_1_ms"), 200);
+	T_ASSERT_INT_EQ(ivalue(&r, "deadlock_timeout_2_ms"), 1000);
+	T_ASSERT(ivalue(&r, "victim_1_after_ms") >= 200);
+	T_ASSERT(ivalue(&r, "victim_2_after_ms") >= 1000);
+	T_ASSERT_STR_EQ(value(&r, "victim_1"), "B");
+	T_ASSERT_STR_EQ(value(&r, "victim_2"), "B");
+}
+
+static void lab__idle_in_tx_timeout(void)
+{
+	pgc_lab_result r;
+	run_passing("idle-in-tx-timeout", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "waiter_waited"), "true");
+	T_ASSERT_STR_EQ(value(&r, "waiter_sqlstate"), "ok");
+	T_ASSERT(ivalue(&r, "waiter_got_row_after_ms") >= ivalue(&r, "idle_in_transaction_session_timeout_ms"));
+	T_ASSERT_INT_EQ(ivalue(&r, "holder_backend_rows"), 0);
+	const char *next = value(&r, "holder_next_statement");
+	T_ASSERT(strcmp(next, "conn") == 0 || strcmp(next, "25P03") == 0);
+}
+
+/* On the shared test server advisory-exhaust stops short: by default, and even when allowed
+ * while another client (this test's own session) is connected. The real exhaustion runs on
+ * a scratch server of its own (tests/cli/lab_exhaust.sh). */
+static void lab__advisory_exhaust_bounded(void)
+{
+	pgc_conn *c = t_connect("pgcoord/test-lab");
+	pgc_lab_result r;
+	run_passing("advisory-exhaust", NULL, &r);
+	T_ASSERT_STR_EQ(value(&r, "exhausted"), "false");
+	T_ASSERT_CONTAINS(value(&r, "not_exhausted_because"), "allow_exhaust");
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_held"), 150);
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_after_release"), 0);
+	T_ASSERT_INT_EQ(ivalue(&r, "lock_table_slots"),
+	                ivalue(&r, "max_locks_per_transaction") *
+	                        (ivalue(&r, "max_connections") + ivalue(&r, "max_prepared_transactions")));
+	T_ASSERT(ivalue(&r, "rows_locked") >= 10000);
+	T_ASSERT_INT_EQ(ivalue(&r, "row_lock_tuple_rows"), 0);
+	T_ASSERT(pgc_lab_value_get(&r, "sqlstate") == NULL);
+	pgc_lab_options o = PGC_LAB_OPTIONS_INIT;
+	char app[64], like[80];
+	snprintf(app, sizeof app, "pgcoord/test-exhaust-%d", (int)getpid());
+	snprintf(like, sizeof like, "%s/%%", app);
+	o.application_name = app;
+	o.allow_exhaust = true;
+	run_passing("advisory-exhaust", &o, &r);
+	T_ASSERT_STR_EQ(value(&r, "exhausted"), "false");
+	T_ASSERT_STR_EQ(value(&r, "not_exhausted_because"), "other client sessions are connected");
+	T_ASSERT(ivalue(&r, "other_client_sessions") >= 1);
+	T_ASSERT_INT_EQ(ivalue(&r, "advisory_locks_held"), 150);
+	/* The server's lock table is as it was: nothing of ours is left in it. */
+	T_ASSERT_INT_EQ(scalar(c, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+	                          " WHERE l.locktype = 'advisory' AND a.application_name LIKE $1", like), 0);
+	pgc_conn_close(c);
+}
+
 /* ---- doctor ---- */
 
 /* conninfo for the test server with another user (the test server trusts local users). */
@@ -246,6 +393,36 @@ static char *dsn_as(const char *user)
 	}
 	PQconninfoFree(opts);
 	return s;
+}
+
+/* A role that may not SET deadlock_timeout gets a result that says so, not an obscure error. */
+static void lab__deadlock_timeout_needs_privilege(void)
+{
+	pgc_conn *admin = t_connect("pgcoord/test-lab");
+	char role[64], sql[256];
+	snprintf(role, sizeof role, "pgc_lab_plain_%d", (int)getpid());
+	snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN; DO $$ BEGIN EXECUTE"
+	         " format('GRANT CREATE ON DATABASE %%I TO %s', current_database()); END $$", role,
+	         role, role);
+	exec_ok(admin, sql);
+	char *dsn = dsn_as(role);
+	pgc_lab_result r;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lab_run(dsn, "deadlock-timeout", NULL, &r, &err), PGC_OK);
+	T_ASSERT(!r.passed);
+	T_ASSERT_CONTAINS(r.observation, "not checked");
+	T_ASSERT_CONTAINS(r.observation, "may not SET deadlock_timeout");
+	T_ASSERT_CONTAINS(r.observation, "42501");
+	T_ASSERT_STR_EQ(pgc_lab_value_get(&r, "may_set_deadlock_timeout")->text, "false");
+	T_ASSERT(!r.schema_kept);
+	T_ASSERT(!schema_exists(admin, r.schema));
+	free(dsn);
+	for (int i = 0; i < 500 && scalar(admin, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role) != 0; i++)
+		usleep(10000);
+	snprintf(sql, sizeof sql, "DO $$ BEGIN EXECUTE format('REVOKE CREATE ON DATABASE %%I FROM %s',"
+	         " current_database()); END $$; DROP ROLE %s", role, role);
+	exec_ok(admin, sql);
+	pgc_conn_close(admin);
 }
 
 static const pgc_doctor_finding *finding(const pgc_doctor_report *r, const char *check)
@@ -452,6 +629,14 @@ int main(int argc, char **argv)
 		{ "lab__keep_leaves_schema", lab__keep_leaves_schema },
 		{ "lab__lock_held_elsewhere_fails_in_time", lab__lock_held_elsewhere_fails_in_time },
 		{ "lab__concurrent_runs_do_not_collide", lab__concurrent_runs_do_not_collide },
+		{ "lab__write_skew", lab__write_skew },
+		{ "lab__optimistic_version", lab__optimistic_version },
+		{ "lab__hot_upsert", lab__hot_upsert },
+		{ "lab__nowait_table_lock", lab__nowait_table_lock },
+		{ "lab__deadlock_timeout", lab__deadlock_timeout },
+		{ "lab__deadlock_timeout_needs_privilege", lab__deadlock_timeout_needs_privilege },
+		{ "lab__idle_in_tx_timeout", lab__idle_in_tx_timeout },
+		{ "lab__advisory_exhaust_bounded", lab__advisory_exhaust_bounded },
 		{ "doctor__role_timeouts", doctor__role_timeouts },
 		{ "doctor__lock_holders", doctor__lock_holders },
 		{ "doctor__bad_arguments", doctor__bad_arguments },
