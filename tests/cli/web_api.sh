@@ -12,6 +12,7 @@ NOGRANT=pgc_webnog_$$
 cleanup() {
 	web_cleanup
 	[ -n "${holder:-}" ] && kill "$holder" 2>/dev/null
+	psql_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'web-api-holder-$$'" >/dev/null 2>&1
 	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
 	psql_q "DROP ROLE IF EXISTS $MON" >/dev/null 2>&1
 	psql_q "DROP ROLE IF EXISTS $NOGRANT" >/dev/null 2>&1
@@ -41,9 +42,10 @@ psql_q "WITH c AS (SELECT id FROM $S.jobs WHERE queue = 'mail' ORDER BY id LIMIT
 failed_id=$(psql_q "SELECT id FROM $S.job_history WHERE status = 'failed'")
 pending_id=$(psql_q "SELECT max(id) FROM $S.jobs WHERE queue = 'mail'")
 run 0 "$PG" cron add --schema "$S" nightly '0 3 * * *' --queue mail
-# An advisory lock held by a session of its own, for /api/locks.
+# An advisory lock held by a session of its own, for /api/locks (for as long as the test runs,
+# under valgrind too; the cleanup ends it).
 psql -X -q "$PGCOORD_TEST_DSN" -c "SET application_name = 'web-api-holder-$$'" \
-	-c "SELECT pg_advisory_lock(4242$$)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	-c "SELECT pg_advisory_lock(4242$$)" -c "SELECT pg_sleep(900)" >/dev/null 2>&1 &
 holder=$!
 for _ in $(seq 100); do
 	[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = (4242$$ & 4294967295)")" = 1 ] && break
@@ -305,7 +307,7 @@ web_stop "$WPID"
 # ---- a monitoring role: pg_monitor and SELECT on the schema's tables ----
 wait "$holder" 2>/dev/null
 psql -X -q "$PGCOORD_TEST_DSN" -c "SET application_name = 'web-api-holder-$$'" \
-	-c "SELECT pg_advisory_lock(4242$$)" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+	-c "SELECT pg_advisory_lock(4242$$)" -c "SELECT pg_sleep(900)" >/dev/null 2>&1 &
 holder=$!
 for _ in $(seq 100); do
 	[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = (4242$$ & 4294967295)")" = 1 ] && break
