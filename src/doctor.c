@@ -516,6 +516,7 @@ static void check_lock_waits(doctor *d, const check *ck)
 	}
 	long long total = atoll(PQgetvalue(res, 0, 12));
 	char list[1024] = "", first_blocker[24] = "";
+	bool blocker_idle = false; /* the first blocker is idle in transaction: a cancel does nothing */
 	for (int i = 0; i < rows && d->rc == PGC_OK; i++) {
 		char what[256];
 		if (strcmp(PQgetvalue(res, i, 4), "advisory") == 0) {
@@ -534,8 +535,10 @@ static void check_lock_waits(doctor *d, const check *ck)
 			append(list, sizeof list, ", blocked by pid %s (%s, %s, query started %s)",
 			       PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10),
 			       PQgetvalue(res, i, 11));
-			if (first_blocker[0] == '\0')
+			if (first_blocker[0] == '\0') {
 				snprintf(first_blocker, sizeof first_blocker, "%s", PQgetvalue(res, i, 8));
+				blocker_idle = strncmp(PQgetvalue(res, i, 10), "idle in transaction", 19) == 0;
+			}
 		} else {
 			append(list, sizeof list, ", blocker no longer seen");
 		}
@@ -545,11 +548,17 @@ static void check_lock_waits(doctor *d, const check *ck)
 		return;
 	char total_s[24], fix[512];
 	snprintf(total_s, sizeof total_s, "%lld", total);
-	if (first_blocker[0] != '\0')
+	if (first_blocker[0] != '\0' && blocker_idle)
 		snprintf(fix, sizeof fix,
-		         "see the whole chain with pgcoord blockers; end a stuck blocker with pgcoord cancel"
-		         " %s (or pgcoord terminate %s); set lock_timeout so that waits end on their own",
-		         first_blocker, first_blocker);
+		         "see the whole chain with pgcoord blockers; if pid %s is stuck, end it with pgcoord"
+		         " terminate %s (it is idle in transaction: a cancel does nothing); set lock_timeout"
+		         " so that waits end on their own", first_blocker, first_blocker);
+	else if (first_blocker[0] != '\0')
+		snprintf(fix, sizeof fix,
+		         "see the whole chain with pgcoord blockers; if pid %s is stuck, cancel its statement"
+		         " with pgcoord cancel %s (or end the session with pgcoord terminate %s); set"
+		         " lock_timeout so that waits end on their own", first_blocker, first_blocker,
+		         first_blocker);
 	else
 		snprintf(fix, sizeof fix, "see the whole chain with pgcoord blockers; set lock_timeout so that"
 		         " waits end on their own");
@@ -600,8 +609,9 @@ static void check_long_advisory(doctor *d, const check *ck)
 	char sql[3072];
 	snprintf(sql, sizeof sql,
 	        "SELECT h.pid, coalesce(nullif(h.application_name, ''), '-'), h.classid, h.objid, h.objsubid,"
-	        " extract(epoch FROM clock_timestamp() - h.since)::bigint, h.how, count(*) OVER ()"
-	        " FROM (SELECT l.pid, a.application_name, l.classid, l.objid, l.objsubid,"
+	        " extract(epoch FROM clock_timestamp() - h.since)::bigint, h.how, count(*) OVER (),"
+	        " extract(epoch FROM clock_timestamp() - h.backend_start)::bigint"
+	        " FROM (SELECT l.pid, a.application_name, l.classid, l.objid, l.objsubid, a.backend_start,"
 	        "  CASE WHEN %s IS NOT NULL THEN %s"
 	        "   WHEN a.application_name = $2 AND a.state LIKE 'idle in transaction%%' THEN a.xact_start"
 	        "   WHEN a.state LIKE 'idle%%' THEN a.state_change END AS since,"
@@ -643,11 +653,18 @@ static void check_long_advisory(doctor *d, const check *ck)
 		if (pgc_duration_format(secs * 1000, age, sizeof age, NULL) != PGC_OK)
 			snprintf(age, sizeof age, "%llds", secs);
 		const char *how = PQgetvalue(res, i, 6);
-		append(list, sizeof list, "%spid %s (%s) holds %s %s%s%s", i ? "; " : ": ", PQgetvalue(res, i, 0),
-		       PQgetvalue(res, i, 1), k, strcmp(how, "idle") == 0 ? "for at least " : "for ", age,
-		       strcmp(how, "recorded") == 0 ? " (recorded when taken)"
-		       : strcmp(how, "transaction") == 0 ? " (since its transaction began)"
-		                                         : " (idle that long; pg_locks does not say when a lock was taken)");
+		char session[PGC_DURATION_FORMAT_MAX];
+		if (pgc_duration_format(atoll(PQgetvalue(res, i, 8)) * 1000, session, sizeof session, NULL) != PGC_OK)
+			snprintf(session, sizeof session, "?");
+		append(list, sizeof list, "%spid %s (%s) holds %s %s%s", i ? "; " : ": ", PQgetvalue(res, i, 0),
+		       PQgetvalue(res, i, 1), k, strcmp(how, "idle") == 0 ? "for at least " : "for ", age);
+		if (strcmp(how, "recorded") == 0)
+			append(list, sizeof list, " (recorded when taken)");
+		else if (strcmp(how, "transaction") == 0)
+			append(list, sizeof list, " (since its transaction began)");
+		else
+			append(list, sizeof list, " (idle that long, in a session %s old: pg_locks does not say when"
+			       " a lock was taken)", session);
 	}
 	PQclear(res);
 	if (d->rc != PGC_OK)

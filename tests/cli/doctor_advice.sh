@@ -106,9 +106,9 @@ holder=$(psql_q "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgc-
 
 run 1 timeout 60 "$PG" -d "$dsn" doctor --schema "$S" --advisory-age 1s
 out_has "^warning  lock_waits: 1 session(s) waiting for a lock longer than deadlock_timeout (1s), as log_lock_waits would log: pid $waiter (pgc-advice-waiter) waits [0-9.]* s for RowExclusiveLock on table $sch.parent, blocked by pid $blocker (pgc-advice-blocker, idle in transaction, query started 20[0-9-]* [0-9:]*"
-out_has "Fix: see the whole chain with pgcoord blockers; end a stuck blocker with pgcoord cancel $blocker (or pgcoord terminate $blocker)"
+out_has "Fix: see the whole chain with pgcoord blockers; if pid $blocker is stuck, end it with pgcoord terminate $blocker (it is idle in transaction: a cancel does nothing)"
 out_has "^warning  long_advisory: 2 advisory lock(s) held for 1s or more: "
-out_has "pid $holder (pgc-advice-holder) holds key 4242 for at least [0-9]*s (idle that long; pg_locks does not say when a lock was taken)"
+out_has "pid $holder (pgc-advice-holder) holds key 4242 for at least [0-9]*s (idle that long, in a session [0-9]*s old: pg_locks does not say when a lock was taken)"
 out_has "holds advice-lead (key -\?[0-9]*) for [0-9]*s (recorded when taken)"
 out_has "Fix: for long leadership use pgcoord elect or a lease (pgcoord lease)"
 out_has "^warning  idle_in_transaction: 1 session(s) idle in transaction now; the oldest, pid $blocker"
