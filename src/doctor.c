@@ -403,22 +403,22 @@ static void check_lock_table(doctor *d, const check *ck)
 	                          : advisory * 2 >= slots     ? PGC_DOCTOR_WARNING
 	                                                      : PGC_DOCTOR_OK;
 	char share[320] = "", fix[512];
-	if (adv != PGC_DOCTOR_OK)
+	if (adv != PGC_DOCTOR_OK) {
 		snprintf(share, sizeof share,
 		         "; advisory locks alone take %lld%% of the slots (pid %s, application %s, holds %lld"
 		         " of them): advisory locks kept per business object fill the table, and every"
 		         " session's next lock fails with out of shared memory", slots > 0 ? advisory * 100 / slots : 0,
 		         top_pid, top_app, top_n);
-	if (adv != PGC_DOCTOR_OK)
 		snprintf(fix, sizeof fix,
 		         "take advisory locks for the work in progress only and release them when it ends"
 		         " (pid %s holds %lld; pgcoord locks --pid %s --advisory lists them), or raise"
 		         " max_locks_per_transaction (takes a restart)", top_pid, top_n, top_pid);
-	else if (sev != PGC_DOCTOR_OK)
+	} else if (sev != PGC_DOCTOR_OK) {
 		snprintf(fix, sizeof fix, "hold fewer advisory locks at once, or raise max_locks_per_transaction"
 		         " (takes a restart)");
-	else
+	} else {
 		fix[0] = '\0';
+	}
 	FINDING(d->out, ck->name, sev > adv ? sev : adv, slots_s, fix,
 	        "shared lock table: max_locks_per_transaction %lld x (max_connections %lld +"
 	        " max_prepared_transactions %lld) = %lld slots, shared by table and advisory locks;"
@@ -465,7 +465,8 @@ static void append(char *buf, size_t size, const char *fmt, ...)
 	va_end(ap);
 }
 
-#define WAITS_NAMED 3 /* waits, long advisory locks, groups named in a message */
+#define WAITS_NAMED 2  /* lock waits, long advisory locks named in a message (it has 512 bytes) */
+#define GROUPS_NAMED 3 /* groups of sessions without an application_name */
 
 /* Lock waits going on now that have lasted longer than deadlock_timeout (those log_lock_waits
  * would log), with the first session each waits for (pg_blocking_pids). The wait began at
@@ -581,9 +582,10 @@ static void check_long_advisory(doctor *d, const check *ck)
 	if (pgc__check_schema(d->schema, &e) == PGC_OK) {
 		const char *p[1] = { d->schema };
 		PGresult *r = query(d, ck, d->conn,
-		        "SELECT CASE WHEN pg_catalog.to_regclass(pg_catalog.quote_ident($1) || '.lock_holds') IS NULL"
-		        " THEN false ELSE pg_catalog.has_table_privilege(pg_catalog.quote_ident($1) || '.lock_holds',"
-		        " 'SELECT') END",
+		        "SELECT coalesce(bool_or(pg_catalog.has_schema_privilege(n.oid, 'USAGE')"
+		        " AND pg_catalog.has_table_privilege(c.oid, 'SELECT')), false)"
+		        " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+		        " WHERE n.nspname = $1 AND c.relname = 'lock_holds'",
 		        1, p);
 		if (r == NULL)
 			return;
@@ -761,7 +763,7 @@ static void check_application_name(doctor *d, const check *ck)
 	        " FROM pg_catalog.pg_stat_activity"
 	        " WHERE backend_type = 'client backend' AND coalesce(application_name, '') = ''"
 	        " AND state IS NOT NULL AND pid <> pg_backend_pid() AND pid <> $1::int"
-	        " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %d", WAITS_NAMED);
+	        " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %d", GROUPS_NAMED);
 	PGresult *res = query(d, ck, d->conn, sql, 1, pp);
 	if (res == NULL)
 		return;

@@ -146,8 +146,8 @@ static void row_lock_advice(const char *clause, char *buf, size_t size)
 		         " the foreign-key checks of inserts into tables that refer to them", clause, none);
 	else if (strcmp(clause, "FOR NO KEY UPDATE") == 0)
 		snprintf(buf, size, "%s keeps other writers off the rows, but this statement only reads them: %s;"
-		         " if the transaction only"
-		         " needs them to stay (not deleted, key unchanged), FOR KEY SHARE is enough", clause, none);
+		         " if the transaction only needs them to stay (not deleted, key unchanged), FOR KEY SHARE"
+		         " is enough", clause, none);
 	else if (strcmp(clause, "FOR SHARE") == 0)
 		snprintf(buf, size, "%s blocks every update of the rows, but this statement only reads them: %s;"
 		         " if the transaction only needs them to stay (not deleted, key unchanged), FOR KEY SHARE"

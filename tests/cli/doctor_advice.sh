@@ -34,7 +34,7 @@ kill_all() {
 cleanup() {
 	kill_all
 	psql_q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '$role'" >/dev/null 2>&1
-	psql_q "DROP OWNED BY $role CASCADE" >/dev/null 2>&1
+	psql_q "DROP OWNED BY $role CASCADE; DROP SCHEMA IF EXISTS ${S}_theirs CASCADE" >/dev/null 2>&1
 	psql_q "DROP ROLE IF EXISTS $role" >/dev/null 2>&1
 	[ -n "${SMALL:-}" ] && { "$SRC/scripts/pg-tmp" destroy "$SMALL" >/dev/null 2>&1 || true; }
 	rm -rf "$TMP"
@@ -114,6 +114,15 @@ out_has "Fix: for long leadership use pgcoord elect or a lease (pgcoord lease)"
 out_has "^warning  idle_in_transaction: 1 session(s) idle in transaction now; the oldest, pid $blocker"
 out_has "^warning  application_name: 1 client session(s) without an application_name: 1 of user $role from "
 out_has "^doctor: 0 errors, 5 warnings$"
+# A schema the role may not use: the registry and the recorded holds are not read, the rest is
+# (the ages are then what pg_stat_activity gives: pgcoord run's heartbeats keep its session's
+# idle time short, so its lock may not be counted).
+run 0 "$PG" -d "$PGCOORD_TEST_DSN" init --schema "${S}_theirs"
+run 1 timeout 60 "$PG" -d "$dsn" doctor --schema "${S}_theirs" --advisory-age 1s
+out_has "^warning  long_advisory: [12] advisory lock(s) held for 1s or more: "
+out_has "pid $holder (pgc-advice-holder) holds key 4242 for at least"
+grep -q "advice-lead\|recorded when taken" "$TMP/out" && { cat "$TMP/out"; fail "read a registry it may not use"; }
+out_has "^warning  schema: cannot read the version of schema ${S}_theirs: permission denied"
 # With the default age (1h) these locks are not long.
 run 1 timeout 60 "$PG" -d "$dsn" doctor --schema "$S"
 out_has "^ok       long_advisory: no advisory lock in this database known to be held for 1h or more"
