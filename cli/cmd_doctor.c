@@ -7,18 +7,24 @@
 static void usage(FILE *f)
 {
 	fputs("Usage: pgcoord [-d DSN] doctor [--json] [--schema NAME] [--no-pooler-check]\n"
+	      "                              [--advisory-age D]\n"
 	      "\n"
 	      "Checks for coordination hazards and prints one line per finding, with its\n"
 	      "severity and the fix: a transaction-mode pooler in between (session locks and\n"
 	      "LISTEN are unsafe through it), lock_timeout, statement_timeout and\n"
 	      "idle_in_transaction_session_timeout at 0 for this role, log_lock_waits off,\n"
-	      "deadlock_timeout, the shared lock table, sessions idle in transaction now, and\n"
-	      "the pgcoord schema version.\n"
+	      "deadlock_timeout, the shared lock table (and the advisory locks' share of it),\n"
+	      "lock waits longer than deadlock_timeout now and their blockers, advisory locks\n"
+	      "held for long, sessions idle in transaction now, sessions without an\n"
+	      "application_name, foreign keys without an index on their referencing columns,\n"
+	      "and the pgcoord schema version.\n"
 	      "\n"
 	      "Options:\n"
 	      "      --json             one JSON object with every finding\n"
 	      "      --schema=NAME      pgcoord schema to check (default: pgcoord)\n"
 	      "      --no-pooler-check  do not open a second session to look for a pooler\n"
+	      "      --advisory-age=D   report advisory locks held at least D (default: 1h;\n"
+	      "                         D: 90s, 30m, 2h, 1d)\n"
 	      "  -h, --help             show this help and exit\n"
 	      "\n"
 	      "Exit status: 0 nothing to fix, 1 warnings, 2 errors; 64 usage error,\n"
@@ -27,17 +33,18 @@ static void usage(FILE *f)
 
 int cmd_doctor(int argc, char **argv)
 {
-	enum { OPT_JSON = 256, OPT_SCHEMA, OPT_NO_POOLER };
+	enum { OPT_JSON = 256, OPT_SCHEMA, OPT_NO_POOLER, OPT_ADVISORY_AGE };
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "schema", required_argument, NULL, OPT_SCHEMA },
 		{ "no-pooler-check", no_argument, NULL, OPT_NO_POOLER },
+		{ "advisory-age", required_argument, NULL, OPT_ADVISORY_AGE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool json = g_cli.json;
 	pgc_doctor_options opts = PGC_DOCTOR_OPTIONS_INIT;
-	int ch;
+	int ch, rc;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -49,6 +56,11 @@ int cmd_doctor(int argc, char **argv)
 			break;
 		case OPT_NO_POOLER:
 			opts.check_pooler = false;
+			break;
+		case OPT_ADVISORY_AGE:
+			if (!cli_duration_opt("doctor", "--advisory-age", optarg, 1000, INT64_C(30) * 86400000,
+			                      &opts.advisory_age_ms, &rc))
+				return rc;
 			break;
 		case 'h':
 			usage(stdout);
@@ -63,7 +75,7 @@ int cmd_doctor(int argc, char **argv)
 		return cli_usage_error("doctor", "--schema must be 1 to 63 bytes long");
 
 	pgc_conn *conn;
-	int rc = cli_connect("doctor", &conn);
+	rc = cli_connect("doctor", &conn);
 	if (rc != 0)
 		return rc;
 	pgc_doctor_report report;

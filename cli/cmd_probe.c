@@ -17,7 +17,8 @@ static void usage(FILE *f)
 	      "the locks its backend holds before rolling back, and prints each relation-level\n"
 	      "lock with its mode and what that mode blocks, in words. Tells you before a\n"
 	      "deploy what a migration will block. Nothing it does survives, except what\n"
-	      "ignores transactions: sequence values it draws stay used.\n"
+	      "ignores transactions: sequence values it draws stay used. A SELECT that locks\n"
+	      "rows it only returns gets advice on a weaker locking clause, or none.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -c, --command=SQL          the statement to probe (exactly one)\n"
@@ -218,6 +219,8 @@ int cmd_probe(int argc, char **argv)
 		} else {
 			fputs("null", stdout);
 		}
+		fputs(",\"advice\":", stdout);
+		json_str(stdout, res->row_lock_advice[0] ? res->row_lock_advice : NULL);
 		fputs(",\"notes\":[", stdout);
 		json_str(stdout, sequence_note);
 		fputs("]}\n", stdout);
@@ -266,6 +269,8 @@ int cmd_probe(int argc, char **argv)
 				       res->rows_locked, res->rows_locked == 1 ? "" : "s",
 				       strncmp(res->command_tag, "SELECT", 6) == 0 ? "returned" : "changed",
 				       res->rows_locked == 1 ? "it" : "them");
+			if (res->row_lock_advice[0] != '\0')
+				printf("advice: %s\n", res->row_lock_advice);
 		} else if (res->observed) {
 			printf("locks it had taken by then:\n");
 			print_locks(res);

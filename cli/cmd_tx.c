@@ -7,7 +7,9 @@
  * position counts from the start of the file. Before anything is sent, the library's SQL
  * lexer (src/util/sqllex.h: comments, quotes, dollar quotes, BEGIN ATOMIC bodies) finds what
  * cannot work inside someone else's transaction: the script's own BEGIN / COMMIT / ROLLBACK,
- * psql meta-commands, and COPY FROM STDIN, which has no data to read. */
+ * psql meta-commands, and COPY FROM STDIN, which has no data to read; and a LOCK TABLE that
+ * names no mode, which takes ACCESS EXCLUSIVE (stopping even plain reads) where the writer
+ * most likely meant something weaker, unless --allow-lock-without-mode says it is meant. */
 #include <errno.h>
 #include <getopt.h>
 #include <libpq-fe.h>
@@ -48,10 +50,15 @@ static void usage(FILE *f)
 	      "      --no-reconnect         fail instead of reconnecting when the session\n"
 	      "                             dies before COMMIT\n"
 	      "      --dry-run              run the script, then roll it back\n"
+	      "      --allow-lock-without-mode  run LOCK TABLE statements that name no mode\n"
+	      "                             (they take ACCESS EXCLUSIVE)\n"
 	      "  -h, --help                 show this help and exit\n"
 	      "\n"
 	      "The script must not contain BEGIN, COMMIT, ROLLBACK (ROLLBACK TO SAVEPOINT is\n"
-	      "fine), psql meta-commands or COPY FROM STDIN. Query results are not shown.\n"
+	      "fine), psql meta-commands or COPY FROM STDIN. LOCK TABLE must name its mode\n"
+	      "(LOCK t IN SHARE MODE): without one it takes ACCESS EXCLUSIVE, which blocks\n"
+	      "even plain SELECTs; it is refused (exit 64) unless --allow-lock-without-mode.\n"
+	      "Query results are not shown.\n"
 	      "\n"
 	      "Exit status: 0 committed (or rolled back by --dry-run); 1 retries exhausted\n"
 	      "on conflicts, lock or statement timeout; 64 usage; 65 the script is invalid\n"
@@ -67,10 +74,25 @@ typedef struct scan {
 	size_t bad_at;      /* offset of the refused statement or meta-command */
 	char bad[64];       /* what was refused, "" when nothing */
 	const char *reason; /* why */
+	bool usage;         /* refused for what the options allow (exit 64), not for the script */
 } scan;
 
 static const char own_transaction[] =
 	"is not allowed: pgcoord tx runs the script in its own transaction";
+
+/* Whether the LOCK statement st of script s names a mode: its words (all of them, not only
+ * the ones kept) have IN, a reserved word no table name can be unquoted. */
+static bool lock_names_mode(const char *s, const pgc__sqlstmt *st)
+{
+	pgc__sqllex lx;
+	pgc__sqllex_init(&lx, s + st->start, st->end - st->start, true);
+	while (pgc__sqllex_next(&lx) != PGC__SQL_END)
+		if (lx.tok == PGC__SQL_WORD && pgc__sqllex_word_is(&lx, "IN"))
+			return true;
+	return false;
+}
+
+static bool allow_bare_lock; /* --allow-lock-without-mode */
 
 /* What pgcoord tx cannot run in statement st of script s, into out; false when it can. */
 static bool refused(const char *s, const pgc__sqlstmt *st, scan *out)
@@ -91,6 +113,14 @@ static bool refused(const char *s, const pgc__sqlstmt *st, scan *out)
 		return true;
 	}
 	const char *w0 = st->nwords > 0 ? st->words[0] : "", *w1 = st->nwords > 1 ? st->words[1] : "";
+	if (strcmp(w0, "LOCK") == 0 && !allow_bare_lock && !lock_names_mode(s, st)) {
+		snprintf(out->bad, sizeof out->bad, "LOCK without IN ... MODE");
+		out->reason = "takes ACCESS EXCLUSIVE, which blocks even plain SELECTs of the table until the"
+		              " transaction ends: name the mode you need (LOCK t IN SHARE MODE, ...), or pass"
+		              " --allow-lock-without-mode if ACCESS EXCLUSIVE is meant";
+		out->usage = true;
+		return true;
+	}
 	bool two = strcmp(w0, "START") == 0 || (strcmp(w0, "PREPARE") == 0 && strcmp(w1, "TRANSACTION") == 0);
 	if (!two && strcmp(w0, "BEGIN") != 0 && strcmp(w0, "COMMIT") != 0 && strcmp(w0, "END") != 0 &&
 	    strcmp(w0, "ABORT") != 0 && !(strcmp(w0, "ROLLBACK") == 0 && strcmp(w1, "TO") != 0))
@@ -179,7 +209,8 @@ static void show_line(const char *s, size_t line_start, size_t off, int line)
 }
 
 /* Refuses a script pgcoord tx cannot run, read with the given standard_conforming_strings:
- * prints where and why, returns EXIT_DATAERR; 0 when it can run. */
+ * prints where and why, returns EXIT_DATAERR (EXIT_USAGE for what an option allows); 0 when
+ * it can run. */
 static int check_script(const char *text, size_t len, const char *label, bool standard_strings)
 {
 	scan sc;
@@ -190,7 +221,7 @@ static int check_script(const char *text, size_t len, const char *label, bool st
 		line_col(text, sc.bad_at, true, &line, &col, &ls);
 		cli_errorf("%s:%d:%d: %s %s", label, line, col, sc.bad, sc.reason);
 		show_line(text, ls, sc.bad_at, line);
-		return EXIT_DATAERR;
+		return sc.usage ? EXIT_USAGE : EXIT_DATAERR;
 	}
 	if (sc.statements == 0) {
 		cli_errorf("%s: the script is empty", label);
@@ -410,7 +441,7 @@ int cmd_tx(int argc, char **argv)
 	enum {
 		OPT_ISOLATION = 256, OPT_READ_ONLY, OPT_DEFERRABLE, OPT_RETRIES, OPT_RETRY_LOCK,
 		OPT_LOCK_TIMEOUT, OPT_STATEMENT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_MAX_BACKOFF,
-		OPT_NO_RECONNECT, OPT_DRY_RUN
+		OPT_NO_RECONNECT, OPT_DRY_RUN, OPT_ALLOW_BARE_LOCK
 	};
 	static const struct option longopts[] = {
 		{ "file", required_argument, NULL, 'f' },
@@ -426,6 +457,7 @@ int cmd_tx(int argc, char **argv)
 		{ "max-backoff", required_argument, NULL, OPT_MAX_BACKOFF },
 		{ "no-reconnect", no_argument, NULL, OPT_NO_RECONNECT },
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "allow-lock-without-mode", no_argument, NULL, OPT_ALLOW_BARE_LOCK },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -434,7 +466,7 @@ int cmd_tx(int argc, char **argv)
 	bool dry_run = false;
 	int64_t ms;
 	long long retries = 9;
-	int ch;
+	int ch, rc;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -493,6 +525,9 @@ int cmd_tx(int argc, char **argv)
 		case OPT_DRY_RUN:
 			dry_run = true;
 			break;
+		case OPT_ALLOW_BARE_LOCK:
+			allow_bare_lock = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -541,13 +576,13 @@ int cmd_tx(int argc, char **argv)
 		free(text);
 		return EXIT_DATAERR;
 	}
-	if (check_script(text, len, label, true) != 0) {
+	if ((rc = check_script(text, len, label, true)) != 0) {
 		free(text);
-		return EXIT_DATAERR;
+		return rc;
 	}
 
 	pgc_conn *conn;
-	int rc = cli_connect("tx", &conn);
+	rc = cli_connect("tx", &conn);
 	if (rc != 0) {
 		free(text);
 		return rc;
@@ -555,10 +590,10 @@ int cmd_tx(int argc, char **argv)
 	/* A server without standard_conforming_strings reads backslashes in strings as escapes:
 	 * read the script as it will. */
 	const char *scs = PQparameterStatus(pgc_conn_pg(conn), "standard_conforming_strings");
-	if (scs != NULL && strcmp(scs, "off") == 0 && check_script(text, len, label, false) != 0) {
+	if (scs != NULL && strcmp(scs, "off") == 0 && (rc = check_script(text, len, label, false)) != 0) {
 		pgc_conn_close(conn);
 		free(text);
-		return EXIT_DATAERR;
+		return rc;
 	}
 	int sigfd = cli_signal_fd();
 	if (sigfd < 0) {

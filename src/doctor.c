@@ -367,7 +367,9 @@ static void check_deadlock_timeout(doctor *d, const check *ck)
 		        "deadlock_timeout is %s: deadlocks are found (40P01) after that long", dt_value);
 }
 
-/* The shared lock table: table locks and advisory locks of all sessions share it. */
+/* The shared lock table: table locks and advisory locks of all sessions share it. Advisory
+ * locks are judged on their own too: a scheme that takes one per business object and keeps it
+ * fills the table for every session ("out of shared memory"), and says who does it. */
 static void check_lock_table(doctor *d, const check *ck)
 {
 	PGresult *res = query(d, ck, settings_session(d),
@@ -375,12 +377,21 @@ static void check_lock_table(doctor *d, const check *ck)
 	        " current_setting('max_connections')::bigint,"
 	        " current_setting('max_prepared_transactions')::bigint,"
 	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE NOT fastpath),"
-	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory')", 0, NULL);
+	        " (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory'),"
+	        " top.pid, top.n, coalesce(nullif(a.application_name, ''), '-')"
+	        " FROM (SELECT 1) AS one"
+	        " LEFT JOIN (SELECT pid, count(*) AS n FROM pg_catalog.pg_locks WHERE locktype = 'advisory'"
+	        "  GROUP BY pid ORDER BY count(*) DESC, pid LIMIT 1) AS top ON true"
+	        " LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = top.pid", 0, NULL);
 	if (res == NULL)
 		return;
 	long long mlpt = atoll(PQgetvalue(res, 0, 0)), mc = atoll(PQgetvalue(res, 0, 1));
 	long long mpt = atoll(PQgetvalue(res, 0, 2)), used = atoll(PQgetvalue(res, 0, 3));
 	long long advisory = atoll(PQgetvalue(res, 0, 4));
+	char top_pid[24], top_app[64];
+	snprintf(top_pid, sizeof top_pid, "%s", PQgetvalue(res, 0, 5));
+	long long top_n = atoll(PQgetvalue(res, 0, 6));
+	pgc__copy_line(top_app, sizeof top_app, PQgetvalue(res, 0, 7));
 	PQclear(res);
 	long long slots = mlpt * (mc + mpt);
 	char slots_s[32];
@@ -388,13 +399,286 @@ static void check_lock_table(doctor *d, const check *ck)
 	pgc_doctor_severity sev = used * 10 >= slots * 9 ? PGC_DOCTOR_ERROR
 	                          : used * 2 >= slots     ? PGC_DOCTOR_WARNING
 	                                                  : PGC_DOCTOR_OK;
-	FINDING(d->out, ck->name, sev, slots_s,
-	        sev == PGC_DOCTOR_OK ? ""
-	                             : "hold fewer advisory locks at once, or raise max_locks_per_transaction"
-	                               " (takes a restart)",
+	pgc_doctor_severity adv = advisory * 10 >= slots * 8 ? PGC_DOCTOR_ERROR
+	                          : advisory * 2 >= slots     ? PGC_DOCTOR_WARNING
+	                                                      : PGC_DOCTOR_OK;
+	char share[320] = "", fix[512];
+	if (adv != PGC_DOCTOR_OK) {
+		snprintf(share, sizeof share,
+		         "; advisory locks alone take %lld%% of the slots (pid %s, application %s, holds %lld"
+		         " of them): advisory locks kept per business object fill the table, and every"
+		         " session's next lock fails with out of shared memory", slots > 0 ? advisory * 100 / slots : 0,
+		         top_pid, top_app, top_n);
+		snprintf(fix, sizeof fix,
+		         "take advisory locks for the work in progress only and release them when it ends"
+		         " (pid %s holds %lld; pgcoord locks --pid %s --advisory lists them), or raise"
+		         " max_locks_per_transaction (takes a restart)", top_pid, top_n, top_pid);
+	} else if (sev != PGC_DOCTOR_OK) {
+		snprintf(fix, sizeof fix, "hold fewer advisory locks at once, or raise max_locks_per_transaction"
+		         " (takes a restart)");
+	} else {
+		fix[0] = '\0';
+	}
+	FINDING(d->out, ck->name, sev > adv ? sev : adv, slots_s, fix,
 	        "shared lock table: max_locks_per_transaction %lld x (max_connections %lld +"
 	        " max_prepared_transactions %lld) = %lld slots, shared by table and advisory locks;"
-	        " %lld in use now (%lld advisory)", mlpt, mc, mpt, slots, used, advisory);
+	        " %lld in use now (%lld advisory)%s", mlpt, mc, mpt, slots, used, advisory, share);
+}
+
+/* An advisory key of pg_locks as pgcoord prints it, with its registered name when the schema's
+ * registry has one: "name (key N)" or "N". False with the failure recorded when the session is
+ * lost; a registry that cannot be read only leaves the name out. */
+static bool key_words(doctor *d, const check *ck, const char *classid, const char *objid,
+                      const char *objsubid, char *buf, size_t size)
+{
+	pgc_key key;
+	if (pgc_key_from_pg_locks((uint32_t)strtoul(classid, NULL, 10), (uint32_t)strtoul(objid, NULL, 10),
+	                          atoi(objsubid), &key) != PGC_OK) {
+		snprintf(buf, size, "%s,%s,%s", classid, objid, objsubid);
+		return true;
+	}
+	pgc_error e = PGC_ERROR_INIT;
+	if (pgc_key_lookup_name(d->conn, d->schema, &key, &e) != PGC_OK) {
+		if (e.code == PGC_ECONNLOST || e.code == PGC_ETIMEDOUT)
+			return fail(d, ck, e.code, &e);
+		key.name[0] = '\0';
+	}
+	char num[PGC_KEY_FORMAT_MAX];
+	pgc_key_format(&key, num, sizeof num);
+	if (key.name[0] != '\0')
+		snprintf(buf, size, "%s (key %s)", key.name, num);
+	else
+		snprintf(buf, size, "key %s", num);
+	return true;
+}
+
+/* Appends to buf, cut at its size. */
+static void append(char *buf, size_t size, const char *fmt, ...) PGC_PRINTF(3, 4);
+static void append(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	if (len + 1 >= size)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+#define WAITS_NAMED 2  /* lock waits, long advisory locks named in a message (it has 512 bytes) */
+#define GROUPS_NAMED 3 /* groups of sessions without an application_name */
+
+/* Lock waits going on now that have lasted longer than deadlock_timeout (those log_lock_waits
+ * would log), with the first session each waits for (pg_blocking_pids). The wait began at
+ * pg_locks.waitstart (PostgreSQL 14 and later), else at the waiter's state_change (its
+ * statement's start: an upper bound). */
+static void check_lock_waits(doctor *d, const check *ck)
+{
+	char dt_value[64], source[64];
+	long long dt;
+	if (!setting(d, ck, "deadlock_timeout", dt_value, sizeof dt_value, source, sizeof source, &dt))
+		return;
+	char dt_s[24];
+	snprintf(dt_s, sizeof dt_s, "%lld", dt);
+	const char *pp[1] = { dt_s };
+	char sql[3072];
+	snprintf(sql, sizeof sql,
+	        "SELECT w.pid, coalesce(nullif(w.application_name, ''), '-'),"
+	        " round(extract(epoch FROM clock_timestamp() - w.since)::numeric, 1)::text, w.mode,"
+	        " CASE w.locktype WHEN 'relation' THEN 'table ' || w.relation::regclass::text"
+	        "  WHEN 'tuple' THEN 'a row of ' || w.relation::regclass::text"
+	        "  WHEN 'transactionid' THEN 'a row (or the end of transaction ' || w.transactionid::text || ')'"
+	        "  WHEN 'advisory' THEN 'advisory' ELSE w.locktype END,"
+	        " coalesce(w.classid::text, ''), coalesce(w.objid::text, ''), coalesce(w.objsubid::text, ''),"
+	        " coalesce(b.pid::text, ''), coalesce(nullif(b.application_name, ''), '-'),"
+	        " coalesce(b.state, 'not visible'),"
+	        " coalesce(to_char(b.query_start, 'YYYY-MM-DD HH24:MI:SS TZ'), '-'),"
+	        " count(*) OVER ()"
+	        " FROM (SELECT a.pid, a.application_name, l.mode, l.locktype, l.relation, l.transactionid,"
+	        "  l.classid, l.objid, l.objsubid, %s AS since, pg_catalog.pg_blocking_pids(a.pid) AS blockers"
+	        "  FROM pg_catalog.pg_stat_activity a JOIN pg_catalog.pg_locks l ON l.pid = a.pid AND NOT l.granted"
+	        "  WHERE a.wait_event_type = 'Lock' AND a.state IS NOT NULL AND a.pid <> pg_backend_pid()) AS w"
+	        " LEFT JOIN pg_catalog.pg_stat_activity b ON b.pid = w.blockers[1]"
+	        " WHERE w.since < clock_timestamp() - $1::bigint * interval '1 millisecond'"
+	        " ORDER BY w.since, w.pid LIMIT %d",
+	        pgc_conn_server_version(d->conn) >= 140000 ? "coalesce(l.waitstart, a.state_change)"
+	                                                   : "a.state_change", WAITS_NAMED);
+	PGresult *res = query(d, ck, d->conn, sql, 1, pp);
+	if (res == NULL)
+		return;
+	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
+	                                       " pg_read_all_stats to see all)";
+	int rows = PQntuples(res);
+	if (rows == 0) {
+		PQclear(res);
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "0", "",
+		        "no session has waited for a lock longer than deadlock_timeout (%s)%s", dt_value, scope);
+		return;
+	}
+	long long total = atoll(PQgetvalue(res, 0, 12));
+	char list[1024] = "", first_blocker[24] = "";
+	bool blocker_idle = false; /* the first blocker is idle in transaction: a cancel does nothing */
+	for (int i = 0; i < rows && d->rc == PGC_OK; i++) {
+		char what[256];
+		if (strcmp(PQgetvalue(res, i, 4), "advisory") == 0) {
+			char k[200];
+			if (!key_words(d, ck, PQgetvalue(res, i, 5), PQgetvalue(res, i, 6), PQgetvalue(res, i, 7),
+			               k, sizeof k))
+				break;
+			snprintf(what, sizeof what, "advisory lock %s", k);
+		} else {
+			snprintf(what, sizeof what, "%s", PQgetvalue(res, i, 4));
+		}
+		append(list, sizeof list, "%spid %s (%s) waits %s s for %s on %s", i ? "; " : ": ",
+		       PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+		       PQgetvalue(res, i, 3), what);
+		if (PQgetvalue(res, i, 8)[0] != '\0') {
+			append(list, sizeof list, ", blocked by pid %s (%s, %s, query started %s)",
+			       PQgetvalue(res, i, 8), PQgetvalue(res, i, 9), PQgetvalue(res, i, 10),
+			       PQgetvalue(res, i, 11));
+			if (first_blocker[0] == '\0') {
+				snprintf(first_blocker, sizeof first_blocker, "%s", PQgetvalue(res, i, 8));
+				blocker_idle = strncmp(PQgetvalue(res, i, 10), "idle in transaction", 19) == 0;
+			}
+		} else {
+			append(list, sizeof list, ", blocker no longer seen");
+		}
+	}
+	PQclear(res);
+	if (d->rc != PGC_OK)
+		return;
+	char total_s[24], fix[512];
+	snprintf(total_s, sizeof total_s, "%lld", total);
+	if (first_blocker[0] != '\0' && blocker_idle)
+		snprintf(fix, sizeof fix,
+		         "see the whole chain with pgcoord blockers; if pid %s is stuck, end it with pgcoord"
+		         " terminate %s (it is idle in transaction: a cancel does nothing); set lock_timeout"
+		         " so that waits end on their own", first_blocker, first_blocker);
+	else if (first_blocker[0] != '\0')
+		snprintf(fix, sizeof fix,
+		         "see the whole chain with pgcoord blockers; if pid %s is stuck, cancel its statement"
+		         " with pgcoord cancel %s (or end the session with pgcoord terminate %s); set"
+		         " lock_timeout so that waits end on their own", first_blocker, first_blocker,
+		         first_blocker);
+	else
+		snprintf(fix, sizeof fix, "see the whole chain with pgcoord blockers; set lock_timeout so that"
+		         " waits end on their own");
+	FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, total_s, fix,
+	        "%lld session(s) waiting for a lock longer than deadlock_timeout (%s), as log_lock_waits"
+	        " would log%s%s%s", total, dt_value, total > rows ? " (the oldest shown)" : "", list, scope);
+}
+
+/* Advisory locks held for long in this database. pg_locks does not say when a lock was granted:
+ * pgcoord's own recorded holds (PGC_LOCK_RECORD: pgcoord run) have it in the schema's
+ * lock_holds; a pgcoord lock holder's transaction (behind a transaction-mode pooler) began
+ * just before its lock; otherwise a session that is idle (or idle in transaction) took its
+ * locks before its state_change, so the age since then is a lower bound. A session running
+ * a statement gives no bound (the lock may be the statement's), and is not reported. */
+static void check_long_advisory(doctor *d, const check *ck)
+{
+	char *q = NULL;
+	pgc_error e = PGC_ERROR_INIT;
+	bool holds = false;
+	if (pgc__check_schema(d->schema, &e) == PGC_OK) {
+		const char *p[1] = { d->schema };
+		PGresult *r = query(d, ck, d->conn,
+		        "SELECT coalesce(bool_or(pg_catalog.has_schema_privilege(n.oid, 'USAGE')"
+		        " AND pg_catalog.has_table_privilege(c.oid, 'SELECT')), false)"
+		        " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+		        " WHERE n.nspname = $1 AND c.relname = 'lock_holds'",
+		        1, p);
+		if (r == NULL)
+			return;
+		holds = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+		PQclear(r);
+		if (holds && (q = pgc__quote_ident(d->conn, d->schema, &e)) == NULL) {
+			fail(d, ck, e.code, &e);
+			return;
+		}
+	}
+	char *join = holds ? pgc__sql_schema(
+	        " LEFT JOIN @S@.lock_holds lh ON lh.pid = l.pid AND lh.backend_start = a.backend_start"
+	        " AND lh.classid = l.classid AND lh.objid = l.objid AND lh.objsubid = l.objsubid", q) : NULL;
+	PQfreemem(q);
+	if (holds && join == NULL) {
+		pgc__err(&e, PGC_ENOMEM, "out of memory");
+		fail(d, ck, PGC_ENOMEM, &e);
+		return;
+	}
+	char age_s[24];
+	snprintf(age_s, sizeof age_s, "%lld", (long long)(d->opts->advisory_age_ms / 1000));
+	const char *pp[2] = { age_s, PGC_LOCK_HOLDER_APPLICATION };
+	char sql[3072];
+	snprintf(sql, sizeof sql,
+	        "SELECT h.pid, coalesce(nullif(h.application_name, ''), '-'), h.classid, h.objid, h.objsubid,"
+	        " extract(epoch FROM clock_timestamp() - h.since)::bigint, h.how, count(*) OVER (),"
+	        " extract(epoch FROM clock_timestamp() - h.backend_start)::bigint"
+	        " FROM (SELECT l.pid, a.application_name, l.classid, l.objid, l.objsubid, a.backend_start,"
+	        "  CASE WHEN %s IS NOT NULL THEN %s"
+	        "   WHEN a.application_name = $2 AND a.state LIKE 'idle in transaction%%' THEN a.xact_start"
+	        "   WHEN a.state LIKE 'idle%%' THEN a.state_change END AS since,"
+	        "  CASE WHEN %s IS NOT NULL THEN 'recorded'"
+	        "   WHEN a.application_name = $2 AND a.state LIKE 'idle in transaction%%' THEN 'transaction'"
+	        "   ELSE 'idle' END AS how"
+	        "  FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid%s"
+	        "  WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()"
+	        "  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())"
+	        "  AND a.state IS NOT NULL) AS h"
+	        " WHERE h.since < clock_timestamp() - $1::bigint * interval '1 second'"
+	        " ORDER BY h.since, h.pid LIMIT %d",
+	        join ? "lh.acquired_at" : "NULL::timestamptz", join ? "lh.acquired_at" : "NULL::timestamptz",
+	        join ? "lh.acquired_at" : "NULL::timestamptz", join ? join : "", WAITS_NAMED);
+	free(join);
+	PGresult *res = query(d, ck, d->conn, sql, 2, pp);
+	if (res == NULL)
+		return;
+	char threshold[PGC_DURATION_FORMAT_MAX];
+	if (pgc_duration_format(d->opts->advisory_age_ms, threshold, sizeof threshold, NULL) != PGC_OK)
+		snprintf(threshold, sizeof threshold, "?");
+	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
+	                                       " pg_read_all_stats to see all)";
+	int rows = PQntuples(res);
+	if (rows == 0) {
+		PQclear(res);
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "0", "",
+		        "no advisory lock in this database known to be held for %s or more%s", threshold, scope);
+		return;
+	}
+	long long total = atoll(PQgetvalue(res, 0, 7));
+	char list[1024] = "";
+	for (int i = 0; i < rows; i++) {
+		char k[200], age[PGC_DURATION_FORMAT_MAX];
+		if (!key_words(d, ck, PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), k,
+		               sizeof k))
+			break;
+		long long secs = atoll(PQgetvalue(res, i, 5));
+		if (pgc_duration_format(secs * 1000, age, sizeof age, NULL) != PGC_OK)
+			snprintf(age, sizeof age, "%llds", secs);
+		const char *how = PQgetvalue(res, i, 6);
+		char session[PGC_DURATION_FORMAT_MAX];
+		if (pgc_duration_format(atoll(PQgetvalue(res, i, 8)) * 1000, session, sizeof session, NULL) != PGC_OK)
+			snprintf(session, sizeof session, "?");
+		append(list, sizeof list, "%spid %s (%s) holds %s %s%s", i ? "; " : ": ", PQgetvalue(res, i, 0),
+		       PQgetvalue(res, i, 1), k, strcmp(how, "idle") == 0 ? "for at least " : "for ", age);
+		if (strcmp(how, "recorded") == 0)
+			append(list, sizeof list, " (recorded when taken)");
+		else if (strcmp(how, "transaction") == 0)
+			append(list, sizeof list, " (since its transaction began)");
+		else
+			append(list, sizeof list, " (idle that long, in a session %s old: pg_locks does not say when"
+			       " a lock was taken)", session);
+	}
+	PQclear(res);
+	if (d->rc != PGC_OK)
+		return;
+	char total_s[24];
+	snprintf(total_s, sizeof total_s, "%lld", total);
+	FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, total_s,
+	        "for long leadership use pgcoord elect or a lease (pgcoord lease), which expire and are"
+	        " renewed; otherwise release the lock when its work ends",
+	        "%lld advisory lock(s) held for %s or more%s%s: a lock held for hours pins its"
+	        " connection, and nothing takes it over when the holder hangs%s", total, threshold,
+	        total > rows ? " (the oldest shown)" : "", list, scope);
 }
 
 /* What a lock held through a transaction-mode pooler looks like (PGC_LOCK_HOLD_XACT, which
@@ -462,6 +746,120 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 		FINDING(d->out, ck->name, PGC_DOCTOR_OK, idle_s, "",
 		        "no other session is idle in transaction%s", scope);
 	}
+}
+
+/* Client sessions without an application_name, by user and client address: in
+ * pg_stat_activity, pgcoord blockers and the lock-wait log they are only a pid. Background
+ * workers, this run's own sessions and sessions this role may not see are left out. */
+static void check_application_name(doctor *d, const check *ck)
+{
+	char own[24];
+	snprintf(own, sizeof own, "%d", d->fresh ? pgc_conn_backend_pid(d->fresh) : 0);
+	const char *pp[1] = { own };
+	char sql[1024];
+	snprintf(sql, sizeof sql,
+	        "SELECT coalesce(usename::text, '?'), coalesce(host(client_addr), 'local'), count(*),"
+	        " sum(count(*)) OVER (), count(*) OVER ()"
+	        " FROM pg_catalog.pg_stat_activity"
+	        " WHERE backend_type = 'client backend' AND coalesce(application_name, '') = ''"
+	        " AND state IS NOT NULL AND pid <> pg_backend_pid() AND pid <> $1::int"
+	        " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT %d", GROUPS_NAMED);
+	PGresult *res = query(d, ck, d->conn, sql, 1, pp);
+	if (res == NULL)
+		return;
+	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
+	                                       " pg_read_all_stats to see all)";
+	int rows = PQntuples(res);
+	if (rows == 0) {
+		PQclear(res);
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "0", "",
+		        "every client session has an application_name%s", scope);
+		return;
+	}
+	long long total = atoll(PQgetvalue(res, 0, 3)), groups = atoll(PQgetvalue(res, 0, 4));
+	char list[512] = "";
+	for (int i = 0; i < rows; i++)
+		append(list, sizeof list, "%s%s of user %s from %s", i ? ", " : ": ", PQgetvalue(res, i, 2),
+		       PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	if (groups > rows)
+		append(list, sizeof list, ", ...");
+	PQclear(res);
+	char total_s[24];
+	snprintf(total_s, sizeof total_s, "%lld", total);
+	FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, total_s,
+	        "give each client an application_name (application_name=NAME in its connection string,"
+	        " or PGAPPNAME) so that a blocker can be traced to its program",
+	        "%lld client session(s) without an application_name%s: pg_stat_activity, pgcoord"
+	        " blockers and log_lock_waits name them by pid only%s", total, list, scope);
+}
+
+/* Foreign keys whose referencing columns lead no index of the child: a delete or key update
+ * of a parent row scans the child (and its row locks are taken the long way). Only tables
+ * this role could index (it is a member of their owner) are looked at, as far as the
+ * statement gets within FK_SCAN_MS. */
+#define FK_SCAN_MS 10000
+#define FK_NAMED 3
+
+static void check_fk_index(doctor *d, const check *ck)
+{
+	char sql[3072];
+	snprintf(sql, sizeof sql,
+	        "SELECT c.conrelid::regclass::text, c.conname, c.confrelid::regclass::text,"
+	        " format('CREATE INDEX %%sON %%I.%%I (%%s);', CASE WHEN t.relkind = 'p' THEN '' ELSE 'CONCURRENTLY ' END,"
+	        "  n.nspname, t.relname, (SELECT string_agg(format('%%I', a.attname), ', ' ORDER BY k.i)"
+	        "   FROM unnest(c.conkey) WITH ORDINALITY AS k(attnum, i)"
+	        "   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum)),"
+	        " count(*) OVER ()"
+	        " FROM pg_catalog.pg_constraint c"
+	        " JOIN pg_catalog.pg_class t ON t.oid = c.conrelid"
+	        " JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace"
+	        " WHERE c.contype = 'f' AND c.conparentid = 0"
+	        " AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'"
+	        " AND pg_catalog.pg_has_role(t.relowner, 'USAGE')"
+	        " AND NOT EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.conrelid"
+	        "  AND i.indpred IS NULL AND i.indisvalid"
+	        "  AND (string_to_array(i.indkey::text, ' ')::int2[])[1:cardinality(c.conkey)] @> c.conkey"
+	        "  AND (string_to_array(i.indkey::text, ' ')::int2[])[1:cardinality(c.conkey)] <@ c.conkey)"
+	        " ORDER BY 1, 2 LIMIT %d", FK_NAMED);
+	pgc__call call = pgc__bound(FK_SCAN_MS, -1);
+	int rc;
+	pgc_error e = PGC_ERROR_INIT;
+	PGresult *res = pgc__query(d->conn, sql, 0, NULL, &call, &rc, &e);
+	if (res == NULL) {
+		if (rc == PGC_ETIMEDOUT && strcmp(e.sqlstate, "57014") == 0) {
+			char ms[PGC_DURATION_FORMAT_MAX];
+			if (pgc_duration_format(FK_SCAN_MS, ms, sizeof ms, NULL) != PGC_OK)
+				snprintf(ms, sizeof ms, "?");
+			FINDING(d->out, ck->name, PGC_DOCTOR_INFO, "unknown", "",
+			        "the foreign keys were not checked: reading the catalog took longer than %s", ms);
+			return;
+		}
+		fail(d, ck, rc, &e);
+		return;
+	}
+	int rows = PQntuples(res);
+	if (rows == 0) {
+		PQclear(res);
+		FINDING(d->out, ck->name, PGC_DOCTOR_OK, "0", "",
+		        "every foreign key of the tables %s can index has an index on its referencing columns",
+		        d->user);
+		return;
+	}
+	long long total = atoll(PQgetvalue(res, 0, 4));
+	char list[640] = "", fix[512] = "";
+	for (int i = 0; i < rows; i++) {
+		append(list, sizeof list, "%s%s (%s, to %s)", i ? ", " : ": ", PQgetvalue(res, i, 0),
+		       PQgetvalue(res, i, 1), PQgetvalue(res, i, 2));
+		append(fix, sizeof fix, "%s%s", i ? " " : "", PQgetvalue(res, i, 3));
+	}
+	PQclear(res);
+	char total_s[24];
+	snprintf(total_s, sizeof total_s, "%lld", total);
+	FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, total_s, fix,
+	        "%lld foreign key(s) without an index on the referencing columns%s%s: each delete or key"
+	        " update of a parent row scans the child table%s", total,
+	        total > rows ? " (the first shown)" : "", list,
+	        total > rows ? "; the fix covers the ones shown, run doctor again for the rest" : "");
 }
 
 /* The pgcoord schema against this binary. */
@@ -764,9 +1162,17 @@ static const check checks[] = {
 	  check_deadlock_timeout, false },
 	{ "lock_table", "the shared lock table's size, and how much of it is in use",
 	  check_lock_table, false },
+	{ "lock_waits", "lock waits going on now that have lasted longer than deadlock_timeout",
+	  check_lock_waits, false },
+	{ "long_advisory", "advisory locks in this database held longer than the advisory age",
+	  check_long_advisory, false },
 	{ "idle_in_transaction",
 	  "the sessions idle in transaction now, apart from pgcoord's own lock holders",
 	  check_idle_in_transaction, false },
+	{ "application_name", "client sessions without an application_name, by user and address",
+	  check_application_name, false },
+	{ "fk_index", "foreign keys without an index on their referencing columns", check_fk_index,
+	  false },
 	{ "schema", "the pgcoord schema's version against this binary's", check_schema, false },
 	{ "cron", "the cron schedules: overdue (no scheduler runs), no success in two periods, paused",
 	  check_cron, false },
@@ -791,6 +1197,10 @@ int pgc_doctor_run(pgc_conn *conn, const pgc_doctor_options *opts, pgc_doctor_re
 		return pgc__err(err, PGC_EUSAGE,
 		                "pgc_doctor_run: pooler_wait_ms must be between 100 and 60000, not %d",
 		                opts->pooler_wait_ms);
+	if (opts->advisory_age_ms < 1000 || opts->advisory_age_ms > INT64_C(30) * 86400000)
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_doctor_run: advisory_age_ms must be between 1000 (1s) and 30 days,"
+		                " not %lld", (long long)opts->advisory_age_ms);
 	if (pgc__in_transaction(conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_doctor_run: conn is inside a transaction");
 	const char *schema = opts->schema ? opts->schema : PGC_SCHEMA_DEFAULT;

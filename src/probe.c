@@ -96,6 +96,67 @@ static long rows_locked(const char *sql, const char *tag, bool standard_strings)
 	return 0;
 }
 
+/* The strongest row-lock clause of a statement that changes nothing itself (no UPDATE,
+ * DELETE, INSERT or MERGE anywhere in it, a data-modifying WITH included), or NULL: then the
+ * rows it locks are only returned, and the lock is for what comes later in the transaction,
+ * if anything does. */
+static const char *read_only_lock(const char *sql, bool standard_strings)
+{
+	static const char *const names[] = { NULL, "FOR KEY SHARE", "FOR SHARE", "FOR NO KEY UPDATE",
+	                                      "FOR UPDATE" };
+	pgc__sqllex lx;
+	pgc__sqllex_init(&lx, sql, strlen(sql), standard_strings);
+	int strongest = 0;
+	bool after_for = false, after_for_no = false, after_for_key = false, after_for_no_key = false;
+	while (pgc__sqllex_next(&lx) != PGC__SQL_END) {
+		bool word = lx.tok == PGC__SQL_WORD;
+		int strength = 0;
+		if (word && pgc__sqllex_word_is(&lx, "UPDATE")) {
+			if (after_for)
+				strength = 4;
+			else if (after_for_no_key)
+				strength = 3;
+			else
+				return NULL; /* UPDATE ..., ON CONFLICT DO UPDATE */
+		} else if (word && pgc__sqllex_word_is(&lx, "SHARE") && (after_for || after_for_key)) {
+			strength = after_for ? 2 : 1;
+		} else if (word && (pgc__sqllex_word_is(&lx, "DELETE") || pgc__sqllex_word_is(&lx, "INSERT") ||
+		                    pgc__sqllex_word_is(&lx, "MERGE"))) {
+			return NULL;
+		}
+		if (strength > strongest)
+			strongest = strength;
+		after_for_no_key = after_for_no && word && pgc__sqllex_word_is(&lx, "KEY");
+		after_for_key = after_for && word && pgc__sqllex_word_is(&lx, "KEY");
+		after_for_no = after_for && word && pgc__sqllex_word_is(&lx, "NO");
+		after_for = word && pgc__sqllex_word_is(&lx, "FOR");
+	}
+	return names[strongest];
+}
+
+/* The advice for a read-only statement's row-lock clause (read_only_lock), into buf. */
+static void row_lock_advice(const char *clause, char *buf, size_t size)
+{
+	static const char none[] = "if nothing later in the transaction updates or deletes them, drop the"
+	                           " locking clause: a plain SELECT reads its snapshot and blocks no writer";
+	if (strcmp(clause, "FOR UPDATE") == 0)
+		snprintf(buf, size, "%s takes the strongest row lock, but this statement only reads the rows: %s;"
+		         " if the transaction only needs them to stay (not deleted, key unchanged), FOR KEY SHARE"
+		         " is enough; if it changes only non-key columns later, FOR NO KEY UPDATE does not block"
+		         " the foreign-key checks of inserts into tables that refer to them", clause, none);
+	else if (strcmp(clause, "FOR NO KEY UPDATE") == 0)
+		snprintf(buf, size, "%s keeps other writers off the rows, but this statement only reads them: %s;"
+		         " if the transaction only needs them to stay (not deleted, key unchanged), FOR KEY SHARE"
+		         " is enough", clause, none);
+	else if (strcmp(clause, "FOR SHARE") == 0)
+		snprintf(buf, size, "%s blocks every update of the rows, but this statement only reads them: %s;"
+		         " if the transaction only needs them to stay (not deleted, key unchanged), FOR KEY SHARE"
+		         " lets updates of other columns go on", clause, none);
+	else
+		snprintf(buf, size, "%s keeps the rows from being deleted or their keys changed, but this statement"
+		         " only reads them: %s", clause, none);
+}
+
 typedef struct probe_internal {
 	pgc__arena ar;
 	pgc_diag_snapshot *watch; /* the last snapshot taken while the statement ran */
@@ -371,6 +432,10 @@ static int run_statement(probe_run *p, pgc_error *err)
 		res->outcome = PGC_PROBE_RAN;
 		pgc__copy_line(res->command_tag, sizeof res->command_tag, PQcmdStatus(r));
 		res->rows_locked = rows_locked(p->sql, res->command_tag, standard_strings(p->conn));
+		const char *clause = strncmp(res->command_tag, "SELECT ", 7) == 0
+		                     ? read_only_lock(p->sql, standard_strings(p->conn)) : NULL;
+		if (clause != NULL)
+			row_lock_advice(clause, res->row_lock_advice, sizeof res->row_lock_advice);
 		PQclear(r);
 		return read_own_locks(p->conn, res, &p->in->ar, err);
 	}

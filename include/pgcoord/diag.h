@@ -239,6 +239,11 @@ typedef struct pgc_probe_result {
 	                             MERGE, or returned by a SELECT with a locking clause); row locks
 	                             live in the rows, not in pg_locks, and block other writers of
 	                             those rows until the transaction ends */
+	/* PGC_PROBE_RAN: when a SELECT takes row locks (FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE,
+	 * FOR KEY SHARE) that the statement itself does not use (it updates, deletes or inserts
+	 * nothing, so the rows are only returned), one line saying which weaker mode, or none,
+	 * suffices for what the rest of the transaction does with them; "" otherwise. */
+	char row_lock_advice[512];
 } pgc_probe_result;
 
 /* Why a statement cannot be probed, or NULL when it can: empty text, more than one statement,

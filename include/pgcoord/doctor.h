@@ -29,12 +29,12 @@ typedef enum pgc_doctor_severity {
 	PGC_DOCTOR_ERROR = 3    /* coordination is unsafe as things are */
 } pgc_doctor_severity;
 
-#define PGC_DOCTOR_FINDINGS_MAX 16
+#define PGC_DOCTOR_FINDINGS_MAX 32
 
 /* One finding. check is a stable identifier: "server", "pooler", "lock_timeout",
  * "statement_timeout", "idle_in_transaction_session_timeout", "log_lock_waits",
- * "deadlock_timeout", "lock_table", "idle_in_transaction", "schema", "cron", "replication",
- * "dsn_hosts", "failover". */
+ * "deadlock_timeout", "lock_table", "lock_waits", "long_advisory", "idle_in_transaction",
+ * "application_name", "fk_index", "schema", "cron", "replication", "dsn_hosts", "failover". */
 typedef struct pgc_doctor_finding {
 	char check[40];
 	pgc_doctor_severity severity;
@@ -59,9 +59,12 @@ typedef struct pgc_doctor_options {
 	/* How long a statement may wait for a server connection while another client of the
 	 * same DSN holds a transaction open before that counts as pooling, in ms. Default 2000. */
 	int pooler_wait_ms;
+	/* From how long a held advisory lock is reported (long_advisory), in ms, 1000 to 30 days.
+	 * Default 3600000 (one hour). */
+	int64_t advisory_age_ms;
 } pgc_doctor_options;
 
-#define PGC_DOCTOR_OPTIONS_INIT { NULL, true, 2000 }
+#define PGC_DOCTOR_OPTIONS_INIT { NULL, true, 2000, INT64_C(3600000) }
 
 /* Runs every check through conn (which must not be inside a transaction) and, for the pooler
  * check and the settings a new session of this role gets, one more short-lived session opened
@@ -80,6 +83,15 @@ typedef struct pgc_doctor_options {
  * state exactly "idle in transaction", no backend_xid, no backend_xmin, and only advisory
  * locks and its own virtualxid in pg_locks. Those are counted in the message at INFO; one of
  * that name that holds more is counted with the others.
+ *
+ * What sessions do now is judged among the sessions this role may see (all of them with
+ * pg_read_all_stats): lock_waits (waits longer than deadlock_timeout, with the first blocker
+ * pg_blocking_pids() names), long_advisory (advisory locks of this database held at least
+ * opts->advisory_age_ms: the time recorded by PGC_LOCK_RECORD when there is one, else the time
+ * since an idle holder went idle, a lower bound; an active holder gives none and is left out),
+ * application_name (client sessions without one). fk_index looks at the foreign keys of the
+ * tables this role could index, bounded to 10 s. lock_table also judges the advisory locks'
+ * own share of the shared lock table (WARNING from half, ERROR from 80%).
  *
  * Errors: PGC_EUSAGE (conn or out is NULL, conn is inside a transaction, bad options),
  * PGC_ECONNLOST, PGC_ESQL (the server refused a query every check needs). A check that

@@ -17,6 +17,23 @@ run 0 "$PG" -d "$DB_DSN" probe -c "SELECT * FROM t FOR UPDATE"
 out_has "^  RowShareLock on public.t: blocks EXCLUSIVE and ACCESS EXCLUSIVE on public.t"
 grep -q "AccessExclusiveLock on public.t" "$TMP/out" && fail "FOR UPDATE reported as ACCESS EXCLUSIVE"
 out_has "^  and row locks on the 2 rows it returned: other writers of them wait"
+# The rows are only returned: the locking clause is for later, and probably stronger than needed.
+out_has "^advice: FOR UPDATE takes the strongest row lock, but this statement only reads the rows: if nothing later in the transaction updates or deletes them, drop the locking clause"
+out_has "FOR KEY SHARE is enough; if it changes only non-key columns later, FOR NO KEY UPDATE"
+run 0 "$PG" -d "$DB_DSN" probe -c "select x from t for share of t skip locked"
+out_has "^advice: FOR SHARE blocks every update of the rows, but this statement only reads them: .* FOR KEY SHARE lets updates of other columns go on$"
+run 0 "$PG" -d "$DB_DSN" probe --json -c "SELECT * FROM t FOR NO KEY UPDATE NOWAIT"
+jcheck 'd["advice"].startswith("FOR NO KEY UPDATE keeps other writers off the rows, but this statement only reads them")' True \
+	'"FOR KEY SHARE is enough" in d["advice"]' True 'd["rows_locked"]' 2
+# A statement that changes the rows it locks, or that locks none, gets no advice.
+for q in "WITH p AS (SELECT x FROM t ORDER BY x FOR UPDATE SKIP LOCKED LIMIT 1) UPDATE t SET x = t.x FROM p WHERE t.x = p.x" \
+	"WITH d AS (DELETE FROM t WHERE false RETURNING x) SELECT * FROM t FOR UPDATE" \
+	"SELECT 'FOR UPDATE' FROM t" "SELECT * FROM t"; do
+	run 0 "$PG" -d "$DB_DSN" probe -c "$q"
+	grep -q "^advice:" "$TMP/out" && { cat "$TMP/out"; fail "advice for: $q"; }
+	run 0 "$PG" -d "$DB_DSN" probe --json -c "$q"
+	jcheck 'd["advice"]' None
+done
 run 0 "$PG" -d "$DB_DSN" probe -c "CREATE INDEX ON t (x)"
 out_has "^  ShareLock on public.t: blocks every write (INSERT, UPDATE, DELETE) and schema change of public.t"
 out_has "^    conflicts with: ROW EXCLUSIVE, SHARE UPDATE EXCLUSIVE, SHARE ROW EXCLUSIVE, EXCLUSIVE, ACCESS EXCLUSIVE$"

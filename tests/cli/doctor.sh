@@ -55,7 +55,8 @@ assert set(d) == {"findings", "errors", "warnings", "worst"}, d.keys()
 checks = [f["check"] for f in d["findings"]]
 assert checks == ["server", "pooler", "lock_timeout", "statement_timeout",
                   "idle_in_transaction_session_timeout", "log_lock_waits", "deadlock_timeout",
-                  "lock_table", "idle_in_transaction", "schema", "cron", "replication",
+                  "lock_table", "lock_waits", "long_advisory", "idle_in_transaction",
+                  "application_name", "fk_index", "schema", "cron", "replication",
                   "dsn_hosts", "failover"], checks
 for f in d["findings"]:
     assert set(f) == {"check", "severity", "value", "message", "fix"}, f

@@ -59,6 +59,25 @@ run 69 $T "$PG" -d "$NODB" tx -c "CREATE FUNCTION f() RETURNS int LANGUAGE sql
 BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END; SELECT 1"
 err_has "cannot connect"
 
+# LOCK TABLE without a mode takes ACCESS EXCLUSIVE: refused (64) before connecting, wherever
+# it is in the script, unless the option says it is meant; with a mode, or in a string, it is
+# not refused (and fails later on the connection).
+for s in "LOCK t" "SELECT 1; lock table only t, u NOWAIT" "SELECT 1;
+  LOCK
+  TABLE t"; do
+	run 64 $T "$PG" -d "$NODB" tx -c "$s"
+	err_has "LOCK without IN ... MODE takes ACCESS EXCLUSIVE, which blocks even plain SELECTs"
+	err_has "allow-lock-without-mode"
+done
+run 64 $T "$PG" -d "$NODB" tx -c "SELECT 1;
+  LOCK t"
+err_has "(command):2:3: LOCK without IN ... MODE"
+for s in "LOCK t IN SHARE MODE" "LOCK TABLE t, u IN ACCESS EXCLUSIVE MODE NOWAIT" "SELECT 'LOCK t'" \
+	"DO \$\$BEGIN LOCK t; END\$\$"; do
+	run 69 $T "$PG" -d "$NODB" tx -c "$s"
+done
+run 69 $T "$PG" -d "$NODB" tx --allow-lock-without-mode -c "LOCK t"
+
 skip_without_pg
 S=pgc_txsh_$$
 psql_q "CREATE SCHEMA $S; CREATE TABLE $S.t (id int PRIMARY KEY, v int NOT NULL);
@@ -218,6 +237,12 @@ for _ in $(seq 100); do
 done
 [ $gone -eq 1 ] || fail "the statement still runs on the server after SIGTERM"
 [ "$(psql_q "SELECT v FROM $S.t WHERE id = 1")" = "$v1" ] || fail "the interrupted script was applied"
+
+# Allowed, a LOCK without a mode takes ACCESS EXCLUSIVE (as the server says it does).
+run 0 $T "$PG" -d "$DSN" --json tx --allow-lock-without-mode --dry-run -c "LOCK $S.t;
+  SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = '$S.t'::regclass
+  AND mode = 'AccessExclusiveLock' HAVING count(*) = 1"
+grep -q '"SELECT 1"' "$TMP/out" || { cat "$TMP/out"; fail "LOCK without a mode did not take ACCESS EXCLUSIVE"; }
 
 # Unreachable database: 69.
 run 69 $T "$PG" -d "$NODB" tx -c "SELECT 1"

@@ -606,13 +606,17 @@ static void doctor__bad_arguments(void)
 	o.schema = NULL;
 	o.pooler_wait_ms = 1;
 	T_ASSERT_INT_EQ(pgc_doctor_run(c, &o, &rep, &err), PGC_EUSAGE);
+	o.pooler_wait_ms = 2000;
+	o.advisory_age_ms = 999;
+	T_ASSERT_INT_EQ(pgc_doctor_run(c, &o, &rep, &err), PGC_EUSAGE);
+	T_ASSERT_CONTAINS(err.message, "advisory_age_ms");
 	exec_ok(c, "BEGIN");
 	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, &rep, &err), PGC_EUSAGE);
 	T_ASSERT_CONTAINS(err.message, "inside a transaction");
 	exec_ok(c, "ROLLBACK");
 	/* And a normal run on the superuser's connection works and names every check once. */
 	T_ASSERT_INT_EQ(pgc_doctor_run(c, NULL, &rep, &err), PGC_OK);
-	T_ASSERT_INT_EQ(rep.count, 14);
+	T_ASSERT_INT_EQ(rep.count, 18);
 	T_ASSERT_STR_EQ(rep.findings[0].check, "server");
 	T_ASSERT_STR_EQ(pgc_doctor_severity_name(PGC_DOCTOR_ERROR), "error");
 	T_ASSERT_STR_EQ(pgc_doctor_severity_name((pgc_doctor_severity)42), "unknown");
