@@ -62,7 +62,8 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	        CAPPED("job_history", "status = 'failed'", "queue, status, finished_at") ","
 	        CAPPED("job_history", "status = 'cancelled'", "queue, status, finished_at") ","
 	        PGC__QUEUE_OLDEST_PENDING_SQL ","
-	        RATE("succeeded") "," RATE("failed")
+	        RATE("succeeded") "," RATE("failed") ","
+	        CAPPED("jobs", "status = 'waiting'", "queue, id")
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        2, v, &rc, err);
 	if (res == NULL)
