@@ -79,7 +79,8 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 
 static bool live_status(const char *s)
 {
-	return strcmp(s, "scheduled") == 0 || strcmp(s, "pending") == 0 || strcmp(s, "running") == 0;
+	return strcmp(s, "scheduled") == 0 || strcmp(s, "pending") == 0 || strcmp(s, "running") == 0 ||
+	       strcmp(s, "waiting") == 0;
 }
 
 static bool finished_status(const char *s)
@@ -230,9 +231,11 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
 	        " (SELECT coalesce(sum(w.free), 0) FROM @S@.workers w WHERE j.queue = ANY (w.queues)"
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
-	        " j.attempts"
+	        " j.attempts,"
+	        /* A waiting job: its lowest live dependency, and how many more. */
+	        " (SELECT min(d.dep) || ' ' || count(*) FROM @S@.job_deps d WHERE d.job = j.id)"
 	        " FROM @S@.jobs j LEFT JOIN @S@.queues qq ON qq.name = j.queue WHERE j.id = $1::bigint"
-	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts"
+	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts, NULL"
 	        " FROM @S@.job_history h WHERE h.id = $1::bigint",
 	        1, v, &rc, err);
 	if (res == NULL)
@@ -251,11 +254,18 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	out->workers = atol(PQgetvalue(res, 0, 5));
 	out->free_slots = atol(PQgetvalue(res, 0, 6));
 	int attempts = atoi(PQgetvalue(res, 0, 7));
+	long long dep = 0, deps = 0;
+	if (strcmp(status, "waiting") == 0 && !PQgetisnull(res, 0, 8))
+		(void)sscanf(PQgetvalue(res, 0, 8), "%lld %lld", &dep, &deps);
 	PQclear(res);
 	if (!out->live || out->running)
 		return PGC_OK;
 	/* The first reason that would keep it waiting on its own. */
-	if (out->paused)
+	if (deps > 1)
+		snprintf(out->reason, sizeof out->reason, "waiting for job %lld, and %lld more", dep, deps - 1);
+	else if (deps == 1)
+		snprintf(out->reason, sizeof out->reason, "waiting for job %lld", dep);
+	else if (out->paused)
 		snprintf(out->reason, sizeof out->reason, "its queue is paused: no worker claims from it");
 	else if (out->scheduled)
 		snprintf(out->reason, sizeof out->reason, "%s: runs in %.0f s",
