@@ -38,8 +38,8 @@ static void usage(FILE *f)
 	      "  cancel ID            cancel a job; a running one is stopped by its worker\n"
 	      "  cancel --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
-	      "                       cancel its pending and scheduled jobs (never running\n"
-	      "                       ones)\n"
+	      "                       cancel its pending, scheduled and waiting jobs\n"
+	      "                       (never running ones)\n"
 	      "  purge [QUEUE] [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
 	      "                       delete finished jobs from the history\n"
@@ -1070,12 +1070,12 @@ static int do_bulk(const char *sub, const qargs *a)
 	b.key_prefix = a->key_prefix;
 	b.batch_size = (int)a->batch;
 	static const char *const statuses[][3] = {
-		[PGC_BULK_CANCEL] = { "pending", "scheduled", NULL },
+		[PGC_BULK_CANCEL] = { "pending", "scheduled", "waiting" },
 		[PGC_BULK_RETRY] = { "failed", "cancelled", NULL },
 		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
 	};
 	static const char *const said[] = {
-		[PGC_BULK_CANCEL] = "pending or scheduled",
+		[PGC_BULK_CANCEL] = "pending or scheduled, or waiting",
 		[PGC_BULK_RETRY] = "failed or cancelled",
 		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
 	};
@@ -1555,24 +1555,22 @@ static void print_group(const pgc_job_group *g)
 
 static int do_group(int argc, char **argv)
 {
-	if (argc < 2)
+	qargs a;
+	int rc = parse("group", argc, argv, &a, 2);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (a.npos == 0)
 		return cli_usage_error("queue group", "give add, close, show, list or remove");
-	const char *what = argv[1];
+	const char *what = a.pos[0];
 	static const char *const subs[] = { "add", "close", "show", "list", "remove" };
 	bool known = false;
 	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
 		known |= strcmp(what, subs[i]) == 0;
-	if (strcmp(what, "--help") == 0 || strcmp(what, "-h") == 0) {
-		usage(stdout);
-		return 0;
-	}
 	if (!known)
 		return cli_usage_error("queue group", "unknown group subcommand \"%s\": give add, close, show,"
 		                       " list or remove", what);
-	qargs a;
-	int rc = parse("group", argc - 1, argv + 1, &a, 1);
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
+	a.pos[0] = a.pos[1];
+	a.npos--;
 	bool list = strcmp(what, "list") == 0, add = strcmp(what, "add") == 0;
 	const char *name = a.npos ? a.pos[0] : NULL;
 	if (list && name != NULL)

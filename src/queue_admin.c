@@ -471,7 +471,7 @@ static int bulk_check(const char *fn, const pgc_queue *q, const pgc_queue_bulk *
 		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
 	};
 	static const char *const said[] = {
-		[PGC_BULK_CANCEL] = "pending, scheduled or waiting",
+		[PGC_BULK_CANCEL] = "pending or scheduled, or waiting",
 		[PGC_BULK_RETRY] = "failed or cancelled",
 		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
 	};
