@@ -269,7 +269,7 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 {
 	if (was_running != NULL)
 		*was_running = false;
-	char sql[2048];
+	char sql[4096];
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
 	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint AND EXISTS (SELECT 1 FROM j)"
@@ -280,6 +280,9 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 	         "    ELSE last_error END,"
 	         "   errors, unique_key, created_at, started_at, payload, deferrals,"
 	         "   max_deferrals, key, has_dependents FROM d),"
+	         /* A waiting job's edges go with it (migration 012). */
+	         " unedge AS (DELETE FROM @S@.job_deps e WHERE e.job = $1::bigint"
+	         "  AND EXISTS (SELECT 1 FROM d WHERE d.status = 'waiting')),"
 	         /* A keyed job's run ended: a row for the next claim of its key to fold. */
 	         " ended AS (INSERT INTO @S@.job_key_done (queue, key)"
 	         "  SELECT queue, key FROM d WHERE status = 'running' AND key IS NOT NULL),"
@@ -421,7 +424,9 @@ static const char *const bulk_batch[] = {
 	"  deferrals, max_deferrals, key, has_dependents)"
 	"  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
 	"   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
-	"   max_deferrals, key, has_dependents FROM d ORDER BY id)"
+	"   max_deferrals, key, has_dependents FROM d ORDER BY id),"
+	" unedge AS (DELETE FROM @S@.job_deps e"
+	"  WHERE e.job = ANY (ARRAY(SELECT id FROM d WHERE status = 'waiting')))"
 	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
 
 	[PGC_BULK_RETRY] =
@@ -539,7 +544,7 @@ int pgc_queue_bulk_run(pgc_queue *q, const pgc_queue_bulk *b, pgc_queue_bulk_res
 	int rc = bulk_check("pgc_queue_bulk_run", q, b, err);
 	if (rc != PGC_OK)
 		return rc;
-	char tmpl[2048], age[24], upto[24], after[24] = "0", lim[16];
+	char tmpl[4096], age[24], upto[24], after[24] = "0", lim[16];
 	snprintf(tmpl, sizeof tmpl, bulk_batch[b->op], bulk_where[b->op]);
 	char *sql = pgc__sql_schema(tmpl, q->quoted);
 	if (sql == NULL)

@@ -239,6 +239,13 @@ static void queue_deps__policy_on_cancel(void)
 	T_ASSERT_INT_EQ(pgc_queue_bulk_run(q, &bk, &br, &err), PGC_OK);
 	T_ASSERT_INT_EQ(br.done, 2);
 	status_is(q, other, "cancelled", NULL);
+	/* A waiting job cancelled by hand takes its edges with it. */
+	int64_t live = enq(q, "pe", NULL, 0, PGC_DEP_CANCEL, NULL, 0);
+	int64_t waiter = enq(q, "pe", &live, 1, PGC_DEP_CANCEL, NULL, 0);
+	T_ASSERT_INT_EQ(pgc_queue_cancel(q, waiter, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_deps WHERE job = %lld", schema,
+	                        (long long)waiter), 0);
+	run_ok(q, "pe", live);
 
 	/* Retry of the cancelled dependency: its cancelled dependent stays cancelled. */
 	run_ok(q, "pc", r);
@@ -535,6 +542,33 @@ static void queue_deps__group_close_when_done(void)
 	teardown(c, q);
 }
 
+/* A least-privilege worker role ends jobs others wait for: it releases their dependents and
+ * fires a group's on-complete job, which it could not enqueue itself. */
+static void queue_deps__worker_role_resolves(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	char role[64];
+	snprintf(role, sizeof role, "pgc_deps_worker_%d", (int)getpid());
+	if (pgc_schema_grant_worker(c, schema, role, NULL, NULL, &err) != PGC_OK)
+		T_FAIL("grant: %s", err.message);
+	T_ASSERT_INT_EQ(pgc_queue_group_add(q, "rg", "rg_done", NULL, &err), PGC_OK);
+	int64_t a = enq(q, "wr", NULL, 0, PGC_DEP_CANCEL, "rg", 0);
+	int64_t b = enq(q, "wr", &a, 1, PGC_DEP_CANCEL, NULL, 0);
+	T_ASSERT_INT_EQ(pgc_queue_group_close(q, "rg", NULL, &err), PGC_OK);
+	sql(c, "SET ROLE %s", role);
+	run_ok(q, "wr", a);
+	sql(c, "RESET ROLE");
+	status_is(q, b, "pending", NULL);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.jobs WHERE queue = 'rg_done'", schema), 1);
+	pgc_queue_close(q);
+	(void)!pgc_exec(c, "SET client_min_messages = warning", &err);
+	sql(c, "DROP SCHEMA %s CASCADE", schema);
+	sql(c, "DROP ROLE %s", role);
+	pgc_conn_close(c);
+}
+
 static void queue_deps__bad_input(void)
 {
 	pgc_queue *q;
@@ -600,6 +634,7 @@ int main(int argc, char **argv)
 		{ "queue_deps__race_none_left_waiting", queue_deps__race_none_left_waiting },
 		{ "queue_deps__group_on_complete_once", queue_deps__group_on_complete_once },
 		{ "queue_deps__group_close_when_done", queue_deps__group_close_when_done },
+		{ "queue_deps__worker_role_resolves", queue_deps__worker_role_resolves },
 		{ "queue_deps__bad_input", queue_deps__bad_input },
 		{ NULL, NULL },
 	};
