@@ -15,8 +15,9 @@
 --    (id, status) to job_ends, which takes no lock;
 --  * job_ends_fold, a deferred constraint trigger with the same WHEN, folds job_ends at
 --    commit: the first one of a transaction takes every row its transaction added (rows of
---    other transactions are folded before they commit, so none is visible), locks the groups
---    in name order and the dependents in id order, counts, releases or cancels; the
+--    other transactions are folded before they commit, so none is visible), locks the
+--    dependents in id order and then the groups in name order (job rows before group rows,
+--    as an enqueue takes them), counts, releases or cancels; the
 --    cancellations end more jobs, whose rows it folds in the same loop; the later calls find
 --    nothing. Locks in a fixed order after the statements' own: two batches that end members
 --    of the same groups, or dependencies of the same jobs, in any order, cannot deadlock.
@@ -122,6 +123,12 @@ BEGIN
         WITH e AS (DELETE FROM @S@.job_ends RETURNING id, status)
         SELECT array_agg(e.id ORDER BY e.id), array_agg(e.status ORDER BY e.id) INTO ids, sts FROM e;
         EXIT WHEN ids IS NULL;
+        -- Dependents first, in id order, as an enqueue takes job rows before its group's
+        -- (an enqueue after a waiting job into a group, beside the completion that releases
+        -- that job and ends a member of that group, must not wait for each other in a cycle).
+        PERFORM 1 FROM @S@.jobs j
+         WHERE j.id IN (SELECT d.job FROM @S@.job_deps d WHERE d.dep = ANY (ids))
+         ORDER BY j.id FOR UPDATE;
         -- Groups: members counted once (their rows go), group rows locked in name order.
         SELECT array_agg(DISTINCT m.grp ORDER BY m.grp) INTO gs
           FROM @S@.job_group_jobs m WHERE m.job = ANY (ids);
@@ -140,10 +147,7 @@ BEGIN
                 PERFORM @S@.group_fire(g);
             END LOOP;
         END IF;
-        -- Dependents: locked in id order, then their edges to the ended jobs resolved.
-        PERFORM 1 FROM @S@.jobs j
-         WHERE j.id IN (SELECT d.job FROM @S@.job_deps d WHERE d.dep = ANY (ids))
-         ORDER BY j.id FOR UPDATE;
+        -- Dependents: their edges to the ended jobs resolved.
         WITH d AS (DELETE FROM @S@.job_deps d USING unnest(ids, sts) AS u(id, st)
                     WHERE d.dep = u.id RETURNING d.job, d.dep, u.st, d.run_anyway)
         SELECT array_agg(d.job), array_agg(d.dep), array_agg(d.st), array_agg(d.run_anyway)
