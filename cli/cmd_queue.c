@@ -21,7 +21,8 @@ static void usage(FILE *f)
 	      "Subcommands:\n"
 	      "  enqueue QUEUE [--payload JSON | --file FILE | -] [--priority N]\n"
 	      "          [--delay D | --run-at TIME] [--max-attempts N] [--unique-key K]\n"
-	      "          [--max-deferrals N] [--key K]\n"
+	      "          [--max-deferrals N] [--key K] [--after ID,ID,...]\n"
+	      "          [--on-dep-failure cancel|run] [--group G]\n"
 	      "                       add jobs (a file: one JSON value per line, all or\n"
 	      "                       nothing)\n"
 	      "  stats [QUEUE] [--prometheus] [--watch D]\n"
@@ -37,8 +38,8 @@ static void usage(FILE *f)
 	      "  cancel ID            cancel a job; a running one is stopped by its worker\n"
 	      "  cancel --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
-	      "                       cancel its pending and scheduled jobs (never running\n"
-	      "                       ones)\n"
+	      "                       cancel its pending, scheduled and waiting jobs\n"
+	      "                       (never running ones)\n"
 	      "  purge [QUEUE] [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
 	      "                       delete finished jobs from the history\n"
@@ -52,6 +53,12 @@ static void usage(FILE *f)
 	      "                       show or change QUEUE's flow control: jobs running at\n"
 	      "                       once per key, starts per interval of the queue and of\n"
 	      "                       each key, keys taking turns\n"
+	      "  group add G --on-complete-queue Q [--payload JSON]\n"
+	      "                       create job group G: once it is closed and every\n"
+	      "                       member has ended, one job goes to Q with the counts\n"
+	      "  group close G        take no more members (fires at once if all ended)\n"
+	      "  group show G | group list | group remove G\n"
+	      "                       a group's counts, state and on-complete job\n"
 	      "  limit QUEUE [KEY] [--limit N|none] [--weight W|none] [--rate N/D|none]\n"
 	      "        [--remove]\n"
 	      "                       show or change one key's own settings (without KEY:\n"
@@ -68,6 +75,10 @@ static void usage(FILE *f)
 	      "--limit) of them run at once across all workers, and --rate/--key-rate space\n"
 	      "their starts (N/D: at most N per D, e.g. 50/1s, 1000/1m).\n"
 	      "\n"
+	      "--after makes jobs wait (status waiting) until those jobs succeed; when one\n"
+	      "fails for good or is cancelled, --on-dep-failure cancel (the default)\n"
+	      "cancels them, run runs them all the same. --group adds them to an open group.\n"
+	      "\n"
 	      "Options for every subcommand:\n"
 	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
 	      "      --json           one JSON object per result\n"
@@ -76,8 +87,9 @@ static void usage(FILE *f)
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key,\n"
 	      "job running, or not confirmed; 64 usage (also a bulk form without --yes and\n"
 	      "without a terminal); 65 bad data (invalid JSON, payload over the limit,\n"
-	      "unknown queue or job); 69 database unavailable or schema missing; 70 internal\n"
-	      "error.\n"
+	      "unknown queue, job, dependency or group); 69 database unavailable or schema\n"
+	      "missing; 70 internal error. A closed group (enqueue) or a group still waiting\n"
+	      "for members (remove) is refused with 1.\n"
 	      "See pgcoord-queue(1).\n", f);
 }
 
@@ -85,12 +97,17 @@ enum {
 	O_SCHEMA = 256, O_JSON, O_PAYLOAD, O_FILE, O_PRIORITY, O_DELAY, O_RUN_AT, O_MAX_ATTEMPTS,
 	O_UNIQUE_KEY, O_PROMETHEUS, O_WATCH, O_STATUS, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET,
 	O_FRET, O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_ALL, O_KEY_PREFIX, O_BATCH, O_YES, O_KEY,
-	O_KEY_LIMIT, O_RATE, O_KEY_RATE, O_FAIR, O_WEIGHT, O_REMOVE
+	O_KEY_LIMIT, O_RATE, O_KEY_RATE, O_FAIR, O_WEIGHT, O_REMOVE, O_AFTER, O_ON_DEP_FAILURE,
+	O_GROUP, O_ON_COMPLETE_QUEUE
 };
 
 typedef struct qargs {
 	const char *schema;
 	const char *payload, *file, *run_at, *unique_key, *status, *key_prefix, *key;
+	const char *group, *on_complete_queue;
+	int64_t *after; /* --after, malloc()ed */
+	size_t n_after;
+	int on_dep_failure; /* -1 unset, else a pgc_dep_policy */
 	long long priority, max_attempts, limit, max_payload, max_deferrals, batch;
 	int64_t delay_ms, watch_ms, older_than_ms, aging_ms, sret_ms, fret_ms;
 	bool has_delay, has_priority, prometheus, all, yes, has_older, has_limit, remove;
@@ -155,6 +172,47 @@ static bool flow_rate(const char *cmd, const char *opt, const char *text, pgc_ra
 	return true;
 }
 
+/* --after ID,ID,...: positive job ids, at most PGC_QUEUE_AFTER_MAX. */
+static bool parse_after(const char *cmd, const char *text, qargs *a, int *rc)
+{
+	if (a->after != NULL) {
+		*rc = cli_usage_error(cmd, "give --after once, with the ids separated by commas");
+		return false;
+	}
+	size_t cap = 1;
+	for (const char *p = text; *p; p++)
+		cap += *p == ',';
+	if (cap > PGC_QUEUE_AFTER_MAX) {
+		*rc = cli_usage_error(cmd, "--after lists %zu jobs, more than %d", cap, PGC_QUEUE_AFTER_MAX);
+		return false;
+	}
+	a->after = calloc(cap, sizeof *a->after);
+	if (a->after == NULL) {
+		*rc = cli_usage_error(cmd, "out of memory");
+		return false;
+	}
+	const char *p = text;
+	for (size_t i = 0; i < cap; i++) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char one[32];
+		long long v;
+		if (len == 0 || len >= sizeof one) {
+			*rc = cli_usage_error(cmd, "--after must be job ids separated by commas, not \"%s\"", text);
+			return false;
+		}
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (!cli_parse_int(one, 1, INT64_MAX, &v)) {
+			*rc = cli_usage_error(cmd, "--after: job ID must be a positive integer, not \"%s\"", one);
+			return false;
+		}
+		a->after[a->n_after++] = v;
+		p = end ? end + 1 : p + len;
+	}
+	return true;
+}
+
 /* Parses the options every subcommand shares and its own; positional arguments go to a->pos. */
 static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 {
@@ -189,6 +247,10 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ "fair", required_argument, NULL, O_FAIR },
 		{ "weight", required_argument, NULL, O_WEIGHT },
 		{ "remove", no_argument, NULL, O_REMOVE },
+		{ "after", required_argument, NULL, O_AFTER },
+		{ "on-dep-failure", required_argument, NULL, O_ON_DEP_FAILURE },
+		{ "group", required_argument, NULL, O_GROUP },
+		{ "on-complete-queue", required_argument, NULL, O_ON_COMPLETE_QUEUE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -202,6 +264,7 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 	a->aging_ms = a->sret_ms = a->fret_ms = -1;
 	a->key_limit = a->weight = a->fair = a->key_lim = -1;
 	a->rate.n = a->key_rate.n = -1;
+	a->on_dep_failure = -1;
 	int ch, rc = 0;
 	optind = 0; /* glibc: start over */
 	opterr = 0;
@@ -282,6 +345,29 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 				return cli_usage_error(cmd, "--fair must be on or off, not \"%s\"", optarg);
 			break;
 		case O_REMOVE: a->remove = true; break;
+		case O_AFTER:
+			if (!parse_after(cmd, optarg, a, &rc))
+				return rc;
+			break;
+		case O_ON_DEP_FAILURE:
+			if (strcmp(optarg, "cancel") == 0)
+				a->on_dep_failure = PGC_DEP_CANCEL;
+			else if (strcmp(optarg, "run") == 0)
+				a->on_dep_failure = PGC_DEP_RUN;
+			else
+				return cli_usage_error(cmd, "--on-dep-failure must be cancel or run, not \"%s\"", optarg);
+			break;
+		case O_GROUP:
+		case O_ON_COMPLETE_QUEUE: {
+			const char *opt = ch == O_GROUP ? "--group" : "--on-complete-queue";
+			size_t max = ch == O_GROUP ? PGC_QUEUE_GROUP_MAX : PGC_QUEUE_NAME_MAX;
+			if (*optarg == '\0')
+				return cli_usage_error(cmd, "%s must not be empty", opt);
+			if (strlen(optarg) > max)
+				return cli_usage_error(cmd, "%s is %zu bytes, longer than %zu", opt, strlen(optarg), max);
+			*(ch == O_GROUP ? &a->group : &a->on_complete_queue) = optarg;
+			break;
+		}
 		case O_MAX_PAYLOAD:
 			if (!cli_parse_int(optarg, 1, 1073741823, &a->max_payload))
 				return cli_usage_error(cmd, "--max-payload must be a positive number of bytes, not \"%s\"", optarg);
@@ -325,7 +411,7 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 	}
 	/* Which options belong to which subcommand. */
 	struct { bool set; const char *name; const char *subs; } owned[] = {
-		{ a->payload != NULL, "--payload", "enqueue" },
+		{ a->payload != NULL, "--payload", "enqueue group" },
 		{ a->file != NULL, "--file", "enqueue" },
 		{ a->run_at != NULL, "--run-at", "enqueue" },
 		{ a->unique_key != NULL, "--unique-key", "enqueue" },
@@ -342,6 +428,10 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ a->status != NULL, "--status", "list purge cancel retry" },
 		{ a->has_limit, "--limit", "list limit" },
 		{ a->key != NULL, "--key", "enqueue" },
+		{ a->after != NULL, "--after", "enqueue" },
+		{ a->on_dep_failure >= 0, "--on-dep-failure", "enqueue" },
+		{ a->group != NULL, "--group", "enqueue" },
+		{ a->on_complete_queue != NULL, "--on-complete-queue", "group" },
 		{ a->key_limit >= 0, "--key-limit", "config" },
 		{ a->rate.n >= 0, "--rate", "config limit" },
 		{ a->key_rate.n >= 0, "--key-rate", "config" },
@@ -547,6 +637,8 @@ static int do_enqueue(int argc, char **argv)
 		return cli_usage_error("queue enqueue", "--unique-key must not be empty");
 	if (a.run_at != NULL && *a.run_at == '\0')
 		return cli_usage_error("queue enqueue", "--run-at must not be empty");
+	if (a.on_dep_failure >= 0 && a.after == NULL)
+		return cli_usage_error("queue enqueue", "--on-dep-failure needs --after");
 
 	pgc_job_options jo = PGC_JOB_OPTIONS_INIT;
 	jo.priority = (int)a.priority;
@@ -555,11 +647,18 @@ static int do_enqueue(int argc, char **argv)
 	jo.max_attempts = (int)a.max_attempts;
 	jo.max_deferrals = (int)a.max_deferrals;
 	jo.key = a.key;
+	jo.after = a.after;
+	jo.n_after = a.n_after;
+	if (a.on_dep_failure >= 0)
+		jo.on_dep_failure = (pgc_dep_policy)a.on_dep_failure;
+	jo.group = a.group;
 
 	pgc_conn *conn;
 	pgc_queue *q;
-	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0)
+	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0) {
+		free(a.after);
 		return rc;
+	}
 	pgc_error err;
 	if (a.file != NULL) {
 		rc = enqueue_file(conn, q, queue, a.file, &jo);
@@ -587,6 +686,7 @@ static int do_enqueue(int argc, char **argv)
 			printf("enqueued job %lld in queue %s\n", (long long)id, cli_esc(queue));
 		}
 	}
+	free(a.after);
 	pgc_queue_close(q);
 	pgc_conn_close(conn);
 	return rc;
@@ -667,10 +767,10 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 			json_str(stdout, st[i].queue);
 			printf(",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"running\":%ld,"
 			       "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,"
-			       "\"completed_1m\":%ld,\"failed_1m\":%ld}",
+			       "\"completed_1m\":%ld,\"failed_1m\":%ld,\"waiting\":%ld}",
 			       st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].running,
 			       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
-			       st[i].completed_1m, st[i].failed_1m);
+			       st[i].completed_1m, st[i].failed_1m, st[i].waiting);
 		}
 		printf("],\"tables\":{\"jobs\":{\"live_tuples\":%ld,\"dead_tuples\":%ld,\"last_autovacuum\":",
 		       h->jobs_live_tuples, h->jobs_dead_tuples);
@@ -701,14 +801,14 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 		fputs("}\n", stdout);
 		return;
 	}
-	printf("%-20s %6s %8s %9s %7s %9s %7s %9s %9s %7s %9s\n", "QUEUE", "PAUSED", "PENDING",
+	printf("%-20s %6s %8s %9s %7s %9s %7s %9s %9s %7s %9s %7s\n", "QUEUE", "PAUSED", "PENDING",
 	       "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "OLDEST_S", "DONE/1M",
-	       "FAILED/1M");
+	       "FAILED/1M", "WAITING");
 	for (size_t i = 0; i < n; i++)
-		printf("%-20s %6s %8ld %9ld %7ld %9ld %7ld %9ld %9.1f %7ld %9ld\n", cli_esc(st[i].queue),
+		printf("%-20s %6s %8ld %9ld %7ld %9ld %7ld %9ld %9.1f %7ld %9ld %7ld\n", cli_esc(st[i].queue),
 		       st[i].paused ? "yes" : "no", st[i].pending, st[i].scheduled, st[i].running,
 		       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
-		       st[i].completed_1m, st[i].failed_1m);
+		       st[i].completed_1m, st[i].failed_1m, st[i].waiting);
 	if (n == 0)
 		puts("(no queues yet)");
 	print_flow_stats(k, nk, false);
@@ -944,12 +1044,12 @@ static int do_bulk(const char *sub, const qargs *a)
 	b.key_prefix = a->key_prefix;
 	b.batch_size = (int)a->batch;
 	static const char *const statuses[][3] = {
-		[PGC_BULK_CANCEL] = { "pending", "scheduled", NULL },
+		[PGC_BULK_CANCEL] = { "pending", "scheduled", "waiting" },
 		[PGC_BULK_RETRY] = { "failed", "cancelled", NULL },
 		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
 	};
 	static const char *const said[] = {
-		[PGC_BULK_CANCEL] = "pending or scheduled",
+		[PGC_BULK_CANCEL] = "pending or scheduled, or waiting",
 		[PGC_BULK_RETRY] = "failed or cancelled",
 		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
 	};
@@ -1386,6 +1486,164 @@ static int do_limit(int argc, char **argv)
 	return rc;
 }
 
+/* ---- group ---------------------------------------------------------------------------------- */
+
+static void print_group(const pgc_job_group *g)
+{
+	if (g_cli.json) {
+		fputs("{\"name\":", stdout);
+		json_str(stdout, g->name);
+		fputs(",\"on_complete_queue\":", stdout);
+		json_str(stdout, g->on_complete_queue);
+		printf(",\"payload\":%s,\"members\":%ld,\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,"
+		       "\"sealed\":%s,\"done\":%s,\"on_complete_job\":", g->payload, g->members, g->succeeded,
+		       g->failed, g->cancelled, g->sealed ? "true" : "false", g->done ? "true" : "false");
+		if (g->on_complete_job > 0)
+			printf("%lld", (long long)g->on_complete_job);
+		else
+			fputs("null", stdout);
+		const char *tk[] = { "created_at", "closed_at", "done_at" };
+		const char *tv[] = { g->created_at, g->closed_at, g->done_at };
+		for (int i = 0; i < 3; i++) {
+			printf(",\"%s\":", tk[i]);
+			json_str(stdout, tv[i][0] ? tv[i] : NULL);
+		}
+		fputs("}\n", stdout);
+		return;
+	}
+	char t[CLI_TIME_MAX], oc[32] = "-";
+	if (g->on_complete_job > 0)
+		snprintf(oc, sizeof oc, "%lld", (long long)g->on_complete_job);
+	printf("%-20s%s\n%-20s%s\n%-20s%s\n%-20s%ld\n%-20s%ld succeeded, %ld failed, %ld cancelled\n"
+	       "%-20s%s\n%-20s%s\n", "group:", cli_esc(g->name), "on-complete queue:",
+	       cli_esc(g->on_complete_queue), "payload:", g->payload, "members:", g->members,
+	       "ended:", g->succeeded, g->failed, g->cancelled, "state:",
+	       g->done ? "done" : g->sealed ? "closed, waiting for its members" : "open",
+	       "on-complete job:", oc);
+	printf("%-20s%s\n", "created_at:", cli_fmt_time(g->created_at, t, sizeof t));
+	if (g->closed_at[0])
+		printf("%-20s%s\n", "closed_at:", cli_fmt_time(g->closed_at, t, sizeof t));
+	if (g->done_at[0])
+		printf("%-20s%s\n", "done_at:", cli_fmt_time(g->done_at, t, sizeof t));
+}
+
+static int do_group(int argc, char **argv)
+{
+	qargs a;
+	int rc = parse("group", argc, argv, &a, 2);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (a.npos == 0)
+		return cli_usage_error("queue group", "give add, close, show, list or remove");
+	const char *what = a.pos[0];
+	static const char *const subs[] = { "add", "close", "show", "list", "remove" };
+	bool known = false;
+	for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+		known |= strcmp(what, subs[i]) == 0;
+	if (!known)
+		return cli_usage_error("queue group", "unknown group subcommand \"%s\": give add, close, show,"
+		                       " list or remove", what);
+	a.pos[0] = a.pos[1];
+	a.npos--;
+	bool list = strcmp(what, "list") == 0, add = strcmp(what, "add") == 0;
+	const char *name = a.npos ? a.pos[0] : NULL;
+	if (list && name != NULL)
+		return cli_usage_error("queue group", "unexpected argument \"%s\"", name);
+	if (!list && name == NULL)
+		return cli_usage_error("queue group", "a group name is required");
+	if (name != NULL && *name == '\0')
+		return cli_usage_error("queue group", "the group name must not be empty");
+	if (name != NULL && strlen(name) > PGC_QUEUE_GROUP_MAX)
+		return cli_usage_error("queue group", "the group name is longer than %d bytes", PGC_QUEUE_GROUP_MAX);
+	if (add && a.on_complete_queue == NULL)
+		return cli_usage_error("queue group", "group add needs --on-complete-queue");
+	if (!add && (a.on_complete_queue != NULL || a.payload != NULL))
+		return cli_usage_error("queue group", "--on-complete-queue and --payload apply to group add only");
+	pgc_error nerr;
+	if (a.on_complete_queue != NULL &&
+	    pgc_name_check("queue name", a.on_complete_queue, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error("queue group", "--on-complete-queue: %s", nerr.message);
+	pgc_conn *conn;
+	pgc_queue *q;
+	if ((rc = open_queue("group", a.schema, &conn, &q)) != 0)
+		return rc;
+	pgc_error err;
+	int64_t fired = 0;
+	if (add) {
+		if (pgc_queue_group_add(q, name, a.on_complete_queue, a.payload, &err) != PGC_OK)
+			rc = qreport(&err);
+		else if (g_cli.json) {
+			fputs("{\"group\":", stdout);
+			json_str(stdout, name);
+			fputs(",\"added\":true}\n", stdout);
+		} else if (!g_cli.quiet)
+			printf("added group %s (on complete: queue %s)\n", cli_esc(name), cli_esc(a.on_complete_queue));
+	} else if (strcmp(what, "close") == 0) {
+		if (pgc_queue_group_close(q, name, &fired, &err) != PGC_OK)
+			rc = qreport(&err);
+		else if (g_cli.json) {
+			fputs("{\"group\":", stdout);
+			json_str(stdout, name);
+			fputs(",\"closed\":true,\"on_complete_job\":", stdout);
+			if (fired > 0)
+				printf("%lld}\n", (long long)fired);
+			else
+				fputs("null}\n", stdout);
+		} else if (!g_cli.quiet) {
+			if (fired > 0)
+				printf("closed group %s: every member has ended, on-complete job %lld\n", cli_esc(name),
+				       (long long)fired);
+			else
+				printf("closed group %s: its on-complete job follows its last member\n", cli_esc(name));
+		}
+	} else if (strcmp(what, "remove") == 0) {
+		if (pgc_queue_group_remove(q, name, &err) != PGC_OK)
+			rc = qreport(&err);
+		else if (g_cli.json) {
+			fputs("{\"group\":", stdout);
+			json_str(stdout, name);
+			fputs(",\"removed\":true}\n", stdout);
+		} else if (!g_cli.quiet)
+			printf("removed group %s\n", cli_esc(name));
+	} else if (!list) {
+		pgc_job_group *g;
+		if (pgc_queue_group_show(q, name, &g, &err) != PGC_OK) {
+			rc = qreport(&err);
+		} else {
+			print_group(g);
+			pgc_free(g);
+		}
+	} else {
+		pgc_job_group *g;
+		size_t n;
+		if (pgc_queue_group_list(q, &g, &n, &err) != PGC_OK) {
+			rc = qreport(&err);
+		} else {
+			if (!g_cli.json)
+				printf("%-24s %-20s %7s %9s %6s %9s %-7s %s\n", "GROUP", "ON_COMPLETE", "MEMBERS",
+				       "SUCCEEDED", "FAILED", "CANCELLED", "STATE", "JOB");
+			for (size_t i = 0; i < n; i++) {
+				if (g_cli.json) {
+					print_group(&g[i]);
+					continue;
+				}
+				char oc[32] = "-";
+				if (g[i].on_complete_job > 0)
+					snprintf(oc, sizeof oc, "%lld", (long long)g[i].on_complete_job);
+				printf("%-24s %-20s %7ld %9ld %6ld %9ld %-7s %s\n", cli_esc(g[i].name),
+				       cli_esc(g[i].on_complete_queue), g[i].members, g[i].succeeded, g[i].failed,
+				       g[i].cancelled, g[i].done ? "done" : g[i].sealed ? "closed" : "open", oc);
+			}
+			if (!g_cli.json && n == 0)
+				puts("(no groups)");
+			pgc_free(g);
+		}
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	return rc;
+}
+
 int cmd_queue(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -1418,5 +1676,7 @@ int cmd_queue(int argc, char **argv)
 		return do_config(argc, argv);
 	if (strcmp(sub, "limit") == 0)
 		return do_limit(argc, argv);
+	if (strcmp(sub, "group") == 0)
+		return do_group(argc, argv);
 	return cli_usage_error("queue", "unknown queue subcommand \"%s\"", sub);
 }

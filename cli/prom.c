@@ -9,10 +9,11 @@ void cli_prom_queue_stats(FILE *f, const pgc_queue_stat *st, size_t n, const pgc
 	fputs("# HELP pgcoord_queue_jobs Jobs by queue and status (finished ones: retained history).\n", f);
 	fputs("# TYPE pgcoord_queue_jobs gauge\n", f);
 	for (size_t i = 0; i < n; i++) {
-		const char *names[] = { "pending", "scheduled", "running", "succeeded", "failed", "cancelled" };
+		const char *names[] = { "pending", "scheduled", "running", "succeeded", "failed", "cancelled",
+		                        "waiting" };
 		long v[] = { st[i].pending, st[i].scheduled, st[i].running, st[i].succeeded,
-		             st[i].failed, st[i].cancelled };
-		for (int k = 0; k < 6; k++) {
+		             st[i].failed, st[i].cancelled, st[i].waiting };
+		for (int k = 0; k < 7; k++) {
 			fputs("pgcoord_queue_jobs{queue=", f);
 			cli_prom_label(f, st[i].queue);
 			fprintf(f, ",status=\"%s\"} %ld\n", names[k], v[k]);

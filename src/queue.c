@@ -23,7 +23,7 @@ static const char *const templates[QS_COUNT] = {
 	[QS_ENQUEUE] =
 	"SELECT ord, id FROM @S@.enqueue($1, $2::text[], $3::text[], $4::int,"
 	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
-	" $8::int, $9::text)",
+	" $8::int, $9::text, $10::bigint[], $11::boolean, $12::text)",
 
 	[QS_CLAIM] =
 	"WITH picked AS MATERIALIZED ("
@@ -53,10 +53,13 @@ static const char *const templates[QS_COUNT] = {
 	" RETURNING j.*),"
 	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
-	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key FROM done"
-	" WHERE (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
+	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key,"
+	"  has_dependents FROM done"
+	/* A job others wait for keeps its row whatever the retention: the row resolves them
+	 * (migration 012), and the reaper prunes it later. */
+	" WHERE has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
 	/* A keyed job's run ended: a row for the next claim of its key to fold (migration 010). */
 	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM done"
 	"  WHERE key IS NOT NULL)"
@@ -73,10 +76,10 @@ static const char *const templates[QS_COUNT] = {
 	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
 	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key FROM dead),"
+	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
@@ -97,10 +100,10 @@ static const char *const templates[QS_COUNT] = {
 	" and asked again: failed' AS why),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, why,"
 	"  @S@.push_error(errors, attempts, why), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key FROM dead),"
+	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
 	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
@@ -401,7 +404,50 @@ static int check_job_options(const char *fn, const pgc_job_options *o, pgc_error
 	if (o->max_deferrals < 0)
 		return pgc__err(err, PGC_EUSAGE, "%s: max_deferrals must be at least 1, not %d", fn,
 		                o->max_deferrals);
+	if (o->n_after > 0 && o->after == NULL)
+		return pgc__err(err, PGC_EUSAGE, "%s: after must not be NULL when n_after is %zu", fn, o->n_after);
+	if (o->n_after > PGC_QUEUE_AFTER_MAX)
+		return pgc__err(err, PGC_EUSAGE, "%s: a job may wait for at most %d jobs, not %zu", fn,
+		                PGC_QUEUE_AFTER_MAX, o->n_after);
+	for (size_t i = 0; i < o->n_after; i++)
+		if (o->after[i] < 1)
+			return pgc__err(err, PGC_EUSAGE, "%s: dependency id %lld is not a job id", fn,
+			                (long long)o->after[i]);
+	if (o->on_dep_failure != PGC_DEP_CANCEL && o->on_dep_failure != PGC_DEP_RUN)
+		return pgc__err(err, PGC_EUSAGE, "%s: unknown dependency policy %d", fn, (int)o->on_dep_failure);
+	if (o->group != NULL) {
+		int rc = pgc__queue_check_group(fn, o->group, err);
+		if (rc != PGC_OK)
+			return rc;
+	}
 	return pgc__queue_check_key(fn, o->key, false, err);
+}
+
+int pgc__queue_check_group(const char *fn, const char *group, pgc_error *err)
+{
+	if (group == NULL || *group == '\0')
+		return pgc__err(err, PGC_EUSAGE, "%s: the group name is empty", fn);
+	size_t len = strlen(group);
+	if (len > PGC_QUEUE_GROUP_MAX)
+		return pgc__err(err, PGC_EUSAGE, "%s: the group name is %zu bytes, longer than %d", fn, len,
+		                PGC_QUEUE_GROUP_MAX);
+	return PGC_OK;
+}
+
+int pgc__queue_recode(int rc, pgc_error *err)
+{
+	if (rc != PGC_ESQL || err == NULL)
+		return rc;
+	/* The SQL functions of migration 012 say "not found" and "closed" with these. */
+	if (strcmp(err->sqlstate, "P0002") == 0)
+		rc = PGC_ENOTFOUND;
+	else if (strcmp(err->sqlstate, "55000") == 0)
+		rc = PGC_EFINISHED;
+	else
+		return rc;
+	err->code = rc;
+	err->klass = PGC_CLASS_USAGE;
+	return rc;
 }
 
 /* The enqueue statement with its arrays; *out is the result. */
@@ -425,11 +471,24 @@ static int enqueue_arrays(pgc_queue *q, const char *queue, size_t n, const char 
 	snprintf(delay, sizeof delay, "%lld", (long long)o->delay_ms);
 	snprintf(maxa, sizeof maxa, "%d", o->max_attempts ? o->max_attempts : PGC_QUEUE_MAX_ATTEMPTS_DEFAULT);
 	snprintf(maxd, sizeof maxd, "%d", o->max_deferrals ? o->max_deferrals : PGC_QUEUE_MAX_DEFERRALS_DEFAULT);
-	const char *v[9] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa, maxd, o->key };
+	pgc__sb da = PGC__SB_INIT;
+	if (o->n_after > 0) {
+		pgc__sb_int_array(&da, o->n_after, o->after);
+		if (da.oom) {
+			pgc__sb_free(&pa);
+			pgc__sb_free(&ka);
+			return pgc__err(err, PGC_ENOMEM, "out of memory");
+		}
+	}
+	const char *v[12] = { queue, pa.buf, ka.buf, prio, o->run_at, delay, maxa, maxd, o->key,
+	                      o->n_after > 0 ? da.buf : NULL,
+	                      o->on_dep_failure == PGC_DEP_RUN ? "t" : "f", o->group };
 	int rc;
-	PGresult *res = run_stmt(q, QS_ENQUEUE, 9, v, PGC__KEEP_ERROR, &rc, err);
+	PGresult *res = run_stmt(q, QS_ENQUEUE, 12, v, PGC__KEEP_ERROR, &rc, err);
 	pgc__sb_free(&pa);
 	pgc__sb_free(&ka);
+	pgc__sb_free(&da);
+	rc = pgc__queue_recode(rc, err);
 	if (rc == PGC_OK) {
 		*out = res;
 		return PGC_OK;

@@ -23,11 +23,12 @@ static const char reap_leases_sql[] =
 	"  AND j.attempts >= j.max_attempts RETURNING j.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker,"
 	"  'lease expired (worker ' || coalesce(worker, '?') || ')',"
 	"  @S@.push_error(errors, attempts, 'lease expired (worker ' || coalesce(worker, '?') || ')'),"
-	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals, key FROM dead),"
+	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals, key, has_dependents"
+	"  FROM dead),"
 	" back AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
 	"  last_error = 'lease expired (worker ' || coalesce(j.worker, '?') || ')',"
 	"  errors = @S@.push_error(j.errors, j.attempts,"
@@ -238,7 +239,7 @@ int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err
 
 static const char history_cols[] =
 	"id, queue, status, priority, run_at, attempts, max_attempts, worker, last_error, errors,"
-	" unique_key, created_at, started_at, payload, deferrals, max_deferrals, key";
+	" unique_key, created_at, started_at, payload, deferrals, max_deferrals, key, has_dependents";
 
 /* A call on one job by id (fn's): checks q and id, then runs tmpl with the id as $1. */
 static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char *tmpl, int *rc,
@@ -268,7 +269,7 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 {
 	if (was_running != NULL)
 		*was_running = false;
-	char sql[2048];
+	char sql[4096];
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
 	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint AND EXISTS (SELECT 1 FROM j)"
@@ -278,7 +279,10 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 	         "   CASE WHEN status = 'running' THEN 'cancelled while running on ' || coalesce(worker, '?')"
 	         "    ELSE last_error END,"
 	         "   errors, unique_key, created_at, started_at, payload, deferrals,"
-	         "   max_deferrals, key FROM d),"
+	         "   max_deferrals, key, has_dependents FROM d),"
+	         /* A waiting job's edges go with it (migration 012). */
+	         " unedge AS (DELETE FROM @S@.job_deps e WHERE e.job = $1::bigint"
+	         "  AND EXISTS (SELECT 1 FROM d WHERE d.status = 'waiting')),"
 	         /* A keyed job's run ended: a row for the next claim of its key to fold. */
 	         " ended AS (INSERT INTO @S@.job_key_done (queue, key)"
 	         "  SELECT queue, key FROM d WHERE status = 'running' AND key IS NOT NULL),"
@@ -330,9 +334,10 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 	        "  AND status IN ('failed', 'cancelled') FOR UPDATE),"
 	        " ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
 	        "  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	        "  deferrals, max_deferrals, key)"
+	        "  deferrals, max_deferrals, key, has_dependents)"
 	        "  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key FROM h"
+	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key,"
+	        "   has_dependents FROM h"
 	        "  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	        "  RETURNING id, queue),"
 	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
@@ -355,8 +360,8 @@ int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 
 static bool valid_status(const char *s)
 {
-	static const char *const all[] = { "scheduled", "pending", "running", "succeeded", "failed",
-	                                   "cancelled" };
+	static const char *const all[] = { "waiting", "scheduled", "pending", "running", "succeeded",
+	                                   "failed", "cancelled" };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (strcmp(s, all[i]) == 0)
 			return true;
@@ -398,7 +403,7 @@ int pgc_queue_purge(pgc_queue *q, const char *queue, const char *status, int64_t
 	" AND ($3::bigint = 0 OR " col " < statement_timestamp() - $3::bigint * interval '1 millisecond')"
 
 static const char *const bulk_where[] = {
-	[PGC_BULK_CANCEL] = "status IN ('pending', 'scheduled')" BULK_COMMON BULK_AGE("created_at"),
+	[PGC_BULK_CANCEL] = "status IN ('pending', 'scheduled', 'waiting')" BULK_COMMON BULK_AGE("created_at"),
 	[PGC_BULK_RETRY] = "status IN ('failed', 'cancelled')" BULK_COMMON BULK_AGE("finished_at"),
 	[PGC_BULK_PURGE] = "true" BULK_COMMON BULK_AGE("finished_at"),
 };
@@ -416,10 +421,12 @@ static const char *const bulk_batch[] = {
 	"  AND x.status <> 'running' RETURNING x.*),"
 	" h AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	"  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
 	"   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
-	"   max_deferrals, key FROM d)"
+	"   max_deferrals, key, has_dependents FROM d ORDER BY id),"
+	" unedge AS (DELETE FROM @S@.job_deps e"
+	"  WHERE e.job = ANY (ARRAY(SELECT id FROM d WHERE status = 'waiting')))"
 	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
 
 	[PGC_BULK_RETRY] =
@@ -427,9 +434,10 @@ static const char *const bulk_batch[] = {
 	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
 	" ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
 	"  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	"  deferrals, max_deferrals, key)"
+	"  deferrals, max_deferrals, key, has_dependents)"
 	"  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key FROM pick"
+	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key,"
+	"   has_dependents FROM pick"
 	"  ORDER BY id"
 	"  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
 	"  RETURNING id, queue),"
@@ -463,12 +471,12 @@ static int bulk_check(const char *fn, const pgc_queue *q, const pgc_queue_bulk *
 			return rc;
 	}
 	static const char *const statuses[][3] = {
-		[PGC_BULK_CANCEL] = { "pending", "scheduled", NULL },
+		[PGC_BULK_CANCEL] = { "pending", "scheduled", "waiting" },
 		[PGC_BULK_RETRY] = { "failed", "cancelled", NULL },
 		[PGC_BULK_PURGE] = { "succeeded", "failed", "cancelled" },
 	};
 	static const char *const said[] = {
-		[PGC_BULK_CANCEL] = "pending or scheduled",
+		[PGC_BULK_CANCEL] = "pending or scheduled, or waiting",
 		[PGC_BULK_RETRY] = "failed or cancelled",
 		[PGC_BULK_PURGE] = "succeeded, failed or cancelled",
 	};
@@ -536,7 +544,7 @@ int pgc_queue_bulk_run(pgc_queue *q, const pgc_queue_bulk *b, pgc_queue_bulk_res
 	int rc = bulk_check("pgc_queue_bulk_run", q, b, err);
 	if (rc != PGC_OK)
 		return rc;
-	char tmpl[2048], age[24], upto[24], after[24] = "0", lim[16];
+	char tmpl[4096], age[24], upto[24], after[24] = "0", lim[16];
 	snprintf(tmpl, sizeof tmpl, bulk_batch[b->op], bulk_where[b->op]);
 	char *sql = pgc__sql_schema(tmpl, q->quoted);
 	if (sql == NULL)
@@ -634,7 +642,7 @@ int pgc_queue_config_set(pgc_queue *q, const pgc_queue_config *cfg, pgc_error *e
 /* ---- inspection --------------------------------------------------------------------------- */
 
 /* The rows of a statistics statement (name, paused, pending, scheduled, running, succeeded,
- * failed, cancelled, oldest pending age, completed and failed in the last minute) as an array
+ * failed, cancelled, oldest pending age, completed and failed in the last minute, waiting) as an array
  * (free()) in *out and its length in *rows; res is cleared. PGC_ENOTFOUND when queue (not NULL)
  * gave no row. */
 int pgc__queue_stat_rows(PGresult *res, const char *queue, pgc_queue_stat **out, int *rows_out, pgc_error *err)
@@ -663,6 +671,7 @@ int pgc__queue_stat_rows(PGresult *res, const char *queue, pgc_queue_stat **out,
 		a[r].oldest_pending_s = atof(PQgetvalue(res, r, 8));
 		a[r].completed_1m = atol(PQgetvalue(res, r, 9));
 		a[r].failed_1m = atol(PQgetvalue(res, r, 10));
+		a[r].waiting = atol(PQgetvalue(res, r, 11));
 	}
 	PQclear(res);
 	*out = a;
@@ -705,7 +714,8 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'succeeded'"
 	        "   AND finished_at > statement_timestamp() - interval '1 minute'),"
 	        " (SELECT count(*) FROM @S@.job_history WHERE queue = q.name AND status = 'failed'"
-	        "   AND finished_at > statement_timestamp() - interval '1 minute')"
+	        "   AND finished_at > statement_timestamp() - interval '1 minute'),"
+	        " (SELECT count(*) FROM @S@.jobs WHERE queue = q.name AND status = 'waiting')"
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        1, v, &rc, err);
 	if (res == NULL)
@@ -825,7 +835,10 @@ const char pgc__queue_info_select[] =
 	"  " TS("lease_until") ", worker, last_error, errors::text, unique_key, payload::text,"
 	"  deferrals, max_deferrals, key,"
 	/* Why a due pending job waits: its queue, its key's limit or rate, its queue's rate. */
-	"  CASE WHEN status = 'pending' AND run_at <= clock_timestamp() THEN (SELECT CASE"
+	"  CASE WHEN status = 'waiting' THEN (SELECT 'waiting for job ' || min(d.dep)"
+	"   || CASE WHEN count(*) > 1 THEN ', and ' || (count(*) - 1) || ' more' ELSE '' END"
+	"   FROM @S@.job_deps d WHERE d.job = x.id)"
+	"  WHEN status = 'pending' AND run_at <= clock_timestamp() THEN (SELECT CASE"
 	"   WHEN qq.paused THEN 'queue ' || qq.name || ' is paused'"
 	"   WHEN kk.lim IS NOT NULL AND (SELECT count(*) FROM @S@.jobs r WHERE r.queue = kk.queue"
 	"    AND r.key = kk.key AND r.status = 'running') >= kk.lim"
@@ -890,7 +903,7 @@ int pgc_queue_list(pgc_queue *q, const char *queue, const char *status, long lim
 		return PGC_EUSAGE;
 	if (status != NULL && !valid_status(status))
 		return pgc__err(err, PGC_EUSAGE,
-		                "unknown status \"%.40s\": use scheduled, pending, running, succeeded, failed or cancelled", status);
+		                "unknown status \"%.40s\": use waiting, scheduled, pending, running, succeeded, failed or cancelled", status);
 	char sql[4096], lim[24];
 	const char *where = "($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR status = $2)";
 	snprintf(sql, sizeof sql, pgc__queue_info_select, where, where, "$3::bigint");

@@ -65,7 +65,8 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 	        CAPPED("job_history", "status = 'failed'", "queue, status, finished_at") ","
 	        CAPPED("job_history", "status = 'cancelled'", "queue, status, finished_at") ","
 	        PGC__QUEUE_OLDEST_PENDING_SQL ","
-	        RATE("succeeded") "," RATE("failed")
+	        RATE("succeeded") "," RATE("failed") ","
+	        CAPPED("jobs", "status = 'waiting'", "queue, id")
 	        " FROM @S@.queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
 	        2, v, &rc, err);
 	if (res == NULL)
@@ -81,7 +82,8 @@ int pgc_queue_stats_capped(pgc_queue *q, const char *queue, long cap, pgc_queue_
 
 static bool live_status(const char *s)
 {
-	return strcmp(s, "scheduled") == 0 || strcmp(s, "pending") == 0 || strcmp(s, "running") == 0;
+	return strcmp(s, "scheduled") == 0 || strcmp(s, "pending") == 0 || strcmp(s, "running") == 0 ||
+	       strcmp(s, "waiting") == 0;
 }
 
 static bool finished_status(const char *s)
@@ -237,9 +239,11 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
 	        " (SELECT coalesce(sum(w.free), 0) FROM @S@.workers w WHERE j.queue = ANY (w.queues)"
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
-	        " j.attempts"
+	        " j.attempts,"
+	        /* A waiting job: its lowest live dependency, and how many more. */
+	        " (SELECT min(d.dep) || ' ' || count(*) FROM @S@.job_deps d WHERE d.job = j.id)"
 	        " FROM @S@.jobs j LEFT JOIN @S@.queues qq ON qq.name = j.queue WHERE j.id = $1::bigint"
-	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts"
+	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts, NULL"
 	        " FROM @S@.job_history h WHERE h.id = $1::bigint",
 	        1, v, &rc, err);
 	if (res == NULL)
@@ -258,11 +262,18 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	out->workers = atol(PQgetvalue(res, 0, 5));
 	out->free_slots = atol(PQgetvalue(res, 0, 6));
 	int attempts = atoi(PQgetvalue(res, 0, 7));
+	long long dep = 0, deps = 0;
+	if (strcmp(status, "waiting") == 0 && !PQgetisnull(res, 0, 8))
+		(void)sscanf(PQgetvalue(res, 0, 8), "%lld %lld", &dep, &deps);
 	PQclear(res);
 	if (!out->live || out->running)
 		return PGC_OK;
 	/* The first reason that would keep it waiting on its own. */
-	if (out->paused)
+	if (deps > 1)
+		snprintf(out->reason, sizeof out->reason, "waiting for job %lld, and %lld more", dep, deps - 1);
+	else if (deps == 1)
+		snprintf(out->reason, sizeof out->reason, "waiting for job %lld", dep);
+	else if (out->paused)
 		snprintf(out->reason, sizeof out->reason, "its queue is paused: no worker claims from it");
 	else if (out->scheduled)
 		snprintf(out->reason, sizeof out->reason, "%s: runs in %.0f s",

@@ -49,6 +49,14 @@ int pgc__queue_check_name(const char *fn, const char *queue, pgc_error *err);
  * PGC_QUEUE_KEY_MAX bytes (PGC_EUSAGE, naming fn). */
 int pgc__queue_check_key(const char *fn, const char *key, bool required, pgc_error *err);
 
+/* The one check of a job group's name: 1 to PGC_QUEUE_GROUP_MAX bytes (PGC_EUSAGE, naming fn). */
+int pgc__queue_check_group(const char *fn, const char *group, pgc_error *err);
+
+/* A server error of the SQL functions of migration 012 as the library's code: P0002 (no such
+ * job or group) is PGC_ENOTFOUND, 55000 (a closed group) PGC_EFINISHED; err is updated.
+ * Other codes come back unchanged. */
+int pgc__queue_recode(int rc, pgc_error *err);
+
 /* Runs statement stmt of q under the session's default bound, through the statement cache
  * unless the handle was opened without it. Same results as pgc__query(), except that a
  * statement the server did not run (an empty result) is PGC_EINTERNAL. */

@@ -291,6 +291,13 @@ static const char *const worker_grants[] = {
 	"GRANT SELECT, UPDATE, DELETE ON @S@.job_keys TO @R@",
 	"GRANT SELECT, INSERT, DELETE ON @S@.job_key_done TO @R@",
 	"GRANT UPDATE (rate_next, nokey_vtime) ON @S@.queues TO @R@",
+	/* Dependencies and groups (migration 012): ending a job others wait for folds its end at
+	 * commit, counts its group (group_fire() enqueues as the schema's owner) and releases or
+	 * cancels its dependents. */
+	"GRANT SELECT, INSERT, DELETE ON @S@.job_ends TO @R@",
+	"GRANT SELECT, DELETE ON @S@.job_deps TO @R@",
+	"GRANT SELECT, UPDATE ON @S@.job_groups TO @R@",
+	"GRANT SELECT, DELETE ON @S@.job_group_jobs TO @R@",
 };
 
 static int check_role_name(const char *role, pgc_error *err)

@@ -32,6 +32,7 @@ extern "C" {
 /* Bounds checked by the library (the server checks them again). */
 #define PGC_QUEUE_NAME_MAX 128     /* bytes */
 #define PGC_QUEUE_KEY_MAX 128      /* bytes of a concurrency key */
+#define PGC_QUEUE_GROUP_MAX 128    /* bytes of a job group's name */
 #define PGC_QUEUE_PRIORITY_MIN (-32768)
 #define PGC_QUEUE_PRIORITY_MAX 32767
 #define PGC_QUEUE_MAX_ATTEMPTS_DEFAULT 25
@@ -67,6 +68,14 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_open(pgc_conn *conn, const pgc_queue_opti
  * NULL is accepted. */
 PGC_EXTERN void pgc_queue_close(pgc_queue *q);
 
+/* What becomes of a job whose dependency (pgc_job_options.after) fails for good or is
+ * cancelled. */
+typedef enum pgc_dep_policy {
+	PGC_DEP_CANCEL = 0, /* the dependent is cancelled, last_error "dependency N failed" (or
+	                       "dependency N was cancelled"); its own dependents follow their policy */
+	PGC_DEP_RUN = 1     /* the dependent runs all the same once no dependency is live */
+} pgc_dep_policy;
+
 /* Options for enqueued jobs. */
 typedef struct pgc_job_options {
 	int priority;           /* higher runs first; -32768..32767; default 0 */
@@ -81,18 +90,34 @@ typedef struct pgc_job_options {
 	                           bytes): the key's limit, rate and fair share apply to it
 	                           (pgc_queue_flow_set, pgc_queue_key_set). The first keyed job
 	                           makes its queue a flow queue, claimed by claim_flow() */
+	const int64_t *after;   /* n_after ids of jobs that must succeed first (each must exist,
+	                           live or in the history; at most PGC_QUEUE_AFTER_MAX): while one
+	                           is live the job is "waiting", never claimed. A dependency that
+	                           has already succeeded is satisfied at once; one that has failed
+	                           or been cancelled applies on_dep_failure at once */
+	size_t n_after;
+	pgc_dep_policy on_dep_failure; /* default PGC_DEP_CANCEL */
+	const char *group;      /* NULL, or an open group the job joins (pgc_queue_group_add) */
 } pgc_job_options;
 
-#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL, 0, NULL }
+#define PGC_JOB_OPTIONS_INIT { 0, 0, NULL, 0, NULL, 0, NULL, NULL, 0, PGC_DEP_CANCEL, NULL }
+
+/* The most dependencies one job may have. */
+#define PGC_QUEUE_AFTER_MAX 1000
 
 /* Enqueues one job on q's connection, inside the caller's transaction when one is open (the job
  * becomes visible only when it commits; the wake-up notification is sent at commit too).
  * payload is JSON text, validated by the server. opts may be NULL. *out_id (may be NULL) gets
  * the job's id.
  * Errors: PGC_EUSAGE (NULL or empty queue, queue over 128 bytes, negative delay, max_attempts
- * or max_deferrals < 0, priority out of range, run_at and delay both set), PGC_EDUPLICATE (unique_key taken;
- * *out_id is 0), PGC_ESQL (invalid JSON: SQLSTATE 22P02; payload over the size limit: 22023;
- * bad run_at), PGC_ECONNLOST. Nothing is enqueued on error. */
+ * or max_deferrals < 0, priority out of range, run_at and delay both set, after NULL with
+ * n_after > 0, an id < 1, more than PGC_QUEUE_AFTER_MAX, unknown policy, empty group),
+ * PGC_EDUPLICATE (unique_key taken; *out_id is 0), PGC_ENOTFOUND (a job of after or the group
+ * does not exist; the message names it), PGC_EFINISHED (the group is closed), PGC_ESQL
+ * (invalid JSON: SQLSTATE 22P02; payload over the size limit: 22023; bad run_at),
+ * PGC_ECONNLOST. Nothing is enqueued on error. A job enqueued after a dependency that already
+ * failed, under PGC_DEP_CANCEL, is enqueued and cancelled at once: its id is returned and
+ * pgc_queue_show() tells why. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue(pgc_queue *q, const char *queue, const char *payload,
                                                const pgc_job_options *opts, int64_t *out_id,
                                                pgc_error *err);
@@ -101,6 +126,8 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue(pgc_queue *q, const char *queue, 
  * NULL, or have n entries (each may be NULL). A job whose unique key is taken is skipped: its
  * ids[i] is 0. ids (may be NULL) receives n ids; *inserted (may be NULL) how many were
  * enqueued. On a bad payload *bad_index (may be NULL) gets its 0-based index, else -1.
+ * Every job of the call has opts' dependencies and group (the ids of the call's own jobs do
+ * not exist yet: a job of a batch cannot wait for another of the same batch).
  * Errors: as pgc_queue_enqueue, except that duplicates are not an error. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_enqueue_many(pgc_queue *q, const char *queue, size_t n,
                                                     const char *const *payloads,
@@ -358,6 +385,7 @@ typedef struct pgc_queue_stat {
 	double oldest_pending_s; /* age of the oldest runnable job, seconds; 0 when none */
 	long completed_1m;      /* succeeded in the last minute (needs succeeded_retention > 0) */
 	long failed_1m;         /* failed in the last minute */
+	long waiting;           /* waiting for their dependencies (pgc_job_options.after) */
 } pgc_queue_stat;
 
 /* Vacuum health of the queue tables, and what holds the xmin horizon back. */
@@ -387,8 +415,8 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_stats(pgc_queue *q, const char *queue,
 typedef struct pgc_job_info {
 	int64_t id;
 	const char *queue;
-	const char *status; /* scheduled (run_at in the future), pending, running, succeeded, failed,
-	                       cancelled */
+	const char *status; /* waiting (for dependencies), scheduled (run_at in the future), pending,
+	                       running, succeeded, failed, cancelled */
 	int priority;
 	bool aged;          /* raised ahead by the aging rule */
 	int attempts;
@@ -404,7 +432,9 @@ typedef struct pgc_job_info {
 	const char *key;     /* its concurrency key, or NULL */
 	const char *held;    /* why a pending job is not running although due: "its key K is at
 	                        its limit 2", "its key K is rate-limited until T", "queue Q is
-	                        rate-limited until T", "queue Q is paused"; NULL otherwise */
+	                        rate-limited until T", "queue Q is paused"; for a waiting job
+	                        "waiting for job N" (its lowest live dependency) and ", and M more";
+	                        NULL otherwise */
 } pgc_job_info;
 
 /* One job by id (live first, then history). *out is freed with pgc_free.
@@ -419,6 +449,58 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_list(pgc_queue *q, const char *queue, con
                                             long limit, pgc_job_info ***out, size_t *n,
                                             pgc_error *err);
 PGC_EXTERN void pgc_queue_infos_free(pgc_job_info **infos, size_t n);
+
+/* ---- job groups ----------------------------------------------------------------------------- */
+
+/* A group collects jobs (pgc_job_options.group, from any queue). Once it is closed and each
+ * member has ended, one job is enqueued into its on-complete queue, exactly once, its payload
+ * the group's payload with a member "group": {"name", "succeeded", "failed", "cancelled"}.
+ * Each member is counted once, in the transaction of its final transition (a job the reaper
+ * fails out of attempts is counted then; a member retried from the history is not counted
+ * again). The SQL functions group_add(), group_close() and group_remove() do the same for
+ * other languages, and enqueue()'s p_group adds members. */
+typedef struct pgc_job_group {
+	char name[PGC_QUEUE_GROUP_MAX + 1];
+	char on_complete_queue[PGC_QUEUE_NAME_MAX + 1];
+	const char *payload;      /* JSON object; in the same allocation */
+	long members;             /* jobs added */
+	long succeeded, failed, cancelled; /* members that ended so */
+	bool sealed;              /* closed: takes no more members */
+	bool done;                /* its on-complete job was enqueued */
+	int64_t on_complete_job;  /* that job's id, 0 before */
+	char created_at[40], closed_at[40], done_at[40]; /* ISO 8601, "" when not yet */
+} pgc_job_group;
+
+/* Creates an open group named name whose on-complete job goes to on_complete_queue with
+ * payload (a JSON object; NULL: {}).
+ * Errors: PGC_EUSAGE (NULL or empty names, names too long), PGC_EDUPLICATE (the name is
+ * taken), PGC_ESQL (payload not JSON: 22P02; not an object: 22023), PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_group_add(pgc_queue *q, const char *name,
+                                                 const char *on_complete_queue,
+                                                 const char *payload, pgc_error *err);
+
+/* Closes (seals) group name: it takes no more members. When each member has ended already,
+ * its on-complete job is enqueued now, in the same transaction. *on_complete_id (may be NULL)
+ * gets that job's id, or 0 while members are still to end. Closing a closed group is not an
+ * error. Errors: PGC_EUSAGE, PGC_ENOTFOUND, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_group_close(pgc_queue *q, const char *name,
+                                                   int64_t *on_complete_id, pgc_error *err);
+
+/* Removes group name: one that is done, or open with every member ended (or none). A closed
+ * group whose members have not all ended, or an open one with members still live, is
+ * refused with PGC_EBUSY: its on-complete job is still to come.
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND, PGC_EBUSY, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_group_remove(pgc_queue *q, const char *name, pgc_error *err);
+
+/* Group name in *out (one allocation, pgc_free).
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND, PGC_ESQL, PGC_ECONNLOST, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_group_show(pgc_queue *q, const char *name,
+                                                  pgc_job_group **out, pgc_error *err);
+
+/* Every group, by name, as an array of *n in one allocation (pgc_free).
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST, PGC_ENOMEM. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_group_list(pgc_queue *q, pgc_job_group **out, size_t *n,
+                                                  pgc_error *err);
 
 /* ---- flow control: concurrency keys, rate limits, fair shares ---------------------------- */
 

@@ -148,6 +148,12 @@ for v in "${values[@]}"; do
 		check "queue limit q k $o <value>" queue limit q k "$o" "$v"
 	done
 	check "queue limit <value> <value>" queue limit "$v" "$v"
+	# Dependencies and groups.
+	check "queue enqueue q --after <value>" queue enqueue q --after "$v"
+	check "queue enqueue q --after 1 --on-dep-failure <value>" queue enqueue q --after 1 --on-dep-failure "$v"
+	check "queue enqueue q --group <value>" queue enqueue q --group "$v"
+	check "queue group add <value> --on-complete-queue <value>" queue group add "$v" --on-complete-queue "$v"
+	check "queue group <value> <value>" queue group "$v" "$v"
 done
 key129=$(head -c 129 /dev/zero | tr '\0' 'k')
 while IFS='|' read -r what args; do
@@ -172,6 +178,19 @@ the key is 129 bytes, longer than 128|limit q $key129
 need a QUEUE|config --key-limit 2
 need a KEY|limit q --limit 2
 --key-limit does not apply to queue enqueue|enqueue q --key-limit 2
+--after must be job ids separated by commas|enqueue q --after 1,,2
+--after must be job ids separated by commas|enqueue q --after=
+--after: job ID must be a positive integer, not "0"|enqueue q --after 0
+--after: job ID must be a positive integer, not "x"|enqueue q --after 3,x
+--on-dep-failure must be cancel or run|enqueue q --after 1 --on-dep-failure maybe
+--on-dep-failure needs --after|enqueue q --on-dep-failure run
+--group must not be empty|enqueue q --group=
+--after does not apply to queue stats|stats --after 1
+--group does not apply to queue list|list --group g
+group add needs --on-complete-queue|group add g
+--on-complete-queue does not apply to queue enqueue|enqueue q --on-complete-queue x
+unknown group subcommand "frob"|group frob g
+a group name is required|group close
 EOF
 
 # Global options.
