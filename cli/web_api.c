@@ -213,10 +213,12 @@ static void api_queues(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	for (size_t i = 0; i < n; i++) {
 		fputs(i ? ",{\"queue\":" : "{\"queue\":", f);
 		json_str(f, st[i].queue);
-		fprintf(f, ",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"running\":%ld,\"succeeded\":%ld,"
-		        "\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,\"completed_1m\":%ld,\"failed_1m\":%ld}",
-		        st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].running, st[i].succeeded,
-		        st[i].failed, st[i].cancelled, st[i].oldest_pending_s, st[i].completed_1m, st[i].failed_1m);
+		fprintf(f, ",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"waiting\":%ld,\"running\":%ld,"
+		        "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,\"completed_1m\":%ld,"
+		        "\"failed_1m\":%ld}",
+		        st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].waiting, st[i].running,
+		        st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s, st[i].completed_1m,
+		        st[i].failed_1m);
 	}
 	fputs("]}\n", f);
 	pgc_free(st);
@@ -300,13 +302,14 @@ static void api_jobs(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	    !int_arg(r, out, "after", 1, INT64_MAX, &after) || !int_arg(r, out, "limit", 1, 500, &limit))
 		return;
 	bf.status = web_arg(r, "status");
-	static const char *const statuses[] = { "scheduled", "pending", "running", "succeeded", "failed",
-	                                        "cancelled" };
+	static const char *const statuses[] = { "waiting", "scheduled", "pending", "running", "succeeded",
+	                                        "failed", "cancelled" };
 	bool known = bf.status == NULL;
-	for (size_t i = 0; i < 6 && !known; i++)
+	for (size_t i = 0; i < sizeof statuses / sizeof statuses[0] && !known; i++)
 		known = strcmp(bf.status, statuses[i]) == 0;
 	if (!known) {
-		web_error(out, 400, "status", "status must be scheduled, pending, running, succeeded, failed or cancelled");
+		web_error(out, 400, "status",
+		          "status must be waiting, scheduled, pending, running, succeeded, failed or cancelled");
 		return;
 	}
 	bf.key_prefix = web_arg(r, "key_prefix");

@@ -225,27 +225,34 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *v[1] = { ids };
 	int rc;
-	/* The claim takes pending jobs by eff_priority DESC, run_at, id (the claim index): the
-	 * ones ahead are those before this one in that order. */
-	PGresult *res = pgc__queue_run_text(q,
+	/* The claim takes pending jobs by eff_priority DESC, run_at, id: the ones ahead are those
+	 * before this one in that order, among the unkeyed jobs of its queue (jobs_claim) or the
+	 * jobs of its key (jobs_claim_key), whose limit, rate and fair share decide the rest. */
+	char sql[4096];
+	snprintf(sql, sizeof sql,
 	        "SELECT j.status, j.run_at > statement_timestamp(),"
 	        " greatest(extract(epoch FROM j.run_at - statement_timestamp()), 0),"
 	        " coalesce(qq.paused, false),"
-	        " CASE WHEN j.status = 'pending' THEN (SELECT count(*) FROM (SELECT 1 FROM @S@.jobs a"
-	        "   WHERE a.queue = j.queue AND a.status = 'pending' AND (a.eff_priority > j.eff_priority"
-	        "   OR (a.eff_priority = j.eff_priority AND (a.run_at, a.id) < (j.run_at, j.id)))"
-	        "   LIMIT 10000) c) ELSE 0 END,"
+	        " CASE WHEN j.status = 'pending' AND j.key IS NULL THEN (SELECT count(*) FROM (SELECT 1"
+	        "   FROM @S@.jobs a WHERE a.queue = j.queue AND a.status = 'pending' AND a.key IS NULL"
+	        "   AND (a.eff_priority > j.eff_priority OR (a.eff_priority = j.eff_priority"
+	        "   AND (a.run_at, a.id) < (j.run_at, j.id))) LIMIT 10000) c)"
+	        "  WHEN j.status = 'pending' THEN (SELECT count(*) FROM (SELECT 1"
+	        "   FROM @S@.jobs a WHERE a.queue = j.queue AND a.status = 'pending' AND a.key = j.key"
+	        "   AND (a.eff_priority > j.eff_priority OR (a.eff_priority = j.eff_priority"
+	        "   AND (a.run_at, a.id) < (j.run_at, j.id))) LIMIT 10000) c) ELSE 0 END,"
 	        " (SELECT count(*) FROM @S@.workers w WHERE j.queue = ANY (w.queues)"
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
 	        " (SELECT coalesce(sum(w.free), 0) FROM @S@.workers w WHERE j.queue = ANY (w.queues)"
 	        "   AND w.seen_at > clock_timestamp() - interval '10 seconds'),"
 	        " j.attempts,"
 	        /* A waiting job: its lowest live dependency, and how many more. */
-	        " (SELECT min(d.dep) || ' ' || count(*) FROM @S@.job_deps d WHERE d.job = j.id)"
+	        " (SELECT min(d.dep) || ' ' || count(*) FROM @S@.job_deps d WHERE d.job = j.id),"
+	        " " PGC__QUEUE_HELD_SQL("j") ", j.key IS NOT NULL"
 	        " FROM @S@.jobs j LEFT JOIN @S@.queues qq ON qq.name = j.queue WHERE j.id = $1::bigint"
-	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts, NULL"
-	        " FROM @S@.job_history h WHERE h.id = $1::bigint",
-	        1, v, &rc, err);
+	        " UNION ALL SELECT h.status, false, 0, false, 0, 0, 0, h.attempts, NULL, NULL, false"
+	        " FROM @S@.job_history h WHERE h.id = $1::bigint");
+	PGresult *res = pgc__queue_run_text(q, sql, 1, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	if (PQntuples(res) == 0) {
@@ -265,6 +272,10 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	long long dep = 0, deps = 0;
 	if (strcmp(status, "waiting") == 0 && !PQgetisnull(res, 0, 8))
 		(void)sscanf(PQgetvalue(res, 0, 8), "%lld %lld", &dep, &deps);
+	char held[200] = "";
+	if (!PQgetisnull(res, 0, 9))
+		snprintf(held, sizeof held, "%s", PQgetvalue(res, 0, 9));
+	bool keyed = PQgetvalue(res, 0, 10)[0] == 't';
 	PQclear(res);
 	if (!out->live || out->running)
 		return PGC_OK;
@@ -282,10 +293,12 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	else if (out->workers == 0)
 		snprintf(out->reason, sizeof out->reason,
 		         "no listening worker serves its queue (seen in the last 10 s; polling workers do not register)");
+	else if (held[0] != '\0')
+		snprintf(out->reason, sizeof out->reason, "%s", held);
 	else if (out->ahead > 0)
-		snprintf(out->reason, sizeof out->reason, "%s%ld job%s ahead of it in its queue, %ld free worker slot%s",
+		snprintf(out->reason, sizeof out->reason, "%s%ld job%s ahead of it in its %s, %ld free worker slot%s",
 		         out->ahead >= 10000 ? "at least " : "", out->ahead, out->ahead == 1 ? "" : "s",
-		         out->free_slots, out->free_slots == 1 ? "" : "s");
+		         keyed ? "key" : "queue", out->free_slots, out->free_slots == 1 ? "" : "s");
 	else if (out->free_slots == 0)
 		snprintf(out->reason, sizeof out->reason, "next in line: every worker slot of its queue is busy");
 	else

@@ -89,6 +89,27 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 
 /* The statement that reads jobs as pgc_job_info rows, live ones and history together: a
  * format with three %s, the WHERE of the live table, the WHERE of the history, the LIMIT. */
+/* Why the live job aliased A is held (text, NULL when nothing holds it): waiting for its
+ * dependencies, or due and pending while its queue is paused, its key is at its limit or
+ * rate-limited, or its queue is rate-limited. A format for snprintf (its %% are doubled). */
+#define PGC__QUEUE_HELD_SQL(A) \
+	"CASE WHEN " A ".status = 'waiting' THEN (SELECT 'waiting for job ' || min(d.dep)" \
+	"   || CASE WHEN count(*) > 1 THEN ', and ' || (count(*) - 1) || ' more' ELSE '' END" \
+	"   FROM @S@.job_deps d WHERE d.job = " A ".id)" \
+	"  WHEN " A ".status = 'pending' AND " A ".run_at <= clock_timestamp() THEN (SELECT CASE" \
+	"   WHEN qq.paused THEN 'queue ' || qq.name || ' is paused'" \
+	"   WHEN kk.lim IS NOT NULL AND (SELECT count(*) FROM @S@.jobs r WHERE r.queue = kk.queue" \
+	"    AND r.key = kk.key AND r.status = 'running') >= kk.lim" \
+	"    THEN format('its key %%s is at its limit %%s', kk.key, kk.lim)" \
+	"   WHEN kk.rate_next - coalesce(kk.rate_ms, qq.key_rate_ms) * 0.05 * interval '1 millisecond'" \
+	"    > clock_timestamp() THEN format('its key %%s is rate-limited until %%s', kk.key," \
+	"    to_json(kk.rate_next - coalesce(kk.rate_ms, qq.key_rate_ms) * 0.05 * interval '1 millisecond')#>>'{}')" \
+	"   WHEN qq.rate_next - qq.rate_ms * 0.05 * interval '1 millisecond' > clock_timestamp()" \
+	"    THEN format('queue %%s is rate-limited until %%s', qq.name," \
+	"    to_json(qq.rate_next - qq.rate_ms * 0.05 * interval '1 millisecond')#>>'{}')" \
+	"   END FROM @S@.queues qq LEFT JOIN @S@.job_keys kk ON kk.queue = qq.name AND kk.key = " A ".key" \
+	"   WHERE qq.name = " A ".queue) END"
+
 /* The age in seconds of queue q.name's oldest runnable job (pending, aged or not, or scheduled
  * and due), 0 when none: each part one probe of its own index (jobs_waiting; jobs_claim for
  * aged unkeyed jobs, jobs_aged_key for aged keyed ones). */

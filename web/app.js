@@ -250,12 +250,12 @@ async function pageOverview(main) {
       stat('scheduled', count(tot('scheduled'))), stat('done / min', tot('completed_1m')),
       stat('failed / min', tot('failed_1m')), stat('workers alive', alive)));
     parts.push(h('h3', {}, 'Queues'));
-    parts.push(table(['queue', 'state', 'runnable#', 'running#', 'scheduled#', 'failed#', 'done/min#', 'failed/min#', 'oldest runnable#', 'last hour: runnable, done/min'],
+    parts.push(table(['queue', 'state', 'runnable#', 'running#', 'scheduled#', 'waiting#', 'failed#', 'done/min#', 'failed/min#', 'oldest runnable#', 'last hour: runnable, done/min'],
       qs.map(q => h('tr', {},
         td(link('jobs', { queue: q.queue }, q.queue), 'wrap'),
         td(q.paused ? badge('paused', 'warning') : badge('active', 'ok')),
         td(count(q.pending), 'num'), td(count(q.running), 'num'), td(count(q.scheduled), 'num'),
-        td(count(q.failed), 'num'), td(q.completed_1m, 'num'), td(q.failed_1m, 'num'),
+        td(link('jobs', { queue: q.queue, status: 'waiting' }, count(q.waiting || 0)), 'num'), td(count(q.failed), 'num'), td(q.completed_1m, 'num'), td(q.failed_1m, 'num'),
         td(fmtDur(q.oldest_pending_s), 'num'),
         td(spark(state.history.get(q.queue) || [], 'pending', 'done'))
       )), 'No queues yet.'));
@@ -289,7 +289,7 @@ async function pageJobs(main, params) {
   let form = main.querySelector('form.filters');
   if (!form || main.dataset.page !== 'jobs') {
     const inp = (name, ph) => h('label', {}, name, h('input', { name, value: f[name] || '', placeholder: ph, size: 16 }));
-    const sel = h('select', { name: 'status' }, ['', 'pending', 'scheduled', 'running', 'succeeded', 'failed', 'cancelled']
+    const sel = h('select', { name: 'status' }, ['', 'pending', 'scheduled', 'waiting', 'running', 'succeeded', 'failed', 'cancelled']
       .map(s => h('option', { value: s, selected: (f.status || '') === s }, s || 'any')));
     form = h('form', { class: 'filters', on: { submit: ev => {
       ev.preventDefault();
@@ -385,7 +385,7 @@ async function pageJob(main, params) {
   const acts = [];
   if (state.config && state.config.actions) {
     if (j.status === 'failed' || j.status === 'cancelled') acts.push(h('button', { on: { click: () => act('/api/jobs/' + enc(j.id) + '/retry', 'retry', out) } }, 'Retry'));
-    if (['pending', 'scheduled', 'running'].includes(j.status)) acts.push(h('button', { class: 'danger', on: { click: () => act('/api/jobs/' + enc(j.id) + '/cancel', 'cancel', out) } }, 'Cancel'));
+    if (['pending', 'scheduled', 'waiting', 'running'].includes(j.status)) acts.push(h('button', { class: 'danger', on: { click: () => act('/api/jobs/' + enc(j.id) + '/cancel', 'cancel', out) } }, 'Cancel'));
   }
   put(main, h('h2', {}, 'Job ' + j.id), h('div', { class: 'actions' }, acts), out,
     h('div', { class: 'card' }, h('dl', { class: 'kv' }, kv.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),

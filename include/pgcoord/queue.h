@@ -657,7 +657,8 @@ typedef struct pgc_job_wait {
 	bool scheduled;     /* its run_at is in the future */
 	double run_in_s;    /* scheduled: seconds until its run_at */
 	bool paused;        /* its queue is paused */
-	long ahead;         /* pending jobs a claim of its queue takes first (at most 10000) */
+	long ahead;         /* pending jobs a claim takes first (at most 10000): of its queue's
+	                       unkeyed jobs, or of its key's jobs for a keyed job */
 	long workers;       /* workers registered for its queue, seen in the last 10 s (only those
 	                       that LISTEN register: pollers behind a pooler do not) */
 	long free_slots;    /* their free handler threads */

@@ -41,6 +41,9 @@ psql_q "WITH c AS (SELECT id FROM $S.jobs WHERE queue = 'mail' ORDER BY id LIMIT
     created_at, now(), payload FROM d" >/dev/null || fail "finish three jobs"
 failed_id=$(psql_q "SELECT id FROM $S.job_history WHERE status = 'failed'")
 pending_id=$(psql_q "SELECT max(id) FROM $S.jobs WHERE queue = 'mail'")
+# A job waiting for another one: the last pending mail job.
+run 0 "$PG" queue enqueue chain --schema "$S" --after "$pending_id" --payload '{"then":1}'
+waiting_id=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'chain'")
 run 0 "$PG" cron add --schema "$S" nightly '0 3 * * *' --queue mail
 # An advisory lock held by a session of its own, for /api/locks (for as long as the test runs,
 # under valgrind too; the cleanup ends it).
@@ -77,7 +80,7 @@ req 200 "$URL/app.css"
 ! grep -q 'innerHTML' "$TMP/body" || fail "app.css?"
 
 req 200 "$URL/api/queues"
-[ "$(json "[q['queue'] for q in j['queues']]")" = "['mail', 'sms', 'tenant']" ] || fail "queues: $(cat "$TMP/body")"
+[ "$(json "[q['queue'] for q in j['queues']]")" = "['chain', 'mail', 'sms', 'tenant']" ] || fail "queues: $(cat "$TMP/body")"
 [ "$(json "[(q['pending'], q['succeeded'], q['failed']) for q in j['queues'] if q['queue'] == 'mail'][0]")" = "(54, 2, 1)" ] ||
 	fail "mail counts: $(cat "$TMP/body")"
 body_has '"count_cap":10000'
@@ -109,6 +112,13 @@ req 200 "$URL/api/jobs?key=acme"
 req 200 "$URL/api/jobs?queue=tenant&key=other&status=pending"
 [ "$(json "len(j['jobs'])")" = 2 ] || fail "concurrency key with queue and status: $(cat "$TMP/body")"
 
+req 200 "$URL/api/queues?queue=chain"
+[ "$(json "j['queues'][0]['waiting']")" = 1 ] || fail "waiting count: $(cat "$TMP/body")"
+req 200 "$URL/api/jobs?status=waiting"
+[ "$(json "str([(x['id'], x['held']) for x in j['jobs']])")" = "[($waiting_id, 'waiting for job $pending_id')]" ] ||
+	fail "waiting jobs: $(cat "$TMP/body")"
+req 200 "$URL/api/jobs/$waiting_id"
+[ "$(json "j['wait']['reason']")" = "waiting for job $pending_id" ] || fail "why waiting: $(cat "$TMP/body")"
 req 200 "$URL/api/keys?queue=tenant"
 [ "$(json "str([(k['key'], k['pending'], k['limit']) for k in j['keys']]) + ' ' + str(j['total'])")" = "[('acme', 3, 2), ('other', 2, 2)] 2" ] ||
 	fail "keys: $(cat "$TMP/body")"

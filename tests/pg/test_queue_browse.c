@@ -374,6 +374,31 @@ static void browse__why_waiting(void)
 	T_ASSERT_INT_EQ(pgc_queue_job_wait(q, jobs[0].id, &w, &err), PGC_OK);
 	T_ASSERT(!w.live);
 	pgc_queue_jobs_free(jobs, n);
+	/* Keyed jobs: those ahead are of its key; a key at its limit is the reason. */
+	pgc_queue_flow fl = PGC_QUEUE_FLOW_UNCHANGED;
+	fl.key_limit = 1;
+	T_ASSERT_INT_EQ(pgc_queue_flow_set(q, "k", &fl, &err), PGC_OK);
+	sql(c, "INSERT INTO %s.workers (channel, queues, free) VALUES ('pgc_w_test_k', '{k}', 2)", schema);
+	pgc_job_options ko = PGC_JOB_OPTIONS_INIT;
+	int64_t a1, a2, a3, b1;
+	ko.key = "A";
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "k", "{}", &ko, &a1, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "k", "{}", &ko, &a2, &err), PGC_OK);
+	ko.key = "B";
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "k", "{}", &ko, &b1, &err), PGC_OK);
+	ko.key = "A";
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "k", "{}", &ko, &a3, &err), PGC_OK);
+	T_ASSERT_INT_EQ(pgc_queue_job_wait(q, a3, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(w.ahead, 2);
+	T_ASSERT_CONTAINS(w.reason, "2 jobs ahead of it in its key");
+	T_ASSERT_INT_EQ(pgc_queue_job_wait(q, b1, &w, &err), PGC_OK);
+	T_ASSERT_INT_EQ(w.ahead, 0);
+	T_ASSERT_INT_EQ(pgc_queue_claim(q, "k", 10, 60000, "t", &jobs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ((long long)n, 2); /* one of A (its limit), one of B */
+	T_ASSERT_INT_EQ(pgc_queue_job_wait(q, a2, &w, &err), PGC_OK);
+	T_ASSERT_STR_EQ(w.reason, "its key A is at its limit 1");
+	pgc_queue_jobs_free(jobs, n);
+	(void)a1;
 	teardown(c, q);
 }
 
