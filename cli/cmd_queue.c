@@ -105,8 +105,9 @@ typedef struct qargs {
 	const char *schema;
 	const char *payload, *file, *run_at, *unique_key, *status, *key_prefix, *key;
 	const char *group, *on_complete_queue;
-	int64_t *after; /* --after, malloc()ed */
+	int64_t after[PGC_QUEUE_AFTER_MAX]; /* --after */
 	size_t n_after;
+	bool has_after;
 	int on_dep_failure; /* -1 unset, else a pgc_dep_policy */
 	long long priority, max_attempts, limit, max_payload, max_deferrals, batch;
 	int64_t delay_ms, watch_ms, older_than_ms, aging_ms, sret_ms, fret_ms;
@@ -175,7 +176,7 @@ static bool flow_rate(const char *cmd, const char *opt, const char *text, pgc_ra
 /* --after ID,ID,...: positive job ids, at most PGC_QUEUE_AFTER_MAX. */
 static bool parse_after(const char *cmd, const char *text, qargs *a, int *rc)
 {
-	if (a->after != NULL) {
+	if (a->has_after) {
 		*rc = cli_usage_error(cmd, "give --after once, with the ids separated by commas");
 		return false;
 	}
@@ -186,11 +187,7 @@ static bool parse_after(const char *cmd, const char *text, qargs *a, int *rc)
 		*rc = cli_usage_error(cmd, "--after lists %zu jobs, more than %d", cap, PGC_QUEUE_AFTER_MAX);
 		return false;
 	}
-	a->after = calloc(cap, sizeof *a->after);
-	if (a->after == NULL) {
-		*rc = cli_usage_error(cmd, "out of memory");
-		return false;
-	}
+	a->has_after = true;
 	const char *p = text;
 	for (size_t i = 0; i < cap; i++) {
 		const char *end = strchr(p, ',');
@@ -428,7 +425,7 @@ static int parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 		{ a->status != NULL, "--status", "list purge cancel retry" },
 		{ a->has_limit, "--limit", "list limit" },
 		{ a->key != NULL, "--key", "enqueue" },
-		{ a->after != NULL, "--after", "enqueue" },
+		{ a->has_after, "--after", "enqueue" },
 		{ a->on_dep_failure >= 0, "--on-dep-failure", "enqueue" },
 		{ a->group != NULL, "--group", "enqueue" },
 		{ a->on_complete_queue != NULL, "--on-complete-queue", "group" },
@@ -637,7 +634,7 @@ static int do_enqueue(int argc, char **argv)
 		return cli_usage_error("queue enqueue", "--unique-key must not be empty");
 	if (a.run_at != NULL && *a.run_at == '\0')
 		return cli_usage_error("queue enqueue", "--run-at must not be empty");
-	if (a.on_dep_failure >= 0 && a.after == NULL)
+	if (a.on_dep_failure >= 0 && !a.has_after)
 		return cli_usage_error("queue enqueue", "--on-dep-failure needs --after");
 
 	pgc_job_options jo = PGC_JOB_OPTIONS_INIT;
@@ -647,7 +644,7 @@ static int do_enqueue(int argc, char **argv)
 	jo.max_attempts = (int)a.max_attempts;
 	jo.max_deferrals = (int)a.max_deferrals;
 	jo.key = a.key;
-	jo.after = a.after;
+	jo.after = a.has_after ? a.after : NULL;
 	jo.n_after = a.n_after;
 	if (a.on_dep_failure >= 0)
 		jo.on_dep_failure = (pgc_dep_policy)a.on_dep_failure;
@@ -655,10 +652,8 @@ static int do_enqueue(int argc, char **argv)
 
 	pgc_conn *conn;
 	pgc_queue *q;
-	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0) {
-		free(a.after);
+	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0)
 		return rc;
-	}
 	pgc_error err;
 	if (a.file != NULL) {
 		rc = enqueue_file(conn, q, queue, a.file, &jo);
@@ -686,7 +681,6 @@ static int do_enqueue(int argc, char **argv)
 			printf("enqueued job %lld in queue %s\n", (long long)id, cli_esc(queue));
 		}
 	}
-	free(a.after);
 	pgc_queue_close(q);
 	pgc_conn_close(conn);
 	return rc;
