@@ -192,16 +192,18 @@ BEGIN
         SELECT k.key, k.running, k.lim, k.vtime, coalesce(k.weight, 1) AS w,
                coalesce(k.rate_n, q.key_rate_n) AS rn, coalesce(k.rate_ms, q.key_rate_ms) AS rms,
                k.rate_next
-          FROM @S@.job_keys k
-         WHERE k.queue = p_queue AND k.key = ANY (ckeys)
-           AND (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
+          FROM unnest(ckeys) WITH ORDINALITY AS c(key, ord)
+          JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = c.key
+         WHERE (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
                 OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05 * interval '1 millisecond')
-         ORDER BY array_position(ckeys, k.key)
+           AND (k.lim IS NULL OR k.running < k.lim
+                OR EXISTS (SELECT 1 FROM @S@.job_key_done d WHERE d.queue = p_queue AND d.key = k.key))
+         ORDER BY c.ord
          LIMIT allow
          FOR NO KEY UPDATE OF k SKIP LOCKED
     ), fold AS (
-        DELETE FROM @S@.job_key_done d USING pick p
-         WHERE d.queue = p_queue AND d.key = p.key RETURNING d.key
+        DELETE FROM @S@.job_key_done d
+         WHERE d.queue = p_queue AND d.key = ANY (ARRAY(SELECT p.key FROM pick p)) RETURNING d.key
     ), kcap AS MATERIALIZED (
         SELECT p.*, coalesce(f.n, 0) AS folded,
                least(allow,
