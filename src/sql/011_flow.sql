@@ -78,6 +78,9 @@ CREATE INDEX jobs_claim ON @S@.jobs (queue, eff_priority DESC, run_at, id)
 CREATE INDEX jobs_claim_key ON @S@.jobs (queue, key, eff_priority DESC, run_at, id)
     WHERE status = 'pending' AND key IS NOT NULL;
 CREATE INDEX jobs_running_key ON @S@.jobs (queue, key) WHERE status = 'running' AND key IS NOT NULL;
+-- With the two above, whether a key has live jobs is three index probes (job_keys_tidy()),
+-- never a scan of the jobs.
+CREATE INDEX jobs_scheduled_key ON @S@.jobs (queue, key) WHERE status = 'scheduled' AND key IS NOT NULL;
 
 -- A keyed job needs its key's row, held with FOR KEY SHARE until the job's transaction ends
 -- so that the reaper's clean-up (FOR UPDATE) cannot delete it under the job; the lock does not
@@ -308,14 +311,24 @@ BEGIN
     SELECT array_agg(x.queue), array_agg(x.key) INTO qs, ks FROM (
         SELECT k.queue, k.key FROM @S@.job_keys k
          WHERE k.running = 0 AND k.max_running IS NULL AND k.weight IS NULL AND k.rate_n IS NULL
-           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key)
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'pending')
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'running')
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'scheduled')
          LIMIT 1000 FOR UPDATE SKIP LOCKED) x;
     IF qs IS NULL THEN
         RETURN 0;
     END IF;
     DELETE FROM @S@.job_keys k USING unnest(qs, ks) AS x(queue, key)
      WHERE k.queue = x.queue AND k.key = x.key AND k.running = 0
-       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key)
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'pending')
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'running')
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'scheduled')
        AND NOT EXISTS (SELECT 1 FROM @S@.job_key_done d WHERE d.queue = k.queue AND d.key = k.key);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
