@@ -163,10 +163,21 @@ BEGIN
         SELECT k.vtime INTO vmin FROM @S@.job_keys k
          WHERE k.queue = p_queue AND (k.lim IS NULL OR k.running < k.lim) ORDER BY k.vtime LIMIT 1;
     END IF;
-    -- The keys to try, in the order they are to be served: those with room in order of
-    -- virtual time (the least served first; the index holds no saturated key, so this walk
-    -- never meets one) and saturated keys whose ended jobs are not folded yet, each with its
-    -- head job; then by virtual time (fair) or by the head's priority.
+    -- The keys to try, in the order they are to be served: saturated keys whose ended jobs
+    -- are not folded yet, and those with room in order of virtual time (the least served
+    -- first; the index holds no saturated key, so this walk never meets one), each with its
+    -- head job; then by virtual time (fair) or by the head's priority. The walk stops at
+    -- twice the jobs wanted, the keys to fold included, and never below the jobs wanted: a
+    -- claim that competes with another for the same keys still finds enough of them.
+    WITH led AS MATERIALIZED (
+        SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id
+          FROM (SELECT DISTINCT x.key FROM @S@.job_key_done x WHERE x.queue = p_queue LIMIT 1000) d
+          JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = d.key
+         CROSS JOIN LATERAL (
+               SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
+                WHERE j.queue = p_queue AND j.key = d.key AND j.status = 'pending' AND j.run_at <= t0
+                ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h
+    )
     SELECT array_agg(c.key ORDER BY CASE WHEN q.fair THEN c.vtime END, c.eff_priority DESC, c.run_at, c.id)
       INTO ckeys
       FROM (SELECT w.* FROM (
@@ -181,15 +192,9 @@ BEGIN
                         OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05
                                                * interval '1 millisecond')
                  ORDER BY k.vtime, k.key
-                 LIMIT greatest(allow * 2, 16)) w
+                 LIMIT greatest(allow * 2 - (SELECT count(*) FROM led), allow, 16)) w
             UNION
-            SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id
-              FROM (SELECT DISTINCT x.key FROM @S@.job_key_done x WHERE x.queue = p_queue LIMIT 1000) d
-              JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = d.key
-             CROSS JOIN LATERAL (
-                   SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
-                    WHERE j.queue = p_queue AND j.key = d.key AND j.status = 'pending' AND j.run_at <= t0
-                    ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h) c;
+            SELECT * FROM led) c;
     RETURN QUERY
     WITH pick AS MATERIALIZED (
         SELECT k.key, k.running, k.lim, k.vtime, coalesce(k.weight, 1) AS w,
