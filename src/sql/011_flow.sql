@@ -78,6 +78,9 @@ CREATE INDEX jobs_claim ON @S@.jobs (queue, eff_priority DESC, run_at, id)
 CREATE INDEX jobs_claim_key ON @S@.jobs (queue, key, eff_priority DESC, run_at, id)
     WHERE status = 'pending' AND key IS NOT NULL;
 CREATE INDEX jobs_running_key ON @S@.jobs (queue, key) WHERE status = 'running' AND key IS NOT NULL;
+-- With the two above, whether a key has live jobs is three index probes (job_keys_tidy()),
+-- never a scan of the jobs.
+CREATE INDEX jobs_scheduled_key ON @S@.jobs (queue, key) WHERE status = 'scheduled' AND key IS NOT NULL;
 -- The oldest runnable job's age (queue stats, the dashboard) takes one probe per index: aged
 -- unkeyed jobs are in run_at order inside jobs_claim, aged keyed ones are here (only jobs that
 -- have waited long enough to age pay for it).
@@ -165,10 +168,21 @@ BEGIN
         SELECT k.vtime INTO vmin FROM @S@.job_keys k
          WHERE k.queue = p_queue AND (k.lim IS NULL OR k.running < k.lim) ORDER BY k.vtime LIMIT 1;
     END IF;
-    -- The keys to try, in the order they are to be served: those with room in order of
-    -- virtual time (the least served first; the index holds no saturated key, so this walk
-    -- never meets one) and saturated keys whose ended jobs are not folded yet, each with its
-    -- head job; then by virtual time (fair) or by the head's priority.
+    -- The keys to try, in the order they are to be served: saturated keys whose ended jobs
+    -- are not folded yet, and those with room in order of virtual time (the least served
+    -- first; the index holds no saturated key, so this walk never meets one), each with its
+    -- head job; then by virtual time (fair) or by the head's priority. The walk stops at
+    -- twice the jobs wanted, the keys to fold included, and never below the jobs wanted: a
+    -- claim that competes with another for the same keys still finds enough of them.
+    WITH led AS MATERIALIZED (
+        SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id
+          FROM (SELECT DISTINCT x.key FROM @S@.job_key_done x WHERE x.queue = p_queue LIMIT 1000) d
+          JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = d.key
+         CROSS JOIN LATERAL (
+               SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
+                WHERE j.queue = p_queue AND j.key = d.key AND j.status = 'pending' AND j.run_at <= t0
+                ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h
+    )
     SELECT array_agg(c.key ORDER BY CASE WHEN q.fair THEN c.vtime END, c.eff_priority DESC, c.run_at, c.id)
       INTO ckeys
       FROM (SELECT w.* FROM (
@@ -183,40 +197,41 @@ BEGIN
                         OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05
                                                * interval '1 millisecond')
                  ORDER BY k.vtime, k.key
-                 LIMIT greatest(allow * 2, 16)) w
+                 LIMIT greatest(allow * 2 - (SELECT count(*) FROM led), allow, 16)) w
             UNION
-            SELECT k.key, k.vtime, h.eff_priority, h.run_at, h.id
-              FROM (SELECT DISTINCT x.key FROM @S@.job_key_done x WHERE x.queue = p_queue LIMIT 1000) d
-              JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = d.key
-             CROSS JOIN LATERAL (
-                   SELECT j.eff_priority, j.run_at, j.id FROM @S@.jobs j
-                    WHERE j.queue = p_queue AND j.key = d.key AND j.status = 'pending' AND j.run_at <= t0
-                    ORDER BY j.eff_priority DESC, j.run_at, j.id LIMIT 1) h) c;
+            SELECT * FROM led) c;
     RETURN QUERY
     WITH pick AS MATERIALIZED (
         SELECT k.key, k.running, k.lim, k.vtime, coalesce(k.weight, 1) AS w,
                coalesce(k.rate_n, q.key_rate_n) AS rn, coalesce(k.rate_ms, q.key_rate_ms) AS rms,
                k.rate_next
-          FROM @S@.job_keys k
-         WHERE k.queue = p_queue AND k.key = ANY (ckeys)
-           AND (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
+          FROM unnest(ckeys) WITH ORDINALITY AS c(key, ord)
+          JOIN @S@.job_keys k ON k.queue = p_queue AND k.key = c.key
+         WHERE (coalesce(k.rate_n, q.key_rate_n) IS NULL OR k.rate_next IS NULL
                 OR k.rate_next <= t0 + coalesce(k.rate_ms, q.key_rate_ms) * 0.05 * interval '1 millisecond')
-         ORDER BY array_position(ckeys, k.key)
+           AND (k.lim IS NULL OR k.running < k.lim
+                OR EXISTS (SELECT 1 FROM @S@.job_key_done d WHERE d.queue = p_queue AND d.key = k.key))
+         ORDER BY c.ord
          LIMIT allow
          FOR NO KEY UPDATE OF k SKIP LOCKED
     ), fold AS (
-        DELETE FROM @S@.job_key_done d USING pick p
-         WHERE d.queue = p_queue AND d.key = p.key RETURNING d.key
+        DELETE FROM @S@.job_key_done d
+         WHERE d.queue = p_queue AND d.key = ANY (ARRAY(SELECT p.key FROM pick p)) RETURNING d.key
+    ), fsum AS MATERIALIZED (
+        -- Per-key counts go through arrays: the planner, with no estimate for a CTE, joins
+        -- two of them as a nested loop, which is quadratic in the keys of the claim.
+        SELECT array_agg(f.key) AS ks, array_agg(f.n) AS ns
+          FROM (SELECT x.key, count(*)::int AS n FROM fold x GROUP BY x.key) f
     ), kcap AS MATERIALIZED (
-        SELECT p.*, coalesce(f.n, 0) AS folded,
+        SELECT p.*,
                least(allow,
-                     CASE WHEN p.lim IS NULL THEN allow ELSE p.lim - (p.running - coalesce(f.n, 0)) END,
+                     CASE WHEN p.lim IS NULL THEN allow ELSE p.lim - (p.running - p.folded) END,
                      CASE WHEN p.rn IS NULL THEN allow
                           ELSE floor((p.rms * 0.05 - extract(epoch FROM
                                       greatest(coalesce(p.rate_next, t0), t0) - t0) * 1000)
                                      / (p.rms::float8 / p.rn))::int + 1 END) AS cap
-          FROM pick p
-          LEFT JOIN (SELECT x.key, count(*)::int AS n FROM fold x GROUP BY x.key) f ON f.key = p.key
+          FROM (SELECT pk.*, coalesce(fs.ns[array_position(fs.ks, pk.key)], 0) AS folded
+                  FROM pick pk CROSS JOIN fsum fs) p
     ), kjobs AS MATERIALIZED (
         SELECT x.id, kc.key, x.eff_priority, x.run_at, kc.vtime + (x.i - 1)::float8 / kc.w AS vt
           FROM kcap kc
@@ -239,18 +254,19 @@ BEGIN
         SELECT a.id, a.key FROM (SELECT * FROM kjobs UNION ALL SELECT * FROM ujobs) a
          ORDER BY CASE WHEN q.fair THEN a.vt END, a.eff_priority DESC, a.run_at, a.id
          LIMIT allow
-    ), per_key AS (
-        SELECT c.key, count(*)::int AS n FROM chosen c WHERE c.key IS NOT NULL GROUP BY c.key
+    ), per_key AS MATERIALIZED (
+        SELECT array_agg(s.key) AS ks, array_agg(s.n) AS ns
+          FROM (SELECT c.key, count(*)::int AS n FROM chosen c WHERE c.key IS NOT NULL GROUP BY c.key) s
     ), kupd AS (
         UPDATE @S@.job_keys k
-           SET running = k.running - kc.folded + coalesce(pk.n, 0),
-               vtime = k.vtime + coalesce(pk.n, 0)::float8 / kc.w,
-               rate_next = CASE WHEN kc.rn IS NULL OR pk.n IS NULL THEN k.rate_next
+           SET running = k.running - kc.folded + coalesce(kc.n, 0),
+               vtime = k.vtime + coalesce(kc.n, 0)::float8 / kc.w,
+               rate_next = CASE WHEN kc.rn IS NULL OR kc.n IS NULL THEN k.rate_next
                                 ELSE greatest(coalesce(k.rate_next, t0), t0)
-                                     + pk.n * (kc.rms::float8 / kc.rn) * interval '1 millisecond' END,
-               claimed_at = CASE WHEN pk.n IS NULL THEN k.claimed_at ELSE t0 END
-          FROM kcap kc LEFT JOIN per_key pk ON pk.key = kc.key
-         WHERE k.queue = p_queue AND k.key = kc.key AND (pk.n IS NOT NULL OR kc.folded > 0)
+                                     + kc.n * (kc.rms::float8 / kc.rn) * interval '1 millisecond' END,
+               claimed_at = CASE WHEN kc.n IS NULL THEN k.claimed_at ELSE t0 END
+          FROM (SELECT c.*, pk.ns[array_position(pk.ks, c.key)] AS n FROM kcap c CROSS JOIN per_key pk) kc
+         WHERE k.queue = p_queue AND k.key = kc.key AND (kc.n IS NOT NULL OR kc.folded > 0)
     ), qupd AS (
         UPDATE @S@.queues s
            SET rate_next = CASE WHEN q.rate_n IS NULL THEN s.rate_next
@@ -311,14 +327,24 @@ BEGIN
     SELECT array_agg(x.queue), array_agg(x.key) INTO qs, ks FROM (
         SELECT k.queue, k.key FROM @S@.job_keys k
          WHERE k.running = 0 AND k.max_running IS NULL AND k.weight IS NULL AND k.rate_n IS NULL
-           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key)
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'pending')
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'running')
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'scheduled')
          LIMIT 1000 FOR UPDATE SKIP LOCKED) x;
     IF qs IS NULL THEN
         RETURN 0;
     END IF;
     DELETE FROM @S@.job_keys k USING unnest(qs, ks) AS x(queue, key)
      WHERE k.queue = x.queue AND k.key = x.key AND k.running = 0
-       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key)
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'pending')
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'running')
+       AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                          AND j.status = 'scheduled')
        AND NOT EXISTS (SELECT 1 FROM @S@.job_key_done d WHERE d.queue = k.queue AND d.key = k.key);
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;

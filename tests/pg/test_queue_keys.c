@@ -570,6 +570,29 @@ static void queue_keys__recount_after_delete_by_hand(void)
 	teardown(c, q);
 }
 
+/* The reaper's tidy finds the keys with no live job by probing the key indexes, never by
+ * reading the whole jobs table (a scan per pass, or per key, once cost it a second beside a
+ * large backlog). */
+static void queue_keys__tidy_reads_no_jobs_table(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	set_key_limit(q, "tidy", 1);
+	sql(c, "SELECT count(*) FROM generate_series(1, 200) k, %s.enqueue('tidy',"
+	       " array_fill('{}'::text, array[20]), NULL, NULL, NULL, NULL, NULL, 'k' || k)", schema);
+	sql(c, "DELETE FROM %s.jobs WHERE key IN (SELECT 'k' || k FROM generate_series(1, 100) k)", schema);
+	sql(c, "ANALYZE %s.jobs, %s.job_keys", schema, schema);
+	sql(c, "BEGIN");
+	long long before = sql_int(c, "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = '%s.jobs'::regclass",
+	                         schema);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT %s.job_keys_tidy()", schema), 100);
+	T_ASSERT_INT_EQ((int)(sql_int(c, "SELECT seq_scan FROM pg_stat_xact_user_tables"
+	                                 " WHERE relid = '%s.jobs'::regclass", schema) - before), 0);
+	sql(c, "COMMIT");
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_keys", schema), 100);
+	teardown(c, q);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -582,6 +605,7 @@ int main(int argc, char **argv)
 		{ "queue_keys__upgrade_keeps_jobs", queue_keys__upgrade_keeps_jobs },
 		{ "queue_keys__worker_follows_a_queue_into_flow", queue_keys__worker_follows_a_queue_into_flow },
 		{ "queue_keys__recount_after_delete_by_hand", queue_keys__recount_after_delete_by_hand },
+		{ "queue_keys__tidy_reads_no_jobs_table", queue_keys__tidy_reads_no_jobs_table },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
