@@ -78,9 +78,11 @@ CREATE INDEX jobs_claim ON @S@.jobs (queue, eff_priority DESC, run_at, id)
 CREATE INDEX jobs_claim_key ON @S@.jobs (queue, key, eff_priority DESC, run_at, id)
     WHERE status = 'pending' AND key IS NOT NULL;
 CREATE INDEX jobs_running_key ON @S@.jobs (queue, key) WHERE status = 'running' AND key IS NOT NULL;
--- With the two above, whether a key has live jobs is three index probes (job_keys_tidy()),
--- never a scan of the jobs.
+-- With the two above, whether a key has live jobs is four index probes (job_keys_tidy()),
+-- never a scan of the jobs. A job waiting for its dependencies (migration 012) keeps its key's
+-- row too: it becomes pending by an UPDATE, which creates no key row.
 CREATE INDEX jobs_scheduled_key ON @S@.jobs (queue, key) WHERE status = 'scheduled' AND key IS NOT NULL;
+CREATE INDEX jobs_waiting_key ON @S@.jobs (queue, key) WHERE status = 'waiting' AND key IS NOT NULL;
 -- The oldest runnable job's age (queue stats, the dashboard) takes one probe per index: aged
 -- unkeyed jobs are in run_at order inside jobs_claim, aged keyed ones are here (only jobs that
 -- have waited long enough to age pay for it).
@@ -333,6 +335,8 @@ BEGIN
                               AND j.status = 'running')
            AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
                               AND j.status = 'scheduled')
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key
+                              AND j.status = 'waiting')
          LIMIT 1000 FOR UPDATE SKIP LOCKED) x;
     IF qs IS NULL THEN
         RETURN 0;

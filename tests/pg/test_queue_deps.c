@@ -569,6 +569,29 @@ static void queue_deps__worker_role_resolves(void)
 	pgc_conn_close(c);
 }
 
+/* A keyed job that waits keeps its key: the reaper's tidy-up does not take the key's row
+ * while the job waits, so once released it is claimed with its key's limit. */
+static void queue_deps__keyed_job_keeps_its_key(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	int64_t a = enq(q, "kd", NULL, 0, PGC_DEP_CANCEL, NULL, 0);
+	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
+	o.after = &a;
+	o.n_after = 1;
+	o.key = "tenant";
+	int64_t b = 0;
+	T_ASSERT_INT_EQ(pgc_queue_enqueue(q, "kd", "{}", &o, &b, &err), PGC_OK);
+	status_is(q, b, "waiting", NULL);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM (SELECT %s.job_keys_tidy()) t", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM %s.job_keys WHERE key = 'tenant'", schema), 1);
+	run_ok(q, "kd", a);
+	status_is(q, b, "pending", NULL);
+	run_ok(q, "kd", b);
+	teardown(c, q);
+}
+
 static void queue_deps__bad_input(void)
 {
 	pgc_queue *q;
@@ -636,6 +659,7 @@ int main(int argc, char **argv)
 		{ "queue_deps__group_close_when_done", queue_deps__group_close_when_done },
 		{ "queue_deps__worker_role_resolves", queue_deps__worker_role_resolves },
 		{ "queue_deps__bad_input", queue_deps__bad_input },
+		{ "queue_deps__keyed_job_keeps_its_key", queue_deps__keyed_job_keeps_its_key },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);
