@@ -472,6 +472,12 @@ static void append(char *buf, size_t size, const char *fmt, ...)
  * would log), with the first session each waits for (pg_blocking_pids). The wait began at
  * pg_locks.waitstart (PostgreSQL 14 and later), else at the waiter's state_change (its
  * statement's start: an upper bound). */
+/* What a finding over pg_stat_activity says when the role sees only its own roles' sessions. */
+static const char *sessions_scope(const doctor *d)
+{
+	return d->sees_all ? "" : " (only sessions of roles you can see: grant pg_read_all_stats to see all)";
+}
+
 static void check_lock_waits(doctor *d, const check *ck)
 {
 	char dt_value[64], source[64];
@@ -506,8 +512,7 @@ static void check_lock_waits(doctor *d, const check *ck)
 	PGresult *res = query(d, ck, d->conn, sql, 1, pp);
 	if (res == NULL)
 		return;
-	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
-	                                       " pg_read_all_stats to see all)";
+	const char *scope = sessions_scope(d);
 	int rows = PQntuples(res);
 	if (rows == 0) {
 		PQclear(res);
@@ -635,8 +640,7 @@ static void check_long_advisory(doctor *d, const check *ck)
 	char threshold[PGC_DURATION_FORMAT_MAX];
 	if (pgc_duration_format(d->opts->advisory_age_ms, threshold, sizeof threshold, NULL) != PGC_OK)
 		snprintf(threshold, sizeof threshold, "?");
-	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
-	                                       " pg_read_all_stats to see all)";
+	const char *scope = sessions_scope(d);
 	int rows = PQntuples(res);
 	if (rows == 0) {
 		PQclear(res);
@@ -728,8 +732,7 @@ static void check_idle_in_transaction(doctor *d, const check *ck)
 		snprintf(named, sizeof named,
 		         " (%lld of them named " PGC_LOCK_HOLDER_APPLICATION " but holding an xid, a snapshot or a"
 		         " relation lock)", misnamed);
-	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
-	                                       " pg_read_all_stats to see all)";
+	const char *scope = sessions_scope(d);
 	if (idle > 0) {
 		snprintf(fix, sizeof fix,
 		         "see what it holds and whom it blocks with pgcoord locks --pid %s and pgcoord"
@@ -767,8 +770,7 @@ static void check_application_name(doctor *d, const check *ck)
 	PGresult *res = query(d, ck, d->conn, sql, 1, pp);
 	if (res == NULL)
 		return;
-	const char *scope = d->sees_all ? "" : " (only sessions of roles you can see: grant"
-	                                       " pg_read_all_stats to see all)";
+	const char *scope = sessions_scope(d);
 	int rows = PQntuples(res);
 	if (rows == 0) {
 		PQclear(res);
