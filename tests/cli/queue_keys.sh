@@ -131,9 +131,13 @@ for w in 1 2; do
 done
 wait_sql 60 "SELECT count(*) FROM $S.jobs WHERE queue = 'rate'" 0
 stop_workers
-python3 - "$LOG" <<'PY' || fail "the rate did not hold"
+# The rate holds for the claims, when the database starts the jobs (a command's own start comes
+# later, after a delay a busy machine stretches and bunches).
+psql_q "SELECT (extract(epoch FROM started_at) * 1e9)::bigint FROM $S.job_history WHERE queue = 'rate'" >"$TMP/rate.starts"
+[ "$(grep -c '^S ' "$LOG")" -eq 100 ] || fail "the rate's commands ran $(grep -c '^S ' "$LOG") times, not 100"
+python3 - "$TMP/rate.starts" <<'PY' || fail "the rate did not hold"
 import sys
-starts = sorted(int(l.split()[3]) for l in open(sys.argv[1]) if l.startswith('S '))
+starts = sorted(int(l) for l in open(sys.argv[1]) if l.strip())
 assert len(starts) == 100, len(starts)
 # No window of one second holds more than 20 starts, give or take the 5% burst and one.
 worst = max(sum(1 for t in starts[i:] if t < s + 10**9) for i, s in enumerate(starts))
