@@ -548,6 +548,45 @@ static void queue_keys__worker_follows_a_queue_into_flow(void)
 	teardown(c, q);
 }
 
+/* A claim folds the ended runs of no more keys than twice the jobs it asks for (at least 16)
+ * before it looks for jobs, so that its cost does not grow with the ledger; the keys it
+ * folds are claimable at once, and claim after claim the ledger empties and the queue drains. */
+static void queue_keys__claim_folds_a_few_keys(void)
+{
+	pgc_queue *q;
+	pgc_conn *c = setup(&q);
+	pgc_error err;
+	set_key_limit(q, "fold", 1);
+	sql(c, "SELECT count(*) FROM generate_series(1, 100) k, %s.enqueue('fold',"
+	       " array_fill('{}'::text, array[3]), NULL, NULL, NULL, NULL, NULL, 'k' || lpad(k::text, 3, '0'))",
+	    schema);
+	int64_t ids[100], toks[100];
+	T_ASSERT_INT_EQ((int)claim(q, "fold", 100, 30000, ids, toks, NULL), 100);
+	T_ASSERT_INT_EQ(pgc_queue_complete_many(q, 100, ids, toks, NULL, NULL, &err), PGC_OK);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_key_done", schema), 100);
+	/* A claim of 4 folds 16 keys, the first in the ledger's index, and takes 4 of them. */
+	const char *keys[4];
+	T_ASSERT_INT_EQ((int)claim(q, "fold", 4, 30000, ids, toks, keys), 4);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_key_done", schema), 84);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_keys WHERE running = 0", schema), 12);
+	for (int i = 0; i < 4; i++)
+		T_ASSERT(strcmp(keys[i], "k016") <= 0);
+	T_ASSERT_INT_EQ(pgc_queue_complete_many(q, 4, ids, toks, NULL, NULL, &err), PGC_OK);
+	/* Claim after claim, everything is folded and run. */
+	int rounds = 0, ran = 104;
+	for (size_t n; (n = claim(q, "fold", 4, 30000, ids, toks, NULL)) > 0 && rounds < 200; rounds++) {
+		T_ASSERT_INT_EQ(pgc_queue_complete_many(q, n, ids, toks, NULL, NULL, &err), PGC_OK);
+		ran += (int)n;
+	}
+	T_ASSERT_INT_EQ(ran, 300);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.jobs", schema), 0);
+	/* The last completions are the reaper's to fold, as for any key no claim looks at. */
+	pgc_reap_result rr;
+	T_ASSERT_INT_EQ(reap(q, &rr, &err), PGC_OK);
+	T_ASSERT_INT_EQ((int)sql_int(c, "SELECT count(*) FROM %s.job_key_done", schema), 0);
+	teardown(c, q);
+}
+
 /* A run ended by a statement that leaves no ledger row (a DELETE by hand) leaves the key's
  * bound too high; the reaper's recount puts it right. */
 static void queue_keys__recount_after_delete_by_hand(void)
@@ -604,6 +643,7 @@ int main(int argc, char **argv)
 		{ "queue_keys__bad_input", queue_keys__bad_input },
 		{ "queue_keys__upgrade_keeps_jobs", queue_keys__upgrade_keeps_jobs },
 		{ "queue_keys__worker_follows_a_queue_into_flow", queue_keys__worker_follows_a_queue_into_flow },
+		{ "queue_keys__claim_folds_a_few_keys", queue_keys__claim_folds_a_few_keys },
 		{ "queue_keys__recount_after_delete_by_hand", queue_keys__recount_after_delete_by_hand },
 		{ "queue_keys__tidy_reads_no_jobs_table", queue_keys__tidy_reads_no_jobs_table },
 		{ NULL, NULL },
