@@ -142,25 +142,9 @@ static const char *const templates[QS_COUNT] = {
 	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled' RETURNING 1)"
 	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
 
-	/* The next scheduled run_at, or the next start a rate allows to pending jobs (of a queue
-	 * with a rate, of a key with room and a rate: the time its claim may take one). */
-	[QS_NEXT_RUN] =
-	"SELECT extract(epoch FROM (min(z.t) - clock_timestamp())) * 1000 FROM ("
-	" SELECT x.run_at AS t FROM unnest($1::text[]) AS u(q)"
-	" CROSS JOIN LATERAL (SELECT run_at FROM @S@.jobs"
-	"  WHERE queue = u.q AND status = 'scheduled' ORDER BY run_at LIMIT 1) x"
-	" WHERE NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = u.q AND paused)"
-	" UNION ALL"
-	" SELECT s.rate_next - s.rate_ms * 0.05 * interval '1 millisecond' FROM @S@.queues s"
-	" WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused AND s.rate_next > clock_timestamp()"
-	"  AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = s.name AND j.status = 'pending')"
-	" UNION ALL"
-	" SELECT k.rate_next - coalesce(k.rate_ms, s.key_rate_ms) * 0.05 * interval '1 millisecond'"
-	" FROM @S@.queues s JOIN @S@.job_keys k ON k.queue = s.name"
-	" WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused AND k.rate_next > clock_timestamp()"
-	"  AND (k.lim IS NULL OR k.running < k.lim)"
-	"  AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key"
-	"   AND j.status = 'pending')) z",
+	/* The next scheduled run_at, or the next start a rate allows to pending jobs, in ms
+	 * (migration 013: a function, so that its plan is made once per session). */
+	[QS_NEXT_RUN] = "SELECT @S@.next_run_ms($1::text[])",
 };
 
 /* The handle's statement stmt, as one call under the session's default bound. A cached
