@@ -544,7 +544,9 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	/* One transaction: all or nothing. */
 	if (pgc_exec(conn, "BEGIN", &err) != PGC_OK) {
 		cli_lines_free(&l);
-		return qreport(&err);
+		rc = qreport(&err);
+		cli_errorf("nothing was enqueued");
+		return rc;
 	}
 	size_t chunk = 5000, total = 0;
 	for (size_t at = 0; at < l.n; at += chunk) {
@@ -652,8 +654,11 @@ static int do_enqueue(int argc, char **argv)
 
 	pgc_conn *conn;
 	pgc_queue *q;
-	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0)
+	if ((rc = open_queue("enqueue", a.schema, &conn, &q)) != 0) {
+		/* Nothing was sent yet, whatever ended the session: a script may try again. */
+		cli_errorf("nothing was enqueued");
 		return rc;
+	}
 	pgc_error err;
 	if (a.file != NULL) {
 		rc = enqueue_file(conn, q, queue, a.file, &jo);
