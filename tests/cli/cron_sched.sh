@@ -20,7 +20,12 @@ case "${PGCOORD_SANITIZE:-}" in *address*) export ASAN_OPTIONS="${ASAN_OPTIONS:+
 ahead=$(LD_PRELOAD=$lib FAKETIME=+5s date +%s)
 [ $((ahead - $(date +%s))) -ge 4 ] || fail "faketime does not move the clock ($ahead)"
 
-run 0 "$PG" cron add tick '* * * * * *' --queue race --schema "$S" --payload '{"k":"v"}'
+# Under valgrind on a loaded 2-core machine every scheduler can stall for seconds at once; the
+# ticks they come back to late are then caught up rather than missed (the default policy), so
+# that the test still checks that each tick is enqueued once, not how fast valgrind runs.
+catch_up=()
+[ -n "${PGCOORD_VALGRIND:-}" ] && catch_up=(--catch-up all)
+run 0 "$PG" cron add tick '* * * * * *' --queue race --schema "$S" --payload '{"k":"v"}' "${catch_up[@]}"
 pids=()
 stop_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; }
 trap 'stop_all; own_schema_cleanup' EXIT
