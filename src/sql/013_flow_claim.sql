@@ -180,7 +180,7 @@ $pgc$;
 -- (its custom plans looked cheaper than the generic one), which cost more than running it.
 -- Here its plan is made once per session, and again only when a table's statistics change.
 CREATE FUNCTION @S@.next_run_ms(p_queues text[]) RETURNS float8
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $pgc$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $pgc$
 BEGIN
     RETURN (SELECT extract(epoch FROM (min(z.t) - clock_timestamp())) * 1000 FROM (
         SELECT x.run_at AS t FROM unnest(p_queues) AS u(q)
