@@ -11,6 +11,13 @@ p1=$!
 "$PG" cron run --schema "$S" 2>"$TMP/s2" &
 p2=$!
 trap 'kill -TERM $p1 $p2 2>/dev/null; own_schema_cleanup' EXIT
+# Both schedulers must be up before the restart (a scheduler that is still starting when the
+# server goes down fails its first connection, as --wait-for-db documents; valgrind starts slowly).
+end=$((SECONDS + 60))
+until grep -q "pgcoord cron: scheduler" "$TMP/s1" && grep -q "pgcoord cron: scheduler" "$TMP/s2"; do
+	[ $SECONDS -lt $end ] || { cat "$TMP/s1" "$TMP/s2"; fail "the schedulers did not start"; }
+	sleep 0.1
+done
 end=$((SECONDS + 15))
 until [ "$(q "SELECT count(*) >= 3 FROM $S.cron_ticks" 2>/dev/null)" = t ]; do
 	[ $SECONDS -lt $end ] || { cat "$TMP/s1"; fail "no ticks before the restart"; }
