@@ -16,6 +16,8 @@ trap 'kill -TERM $p1 $p2 2>/dev/null; own_schema_cleanup' EXIT
 end=$((SECONDS + 60))
 until grep -q "pgcoord cron: scheduler" "$TMP/s1" && grep -q "pgcoord cron: scheduler" "$TMP/s2"; do
 	[ $SECONDS -lt $end ] || { cat "$TMP/s1" "$TMP/s2"; fail "the schedulers did not start"; }
+	kill -0 $p1 2>/dev/null && kill -0 $p2 2>/dev/null ||
+		{ cat "$TMP/s1" "$TMP/s2"; fail "a scheduler exited before it started"; }
 	sleep 0.1
 done
 end=$((SECONDS + 15))
