@@ -9,7 +9,14 @@
  * Both drains start after an ANALYZE of the tables, as autovacuum would have run after so many
  * new rows (BENCH_NO_ANALYZE=1: without, as right after a load).
  *
- * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--json]
+ * --rounds N runs the pair of drains N times, taking turns, and reports each round and the
+ * median ratio (this machine's noise swings a single round by a quarter); --drain-only leaves
+ * out the noisy neighbour. Where the database has pg_stat_statements (and the role may reset
+ * it), each drain also reports the server time per job of its costliest statements, read as
+ * soon as the drain ends: the claim's cost apart from the client's.
+ *
+ * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N] [--drain-only]
+ *                         [--json]
  * Prints a table; appends one JSON line per figure to $BENCH_JSON (and stdout with --json).
  * Needs PGCOORD_TEST_DSN. */
 #include <getopt.h>
@@ -18,6 +25,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include <libpq-fe.h>
 #include <pgcoord.h>
 
 #include "bench.h"
@@ -28,6 +36,8 @@ static int seconds = 5;
 static long n_jobs = 50000;
 static int n_keys = 1000;
 static long n_big = 100000;
+static int rounds = 1;
+static bool drain_only = false;
 static bool json_stdout = false;
 static FILE *json_out;
 
@@ -135,10 +145,68 @@ static void analyze(pgc_queue *q)
 	exec_or_die(bench_conn, "ANALYZE " SCHEMA ".jobs, " SCHEMA ".job_keys");
 }
 
+/* Whether pg_stat_statements can be read and reset here: the extension is in this database
+ * and the role may call its reset. */
+static bool pgss;
+
+static void pgss_probe(void)
+{
+	PGconn *pg = pgc_conn_pg(bench_conn);
+	PGresult *r = PQexec(pg, "SELECT pg_stat_statements_reset() "
+	                         "FROM pg_extension WHERE extname = 'pg_stat_statements'");
+	pgss = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+	PQclear(r);
+	if (!pgss)
+		printf("(no pg_stat_statements here: the drains' statement costs are left out)\n");
+}
+
+static void pgss_reset(void)
+{
+	if (!pgss)
+		return;
+	PGresult *r = PQexec(pgc_conn_pg(bench_conn), "SELECT pg_stat_statements_reset()");
+	PQclear(r);
+}
+
+/* Prints the server time per job (planning and execution, in µs) of the five costliest
+ * statements since the last reset, this benchmark's own queries left out. With
+ * pg_stat_statements.track = all, a function's statements are there beside its call. */
+static void pgss_report(const char *queue, long jobs)
+{
+	if (!pgss || jobs < 1)
+		return;
+	char n[32];
+	snprintf(n, sizeof n, "%ld", jobs);
+	const char *params[1] = { n };
+	PGresult *r = PQexecParams(
+	    pgc_conn_pg(bench_conn),
+	    "SELECT left(regexp_replace(s.query, '\\s+', ' ', 'g'), 40), s.calls,"
+	    "       (s.total_exec_time + s.total_plan_time) * 1000 / $1::float8, s.plans,"
+	    "       s.total_plan_time * 1000 / $1::float8"
+	    "  FROM pg_stat_statements s"
+	    " WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+	    "   AND s.query NOT LIKE '%pg_stat_statements%' AND s.query NOT LIKE 'ANALYZE%'"
+	    " ORDER BY s.total_exec_time + s.total_plan_time DESC LIMIT 5",
+	    1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		for (int i = 0; i < PQntuples(r); i++) {
+			printf("  %-6s %-40s %5s calls %6.1f us/job (%5s plans %5.1f)\n", queue,
+			       PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), atof(PQgetvalue(r, i, 2)),
+			       PQgetvalue(r, i, 3), atof(PQgetvalue(r, i, 4)));
+			emit("{\"bench\":\"queue_keys\",\"case\":\"statement\",\"queue\":\"%s\","
+			     "\"rank\":%d,\"calls\":%s,\"server_us_per_job\":%.2f,\"plans\":%s,"
+			     "\"plan_us_per_job\":%.2f}",
+			     queue, i + 1, PQgetvalue(r, i, 1), atof(PQgetvalue(r, i, 2)), PQgetvalue(r, i, 3),
+			     atof(PQgetvalue(r, i, 4)));
+		}
+	PQclear(r);
+}
+
 /* Drains queue with 2 workers of K = 16; jobs per second. */
 static double drain(long n, const char *queue)
 {
 	atomic_store(&handled, 0);
+	pgss_reset();
 	pgc_worker *w[2];
 	double t0 = bench_now();
 	for (int i = 0; i < 2; i++)
@@ -154,29 +222,63 @@ static double drain(long n, const char *queue)
 	return got / dt;
 }
 
-static void bench_drain(pgc_queue *q)
+/* One round: the plain drain, then the keyed one, each with its statements' cost; returns
+ * their ratio. */
+static double drain_round(pgc_queue *q, int round)
 {
 	long n = n_jobs - n_jobs % n_keys;
+	if (rounds > 1)
+		printf("round %d of %d\n", round, rounds);
 	enqueue_spread(q, "plain", n, 0);
 	if (getenv("BENCH_NO_ANALYZE") == NULL)
 		analyze(q);
 	double plain = drain(n, "plain");
+	printf("%-58s %10.0f jobs/s\n", "drain, no keys (plain claim), 2 workers x K=16", plain);
+	pgss_report("plain", n);
+	enqueue_spread(q, "keyed", n, n_keys);
+	if (getenv("BENCH_NO_ANALYZE") == NULL)
+		analyze(q);
+	double keyed = drain(n, "keyed");
+	char label[96];
+	snprintf(label, sizeof label, "drain, %d keys limited to 1 each (claim_flow)", n_keys);
+	printf("%-58s %10.0f jobs/s   ratio %.2f\n", label, keyed, keyed / plain);
+	pgss_report("keyed", n);
+	emit("{\"bench\":\"queue_keys\",\"case\":\"drain\",\"round\":%d,\"jobs\":%ld,\"keys\":%d,"
+	     "\"key_limit\":1,\"plain_jobs_per_s\":%.0f,\"keyed_jobs_per_s\":%.0f,\"ratio\":%.3f}",
+	     round, n, n_keys, plain, keyed, keyed / plain);
+	fflush(stdout);
+	return keyed / plain;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void bench_drain(pgc_queue *q)
+{
 	pgc_queue_flow f = PGC_QUEUE_FLOW_UNCHANGED;
 	f.key_limit = 1;
 	pgc_error e;
 	if (pgc_queue_flow_set(q, "keyed", &f, &e) != PGC_OK)
 		die("flow", &e);
-	enqueue_spread(q, "keyed", n, n_keys);
-	if (getenv("BENCH_NO_ANALYZE") == NULL)
-		analyze(q);
-	double keyed = drain(n, "keyed");
-	printf("%-58s %10.0f jobs/s\n", "drain, no keys (plain claim), 2 workers x K=16", plain);
-	char label[96];
-	snprintf(label, sizeof label, "drain, %d keys limited to 1 each (claim_flow)", n_keys);
-	printf("%-58s %10.0f jobs/s   ratio %.2f\n", label, keyed, keyed / plain);
-	emit("{\"bench\":\"queue_keys\",\"case\":\"drain\",\"jobs\":%ld,\"keys\":%d,\"key_limit\":1,"
-	     "\"plain_jobs_per_s\":%.0f,\"keyed_jobs_per_s\":%.0f,\"ratio\":%.3f}", n, n_keys, plain,
-	     keyed, keyed / plain);
+	pgss_probe();
+	double *ratio = calloc((size_t)rounds, sizeof *ratio);
+	if (ratio == NULL)
+		die("out of memory", NULL);
+	for (int i = 0; i < rounds; i++)
+		ratio[i] = drain_round(q, i + 1);
+	if (rounds > 1) {
+		qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
+		double med = rounds % 2 ? ratio[rounds / 2] : (ratio[rounds / 2 - 1] + ratio[rounds / 2]) / 2;
+		printf("%-58s %10s   median %.2f (%.2f to %.2f)\n", "keyed over plain, all rounds", "", med,
+		       ratio[0], ratio[rounds - 1]);
+		emit("{\"bench\":\"queue_keys\",\"case\":\"drain_median\",\"rounds\":%d,"
+		     "\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f}",
+		     rounds, med, ratio[0], ratio[rounds - 1]);
+	}
+	free(ratio);
 }
 
 /* ---- a noisy neighbour ------------------------------------------------------------------- */
@@ -197,12 +299,6 @@ static void stamp(const pgc_job *job, pgc_job_result *res, void *arg)
 	} else {
 		usleep(2000); /* the big key's jobs take 2 ms */
 	}
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
 }
 
 /* The small key's jobs arrive at 50/s; returns p50 and p99 of their wait in ms. */
@@ -283,6 +379,8 @@ int main(int argc, char **argv)
 		{ "jobs", required_argument, NULL, 'n' },
 		{ "keys", required_argument, NULL, 'k' },
 		{ "big", required_argument, NULL, 'b' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "drain-only", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -293,19 +391,24 @@ int main(int argc, char **argv)
 		case 'n': n_jobs = atol(optarg); break;
 		case 'k': n_keys = atoi(optarg); break;
 		case 'b': n_big = atol(optarg); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 'd': drain_only = true; break;
 		case 'j': json_stdout = true; break;
 		default:
 			fprintf(ch == 'h' ? stdout : stderr,
-			        "Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--json]\n"
-			        "  --jobs N   jobs of each drain (50000)\n"
-			        "  --keys N   keys of the keyed drain, each limited to 1 (1000)\n"
-			        "  --big N    pending jobs of the noisy key (100000)\n");
+			        "Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N]\n"
+			        "                        [--drain-only] [--json]\n"
+			        "  --jobs N       jobs of each drain (50000)\n"
+			        "  --keys N       keys of the keyed drain, each limited to 1 (1000)\n"
+			        "  --big N        pending jobs of the noisy key (100000)\n"
+			        "  --rounds N     plain and keyed drains N times, taking turns, and the median ratio (1)\n"
+			        "  --drain-only   leave out the noisy neighbour\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}
 	if (optind < argc)
 		seconds = atoi(argv[optind]);
-	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000) {
+	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000 || rounds < 1 || rounds > 100) {
 		fprintf(stderr, "bench_queue_keys: bad arguments\n");
 		return 2;
 	}
@@ -328,7 +431,8 @@ int main(int argc, char **argv)
 		die("open", &e);
 	printf("%-58s %10s\n", "queue flow control", "");
 	bench_drain(q);
-	bench_neighbour(q);
+	if (!drain_only)
+		bench_neighbour(q);
 	pgc_queue_close(q);
 	exec_or_die(c, "DROP SCHEMA IF EXISTS " SCHEMA " CASCADE");
 	pgc_conn_close(c);
