@@ -13,7 +13,8 @@
  * median ratio (this machine's noise swings a single round by a quarter); --drain-only leaves
  * out the noisy neighbour. Where the database has pg_stat_statements (and the role may reset
  * it), each drain also reports the server time per job of its costliest statements, read as
- * soon as the drain ends: the claim's cost apart from the client's.
+ * soon as the drain ends: the claim's cost apart from the client's. Each drain resets the
+ * server's statement statistics: run it on a server of its own.
  *
  * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N] [--drain-only]
  *                         [--json]
