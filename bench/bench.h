@@ -14,6 +14,20 @@ static inline double bench_now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* qsort()'s comparison of doubles, ascending. */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0..n-1], n > 0; sorts v. */
+static inline double bench_median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static inline const char *bench_dsn(void)
 {
 	const char *dsn = getenv("PGCOORD_TEST_DSN");

@@ -74,18 +74,6 @@ static double timed_run(char *const argv[], int *status)
 	return t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* Times argv for about seconds (at least 11 runs, at most 301). */
 static double median_of(char *const argv[], int seconds, int want_status, int *runs)
 {
@@ -101,7 +89,7 @@ static double median_of(char *const argv[], int seconds, int want_status, int *r
 		}
 	}
 	*runs = n;
-	return median(t, n);
+	return bench_median(t, n);
 }
 
 int main(int argc, char **argv)
@@ -190,7 +178,7 @@ int main(int argc, char **argv)
 		}
 		pgc_diag_snapshot_free(s);
 	}
-	double lib_med = median(lib, n_lib);
+	double lib_med = bench_median(lib, n_lib);
 
 	printf("%-46s %10s %6s\n", "blockers, 150 idle + 20 waiting (median)", "ms", "runs");
 	printf("%-46s %10.1f %6d\n", "pgcoord blockers --json (whole process)", ours * 1000, n_ours);

@@ -37,6 +37,7 @@ static int seconds = 5;
 static long n_jobs = 50000;
 static int n_keys = 1000;
 static long n_big = 100000;
+#define MAX_ROUNDS 100
 static int rounds = 1;
 static bool drain_only = false;
 static bool json_stdout = false;
@@ -251,12 +252,6 @@ static double drain_round(pgc_queue *q, int round)
 	return keyed / plain;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 static void bench_drain(pgc_queue *q)
 {
 	pgc_queue_flow f = PGC_QUEUE_FLOW_UNCHANGED;
@@ -265,21 +260,17 @@ static void bench_drain(pgc_queue *q)
 	if (pgc_queue_flow_set(q, "keyed", &f, &e) != PGC_OK)
 		die("flow", &e);
 	pgss_probe();
-	double *ratio = calloc((size_t)rounds, sizeof *ratio);
-	if (ratio == NULL)
-		die("out of memory", NULL);
+	double ratio[MAX_ROUNDS];
 	for (int i = 0; i < rounds; i++)
 		ratio[i] = drain_round(q, i + 1);
 	if (rounds > 1) {
-		qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
-		double med = rounds % 2 ? ratio[rounds / 2] : (ratio[rounds / 2 - 1] + ratio[rounds / 2]) / 2;
+		double med = bench_median(ratio, rounds);
 		printf("%-58s %10s   median %.2f (%.2f to %.2f)\n", "keyed over plain, all rounds", "", med,
 		       ratio[0], ratio[rounds - 1]);
 		emit("{\"bench\":\"queue_keys\",\"case\":\"drain_median\",\"rounds\":%d,"
 		     "\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f}",
 		     rounds, med, ratio[0], ratio[rounds - 1]);
 	}
-	free(ratio);
 }
 
 /* ---- a noisy neighbour ------------------------------------------------------------------- */
@@ -339,7 +330,7 @@ static void arrivals(pgc_queue *q, const char *queue, double *p50, double *p99)
 			double v = (arrive_start[i] - arrive_commit[i]) * 1000;
 			d[k++] = v < 0 ? 0 : v;
 		}
-	qsort(d, (size_t)k, sizeof *d, cmp_double);
+	qsort(d, (size_t)k, sizeof *d, bench_cmp_double);
 	*p50 = k ? d[k / 2] : -1;
 	*p99 = k ? d[(int)(k * 0.99)] : -1;
 	if (k < ARRIVALS)
@@ -409,7 +400,7 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		seconds = atoi(argv[optind]);
-	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000 || rounds < 1 || rounds > 100) {
+	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000 || rounds < 1 || rounds > MAX_ROUNDS) {
 		fprintf(stderr, "bench_queue_keys: bad arguments\n");
 		return 2;
 	}
