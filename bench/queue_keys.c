@@ -16,8 +16,13 @@
  * soon as the drain ends: the claim's cost apart from the client's. Each drain resets the
  * server's statement statistics: run it on a server of its own.
  *
+ * --hold MS makes every handler take MS ms and shows the most jobs of one key that ran at once.
+ * --workers W and --concurrency K set the drains' workers and the handler threads of each (2 and
+ * 16; each worker prefetches 64 jobs beyond them), so that bench/peers can run the same total
+ * concurrency as its other systems.
+ *
  * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N] [--drain-only]
- *                         [--json]
+ *                         [--workers W] [--concurrency K] [--json]
  * Prints a table; appends one JSON line per figure to $BENCH_JSON (and stdout with --json).
  * Needs PGCOORD_TEST_DSN. */
 #include <getopt.h>
@@ -39,6 +44,9 @@ static int n_keys = 1000;
 static long n_big = 100000;
 #define MAX_ROUNDS 100
 static int rounds = 1;
+#define MAX_WORKERS 16
+static int n_workers = 2;
+static int concurrency = 16;
 static bool drain_only = false;
 static bool json_stdout = false;
 static FILE *json_out;
@@ -72,12 +80,31 @@ static void exec_or_die(pgc_conn *c, const char *sql)
 
 static atomic_long handled;
 
+/* --hold MS: each handler of both drains takes that long, and the jobs of each key running at once are counted
+ * (both drains' workers are threads of this process), the most of any key kept. */
+static int hold_ms = 0;
+static bool spread = false;
+#define MAX_KEYS 1000000
+static atomic_int *key_running;
+static atomic_int most_per_key;
+
 static void noop(const pgc_job *job, pgc_job_result *res, void *arg)
 {
-	(void)job;
 	(void)res;
 	(void)arg;
 	atomic_fetch_add(&handled, 1);
+	if (hold_ms == 0)
+		return;
+	long k = job->key != NULL ? atol(job->key + strlen("tenant-")) : -1;
+	if (k >= 0 && k < n_keys) {
+		int now = atomic_fetch_add(&key_running[k], 1) + 1;
+		for (int m = atomic_load(&most_per_key); now > m;)
+			if (atomic_compare_exchange_weak(&most_per_key, &m, now))
+				break;
+	}
+	usleep((useconds_t)hold_ms * 1000);
+	if (k >= 0 && k < n_keys)
+		atomic_fetch_sub(&key_running[k], 1);
 }
 
 static pgc_worker *start_worker(const char *queue, int k, int prefetch, pgc_job_handler h)
@@ -109,9 +136,21 @@ static void stop_all(pgc_worker **w, int n)
 	}
 }
 
-/* Enqueues n jobs to queue, key by key round robin over keys (NULL: no key), 1000 per call. */
+static pgc_conn *bench_conn;
+
+/* Enqueues n jobs to queue: each key's jobs together, 1000 per call (keys 0: no key); with
+ * --spread, job s gets key s mod keys, in one statement of the SQL enqueue function per job. */
 static void enqueue_spread(pgc_queue *q, const char *queue, long n, int keys)
 {
+	if (keys > 0 && spread) {
+		char sql[512];
+		snprintf(sql, sizeof sql,
+		         "SELECT count(*) FROM generate_series(0, %ld) s, LATERAL " SCHEMA ".enqueue("
+		         "'keyed', ARRAY['{}'], NULL, NULL, NULL, NULL, p_key => 'tenant-' || (s %% %d))",
+		         n - 1, keys);
+		exec_or_die(bench_conn, sql);
+		return;
+	}
 	static const char *p[1000];
 	for (int i = 0; i < 1000; i++)
 		p[i] = "{}";
@@ -137,8 +176,6 @@ static void enqueue_spread(pgc_queue *q, const char *queue, long n, int keys)
 		}
 	}
 }
-
-static pgc_conn *bench_conn;
 
 /* The statistics autovacuum would have gathered on a table that many rows came into. */
 static void analyze(pgc_queue *q)
@@ -204,23 +241,25 @@ static void pgss_report(const char *queue, long jobs)
 	PQclear(r);
 }
 
-/* Drains queue with 2 workers of K = 16; jobs per second. */
-static double drain(long n, const char *queue)
+/* Drains queue with n_workers workers of concurrency handler threads; jobs per second, and in
+ * *done the jobs that ran within the bound. */
+static double drain(long n, const char *queue, long *done)
 {
 	atomic_store(&handled, 0);
 	pgss_reset();
-	pgc_worker *w[2];
+	pgc_worker *w[MAX_WORKERS];
 	double t0 = bench_now();
-	for (int i = 0; i < 2; i++)
-		w[i] = start_worker(queue, 16, 64, noop);
+	for (int i = 0; i < n_workers; i++)
+		w[i] = start_worker(queue, concurrency, 64, noop);
 	double deadline = t0 + 30.0 * seconds;
 	while (atomic_load(&handled) < n && bench_now() < deadline)
 		usleep(1000);
 	double dt = bench_now() - t0;
 	long got = atomic_load(&handled);
-	stop_all(w, 2);
+	stop_all(w, n_workers);
 	if (got < n)
 		fprintf(stderr, "bench_queue_keys: %s: %ld of %ld jobs within the bound\n", queue, got, n);
+	*done = got;
 	return got / dt;
 }
 
@@ -234,20 +273,28 @@ static double drain_round(pgc_queue *q, int round)
 	enqueue_spread(q, "plain", n, 0);
 	if (getenv("BENCH_NO_ANALYZE") == NULL)
 		analyze(q);
-	double plain = drain(n, "plain");
-	printf("%-58s %10.0f jobs/s\n", "drain, no keys (plain claim), 2 workers x K=16", plain);
+	long plain_done, keyed_done;
+	double plain = drain(n, "plain", &plain_done);
+	char label[96];
+	snprintf(label, sizeof label, "drain, no keys (plain claim), %d workers x K=%d", n_workers, concurrency);
+	printf("%-58s %10.0f jobs/s\n", label, plain);
 	pgss_report("plain", n);
 	enqueue_spread(q, "keyed", n, n_keys);
 	if (getenv("BENCH_NO_ANALYZE") == NULL)
 		analyze(q);
-	double keyed = drain(n, "keyed");
-	char label[96];
+	atomic_store(&most_per_key, 0);
+	double keyed = drain(n, "keyed", &keyed_done);
 	snprintf(label, sizeof label, "drain, %d keys limited to 1 each (claim_flow)", n_keys);
 	printf("%-58s %10.0f jobs/s   ratio %.2f\n", label, keyed, keyed / plain);
+	if (hold_ms > 0)
+		printf("%-58s %10d\n", "most jobs of one key running at once", atomic_load(&most_per_key));
 	pgss_report("keyed", n);
 	emit("{\"bench\":\"queue_keys\",\"case\":\"drain\",\"round\":%d,\"jobs\":%ld,\"keys\":%d,"
-	     "\"key_limit\":1,\"plain_jobs_per_s\":%.0f,\"keyed_jobs_per_s\":%.0f,\"ratio\":%.3f}",
-	     round, n, n_keys, plain, keyed, keyed / plain);
+	     "\"key_limit\":1,\"workers\":%d,\"k\":%d,\"prefetch\":64,\"plain_done\":%ld,"
+	     "\"keyed_done\":%ld,\"hold_ms\":%d,\"most_per_key\":%d,\"plain_jobs_per_s\":%.0f,"
+	     "\"keyed_jobs_per_s\":%.0f,\"ratio\":%.3f}",
+	     round, n, n_keys, n_workers, concurrency, plain_done, keyed_done, hold_ms,
+	     hold_ms > 0 ? atomic_load(&most_per_key) : -1, plain, keyed, keyed / plain);
 	fflush(stdout);
 	return keyed / plain;
 }
@@ -373,6 +420,10 @@ int main(int argc, char **argv)
 		{ "big", required_argument, NULL, 'b' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "drain-only", no_argument, NULL, 'd' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "concurrency", required_argument, NULL, 'c' },
+		{ "hold", required_argument, NULL, 'H' },
+		{ "spread", no_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -385,25 +436,40 @@ int main(int argc, char **argv)
 		case 'b': n_big = atol(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'd': drain_only = true; break;
+		case 'w': n_workers = atoi(optarg); break;
+		case 'c': concurrency = atoi(optarg); break;
+		case 'H': hold_ms = atoi(optarg); break;
+		case 's': spread = true; break;
 		case 'j': json_stdout = true; break;
 		default:
 			fprintf(ch == 'h' ? stdout : stderr,
 			        "Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N]\n"
-			        "                        [--drain-only] [--json]\n"
-			        "  --jobs N       jobs of each drain (50000)\n"
-			        "  --keys N       keys of the keyed drain, each limited to 1 (1000)\n"
-			        "  --big N        pending jobs of the noisy key (100000)\n"
-			        "  --rounds N     plain and keyed drains N times, taking turns, and the median ratio (1)\n"
-			        "  --drain-only   leave out the noisy neighbour\n");
+			        "                        [--drain-only] [--workers W] [--concurrency K] [--hold MS]\n"
+			        "                        [--spread] [--json]\n"
+			        "  --jobs N           jobs of each drain (50000)\n"
+			        "  --keys N           keys of the keyed drain, each limited to 1 (1000)\n"
+			        "  --big N            pending jobs of the noisy key (100000)\n"
+			        "  --rounds N         plain and keyed drains N times, taking turns, and the median ratio (1)\n"
+			        "  --drain-only       leave out the noisy neighbour\n"
+			        "  --workers W        workers of each drain (2, at most 16)\n"
+			        "  --concurrency K    handler threads of each worker (16)\n"
+			        "  --hold MS          each handler takes MS ms, and the most jobs of one key\n"
+			        "                     running at once is shown (0: no-op handlers)\n"
+			        "  --spread           keyed job s gets key s mod N (default: each key's jobs together)\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}
 	if (optind < argc)
 		seconds = atoi(argv[optind]);
-	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000 || rounds < 1 || rounds > MAX_ROUNDS) {
+	if (seconds < 1 || n_jobs < 1 || n_keys < 1 || n_big < 1000 || rounds < 1 || rounds > MAX_ROUNDS ||
+	    n_workers < 1 || n_workers > MAX_WORKERS || concurrency < 1 || concurrency > 1024 ||
+	    n_keys > MAX_KEYS || hold_ms < 0 || hold_ms > 10000) {
 		fprintf(stderr, "bench_queue_keys: bad arguments\n");
 		return 2;
 	}
+	key_running = calloc((size_t)n_keys, sizeof *key_running);
+	if (key_running == NULL)
+		die("out of memory", NULL);
 	const char *jp = getenv("BENCH_JSON");
 	if (jp != NULL && *jp)
 		json_out = fopen(jp, "a");
@@ -430,5 +496,6 @@ int main(int argc, char **argv)
 	pgc_conn_close(c);
 	if (json_out != NULL)
 		fclose(json_out);
+	free(key_running);
 	return 0;
 }

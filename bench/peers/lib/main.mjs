@@ -12,6 +12,14 @@
 //            from the producers' start to the moment the database shows every job completed
 //   rss      the peak RSS (VmHWM) of the worker processes, summed, over all phases
 // The total concurrency (--concurrency) is split over --procs worker processes.
+//
+// With --keys K the run compares the systems' per-key concurrency limits instead: each system
+// drains N plain jobs, then N jobs spread over K keys with at most one job of a key running at
+// a time (pgcoord: --key with a key limit of 1; graphile-worker: a named queue per key, whose
+// jobs run one at a time; pg-boss: a queue with the singleton policy and a singletonKey per
+// job), and the table gives both drains and their ratio. Job s has key s mod K, so that the
+// jobs of a key are spread over the queue, which is what the peers' fetch queries handle best
+// (pgcoord's bench_queue_keys enqueues each key's jobs together: it walks keys, not jobs).
 import { spawn, fork } from 'node:child_process';
 import { mkdirSync, writeFileSync, appendFileSync, rmSync } from 'node:fs';
 import { cpus, totalmem, release, tmpdir } from 'node:os';
@@ -43,6 +51,13 @@ side on one PostgreSQL server; print a table (or JSON) with ratios to pgcoord.
   --systems LIST       comma-separated, from pgcoord, graphile-worker, pg-boss,
                        ceiling (default all)
   --settings LIST      peer settings: defaults,tuned (default both)
+  --keys K             compare keyed drains instead: N jobs over K keys, one
+                       job of a key running at a time, beside N plain jobs
+  --key-layout L       spread (job s has key s mod K, the default) or grouped
+                       (each key's jobs enqueued together)
+  --hold MS            with --keys: every handler takes MS ms, and the most
+                       jobs of one key seen running at once is shown (default
+                       0: no-op handlers, not checked)
   --json               print the results as a JSON list instead of the table
   --out FILE           save the JSON there
                        (default bench/results/peers-DATE.json)
@@ -64,11 +79,12 @@ function die(code, msg) {
 function parseArgs(argv) {
   const o = {
     jobs: 100000, concurrency: 16, procs: 2, producers: 1, batch: 1000, rate: 200, latencySeconds: 10,
-    deadline: 300, systems: ALL, settings: ['defaults', 'tuned'], json: false, out: null,
+    deadline: 300, systems: ALL, settings: ['defaults', 'tuned'], json: false, out: null, keys: 0,
+    layout: 'spread', hold: 0,
     chart: join(top, 'docs/img/peers.png'),
   };
   const ints = { '--jobs': 'jobs', '--concurrency': 'concurrency', '--procs': 'procs', '--producers': 'producers', '--batch': 'batch',
-    '--rate': 'rate', '--latency-seconds': 'latencySeconds', '--deadline': 'deadline' };
+    '--rate': 'rate', '--latency-seconds': 'latencySeconds', '--deadline': 'deadline', '--keys': 'keys' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let v = null;
@@ -93,11 +109,21 @@ function parseArgs(argv) {
     } else if (a === '--json') o.json = true;
     else if (a === '--out') o.out = resolve(value());
     else if (a === '--chart') o.chart = resolve(value());
+    else if (a === '--key-layout') {
+      o.layout = value();
+      if (!['spread', 'grouped'].includes(o.layout)) die(64, `--key-layout: unknown '${o.layout}' (spread or grouped)`);
+    } else if (a === '--hold') {
+      const s = value();
+      if (!/^[0-9]+$/.test(s) || Number(s) > 10000) die(64, `--hold must be 0 to 10000 ms, not '${s}'`);
+      o.hold = Number(s);
+    }
     else if (a === '--no-chart') o.chart = null;
     else die(64, `unknown option '${a}' (see --help)`);
   }
   if (o.procs > o.concurrency) die(64, `--procs (${o.procs}) must not exceed --concurrency (${o.concurrency})`);
   if (o.rate * o.latencySeconds > 1e6) die(64, '--rate x --latency-seconds must stay under 1,000,000 jobs');
+  if (o.keys > o.jobs) die(64, `--keys (${o.keys}) must not exceed --jobs (${o.jobs})`);
+  if ((o.hold || o.layout !== 'spread') && !o.keys) die(64, '--hold and --key-layout go with --keys');
   return o;
 }
 
@@ -157,10 +183,10 @@ process.on('SIGTERM', () => { killChildren(); process.exit(143); });
 class Refused extends Error {}
 
 // A forked child with a message queue: next(ev) waits for the next message of that kind.
-function child(script, args, dsn) {
+function child(script, args, dsn, env = {}) {
   const c = track(fork(join(here, script), args, {
     // Anything a child prints goes to stderr, so that --json output stays clean.
-    env: { ...process.env, PEERS_DSN: dsn }, stdio: ['ignore', 2, 2, 'ipc'],
+    env: { ...process.env, ...env, PEERS_DSN: dsn }, stdio: ['ignore', 2, 2, 'ipc'],
   }));
   const box = { c, progress: 0, errors: [], exited: null, waiters: [] };
   c.on('message', (m) => {
@@ -195,8 +221,8 @@ function child(script, args, dsn) {
 
 // Runs producers over the given ranges of sequence numbers; resolves when all have connected
 // (go() then starts them together and resolves with their {t0, t1, commits...}).
-async function producers(system, dsn, mode, ranges, batch, rate = 0) {
-  const ps = ranges.map(([a, b]) => child('producer.mjs', [system, mode, a, b, batch, rate], dsn));
+async function producers(system, dsn, mode, ranges, batch, rate = 0, layout = 'spread') {
+  const ps = ranges.map(([a, b]) => child('producer.mjs', [system, mode, a, b, batch, rate, layout], dsn));
   await Promise.all(ps.map((p) => p.next('ready')));
   return {
     boxes: ps,
@@ -256,15 +282,18 @@ async function collect(workers, phase, n, starts) {
   const seen = new Uint8Array(n);
   let dups = 0, stray = 0, first = Infinity;
   const startAt = starts ? new Float64Array(n).fill(NaN) : null;
+  const endAt = starts ? new Float64Array(n).fill(NaN) : null;
   for (const r of reps) {
     if (r.phase !== phase) throw new Refused(`internal: a worker reported phase ${r.phase} for ${phase}`);
     const s = b64ToU8(r.seen);
     const t = starts ? b64ToF64(r.starts) : null;
+    const e = starts && r.ends ? b64ToF64(r.ends) : null;
     for (let i = 0; i < n; i++) {
       if (!s[i]) continue;
       if (seen[i]) dups++;
       seen[i] = 1;
       if (t && !(t[i] >= startAt[i])) startAt[i] = t[i];
+      if (e && e[i] === e[i] && !(e[i] <= endAt[i])) endAt[i] = e[i];
     }
     dups += r.dups;
     stray += r.stray;
@@ -273,7 +302,7 @@ async function collect(workers, phase, n, starts) {
   let distinct = 0;
   for (let i = 0; i < n; i++) distinct += seen[i];
   if (distinct !== n) throw new Refused(`${phase}: ${distinct} of ${n} distinct jobs ran`);
-  return { dups, stray, first, startAt };
+  return { dups, stray, first, startAt, endAt };
 }
 
 async function setPhase(workers, phase, n) {
@@ -415,6 +444,94 @@ async function runPeer(system, setting, machine) {
   return row;
 }
 
+// One drain of a keyed comparison: enqueues N jobs of the phase (keyed: spread over --keys
+// keys), starts fresh workers on the full queue, and stops them once every job has run; returns
+// jobs per second, timed as the drain phase above.
+async function keyedDrain(system, setting, dsn, sys, client, phase) {
+  const N = opt.jobs;
+  const per = spread(opt.concurrency, opt.procs);
+  const keyed = phase === 'keyed';
+  log(`   ${phase}: enqueue ${N} jobs${keyed ? ` over ${opt.keys} keys` : ''}, drain with ${per.join('+')} handlers`);
+  const enq = await producers(system, dsn, keyed ? 'keyed' : 'bulk', [[0, N]], opt.batch, keyed ? opt.keys : 0,
+    opt.layout);
+  await enq.go();
+  const c0 = await sys.counts(client);
+  if (c0.remaining !== N) throw new Refused(`${phase}: ${c0.remaining} of ${N} jobs are in the queue`);
+  const since = nowMs();
+  const hold = keyed && opt.hold > 0;
+  const workers = per.map((k) => child('worker.mjs', [system, setting, k, phase, N], dsn,
+    { PEERS_HOLD_MS: String(opt.hold), ...(keyed ? { PEERS_KEYED: '1' } : {}) }));
+  try {
+    for (const w of workers) w.phase = phase;
+    const ready = await Promise.all(workers.map((w) => w.next('ready')));
+    const d = await waitDone(system, workers, phase, N, sys, client, since, `${phase} drain`);
+    const dr = await collect(workers, phase, N, hold);
+    const notes = d.failed || dr.dups ? [`${phase}: ${d.failed} failed, ${dr.dups} run twice`] : [];
+    return { per_s: N / ((d.t1 - Math.min(...ready.map((m) => m.t0))) / 1000), notes,
+      most: hold ? mostAtOnce(dr.startAt, dr.endAt, N) : null };
+  } finally {
+    await stopWorkers(workers).catch(() => {});
+  }
+}
+
+// The most jobs of one key that ran at once, from every job's start and end on the shared
+// monotonic clock (keys as the producer gave them), and how many keys ever had more than one.
+function mostAtOnce(startAt, endAt, n) {
+  const byKey = new Map();
+  for (let i = 0; i < n; i++) {
+    const k = opt.layout === 'grouped' ? Math.floor((i * opt.keys) / n) : i % opt.keys;
+    if (!byKey.has(k)) byKey.set(k, []);
+    byKey.get(k).push([startAt[i], 1], [endAt[i], -1]);
+  }
+  let most = 0, over = 0;
+  for (const ev of byKey.values()) {
+    // An end at the same instant as a start comes first: the key was free again.
+    ev.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let now = 0, top = 0;
+    for (const [, d] of ev) top = Math.max(top, (now += d));
+    most = Math.max(most, top);
+    if (top > 1) over++;
+  }
+  return { most, over };
+}
+
+async function runKeyedPeer(system, setting, machine) {
+  const sys = await import(`./systems/${system}.mjs`);
+  const per = spread(opt.concurrency, opt.procs);
+  const row = {
+    system, setting, version: sys.version, settings: sys.settings(per[0])[setting].describe,
+    jobs: opt.jobs, keys: opt.keys, concurrency: opt.concurrency, procs: per.length,
+    plain_drain_per_s: null, keyed_drain_per_s: null, keyed_of_plain: null, layout: opt.layout,
+    hold_ms: opt.hold, most_per_key: null, keys_over_one: null, notes: [], refused: null,
+    ...machine,
+  };
+  const db = `peers_${system.replace(/-/g, '_')}_${setting}`;
+  const dsn = await recreate(db);
+  const client = new pg.Client({ connectionString: dsn });
+  try {
+    await sys.install(dsn);
+    await client.connect();
+    const plain = await keyedDrain(system, setting, dsn, sys, client, 'drain');
+    row.plain_drain_per_s = plain.per_s;
+    const keyed = await keyedDrain(system, setting, dsn, sys, client, 'keyed');
+    row.keyed_drain_per_s = keyed.per_s;
+    row.keyed_of_plain = keyed.per_s / plain.per_s;
+    if (keyed.most) {
+      row.most_per_key = keyed.most.most;
+      row.keys_over_one = keyed.most.over;
+    }
+    row.notes.push(...plain.notes, ...keyed.notes);
+  } catch (err) {
+    if (!(err instanceof Refused)) throw err;
+    row.refused = err.message;
+  } finally {
+    await client.end().catch(() => {});
+    killChildren();
+    await drop(db);
+  }
+  return row;
+}
+
 // Runs pgbench with a script; returns the seconds it took, without its connection setup.
 function pgbench(dsn, script, clients, txPerClient) {
   return new Promise((resolveP, reject) => {
@@ -513,12 +630,14 @@ async function machineInfo() {
 const machine = await machineInfo();
 const rows = [];
 log(`bench/peers: ${opt.jobs} jobs, concurrency ${opt.concurrency} over ${spread(opt.concurrency, opt.procs).length} ` +
-  `processes, latency at ${opt.rate}/s for ${opt.latencySeconds} s; ${machine.machine}; PostgreSQL ${machine.postgres}`);
+  (opt.keys ? `processes, keyed drains over ${opt.keys} keys` : `processes, latency at ${opt.rate}/s for ${opt.latencySeconds} s`) +
+  `; ${machine.machine}; PostgreSQL ${machine.postgres}`);
 
 for (const system of opt.systems) {
   if (system === 'pgcoord') {
     log('== pgcoord');
-    const r = await pgcoord.run({ top, opt, machine, log, fresh: () => recreate('peers_pgcoord') });
+    const ctx = { top, opt, machine, log, fresh: () => recreate('peers_pgcoord') };
+    const r = await (opt.keys ? pgcoord.runKeyed(ctx) : pgcoord.run(ctx));
     await drop('peers_pgcoord');
     if (r.missing) log(r.missing);
     else {
@@ -526,18 +645,71 @@ for (const system of opt.systems) {
       if (r.refused) log(`   refused: ${r.refused}`);
     }
   } else if (system === 'ceiling') {
+    if (opt.keys) { log('== pgbench ceiling: not in a keyed comparison (it has no keys)'); continue; }
     log('== pgbench ceiling');
     rows.push(await runCeiling(machine));
   } else {
     for (const setting of opt.settings) {
       log(`== ${system} ${setting}`);
-      rows.push(await runPeer(system, setting, machine));
+      rows.push(await (opt.keys ? runKeyedPeer : runPeer)(system, setting, machine));
       const r = rows.at(-1);
       if (r.refused) log(`   refused: ${r.refused}`);
     }
   }
 }
 await admin.end();
+
+const fmt = (x, d = 0) => (x === null || x === undefined ? '-' : x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }));
+const ratio = (x) => (x === null ? '-' : `${x.toFixed(2)}x`);
+const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+
+if (opt.keys) {
+  reportKeyed(rows);
+  process.exit(0);
+}
+
+// The keyed comparison: each system's two drains, the keyed one over its plain one, and how
+// many times pgcoord's keyed drain is each row's.
+function reportKeyed(list) {
+  const pk = list.find((r) => r.system === 'pgcoord' && !r.refused);
+  for (const r of list) {
+    r.pgcoord_keyed_ratio = pk && r.keyed_drain_per_s > 0 ? pk.keyed_drain_per_s / r.keyed_drain_per_s : null;
+  }
+  const out = opt.out ?? join(top, 'bench/results', `peers-keyed-${stamp}.json`);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, JSON.stringify(list, null, 2) + '\n');
+  if (process.env.BENCH_JSON) {
+    for (const r of list) appendFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'peers_keyed', ...r }) + '\n');
+  }
+  if (opt.json) {
+    process.stdout.write(JSON.stringify(list, null, 2) + '\n');
+  } else {
+    const w = [16, 9, 14, 14, 12, 9, 9];
+    const line = (cells) => cells.map((c, i) => (i < 2 ? String(c).padEnd(w[i]) : String(c).padStart(w[i]))).join(' ');
+    const lines = [];
+    lines.push(`peers, keyed drains: ${opt.jobs.toLocaleString('en-US')} jobs over ${opt.keys.toLocaleString('en-US')} keys ` +
+      `(at most one job of a key running at a time) beside ${opt.jobs.toLocaleString('en-US')} plain jobs; ` +
+      `concurrency ${opt.concurrency} (${spread(opt.concurrency, opt.procs).length} worker processes)`);
+    lines.push(`machine: ${machine.machine}; PostgreSQL ${machine.postgres}; Node ${machine.node}`);
+    lines.push(line(['system', 'setting', 'plain drain/s', 'keyed drain/s', 'keyed/plain', 'keyed x', 'most/key']));
+    for (const r of list) {
+      if (r.refused) { lines.push(line([r.system, r.setting, '']).trimEnd() + `  NOT REPORTED: ${r.refused}`); continue; }
+      lines.push(line([r.system, r.setting, fmt(r.plain_drain_per_s), fmt(r.keyed_drain_per_s),
+        r.keyed_of_plain === null ? '-' : r.keyed_of_plain.toFixed(2), ratio(r.pgcoord_keyed_ratio),
+        r.most_per_key === null ? '-' : String(r.most_per_key)]));
+    }
+    lines.push('');
+    lines.push(pk ? 'keyed x: how many times pgcoord\'s keyed drain is the row\'s (above 1: pgcoord wins)'
+      : 'keyed x: none, pgcoord is not in this run');
+    lines.push(opt.hold ? `most/key: the most jobs of one key seen running at once (the limit is 1), each handler taking ${opt.hold} ms; ` +
+      `key layout ${opt.layout}` : `most/key: not checked (--hold 0: no-op handlers); key layout ${opt.layout}`);
+    lines.push('settings:');
+    for (const r of list) lines.push(`  ${r.system} ${r.setting}${r.version ? ' (' + r.version + ')' : ''}: ${r.settings}`);
+    for (const r of list) for (const n of r.notes) lines.push(`  note: ${r.system} ${r.setting}: ${n}`);
+    process.stdout.write(lines.join('\n') + '\n');
+  }
+  log(`results: ${out}`);
+}
 
 // Ratios: how many times better pgcoord is than each row (>1: pgcoord is better).
 const pgc = rows.find((r) => r.system === 'pgcoord' && !r.refused);
@@ -551,16 +723,12 @@ for (const r of rows) {
   r.e2e_of_ceiling = ceil && ok(ceil.e2e_per_s) && ok(r.e2e_per_s) ? r.e2e_per_s / ceil.e2e_per_s : null;
 }
 
-const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 const out = opt.out ?? join(top, 'bench/results', `peers-${stamp}.json`);
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, JSON.stringify(rows, null, 2) + '\n');
 if (process.env.BENCH_JSON) {
   for (const r of rows) appendFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'peers', ...r }) + '\n');
 }
-
-const fmt = (x, d = 0) => (x === null || x === undefined ? '-' : x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }));
-const ratio = (x) => (x === null ? '-' : `${x.toFixed(2)}x`);
 
 if (opt.json) {
   process.stdout.write(JSON.stringify(rows, null, 2) + '\n');

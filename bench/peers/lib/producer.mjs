@@ -1,8 +1,12 @@
 // producer.mjs - one producer process of the peers benchmark.
 //
-//   node producer.mjs SYSTEM MODE FROM TO BATCH [RATE]     (the DSN is in $PEERS_DSN)
+//   node producer.mjs SYSTEM MODE FROM TO BATCH [RATE|KEYS [LAYOUT]]  (the DSN is in $PEERS_DSN)
 //
 // MODE bulk: enqueue jobs FROM..TO-1 of phase "drain" in batches of BATCH, one call per batch.
+// MODE keyed: the same for phase "keyed", each job carrying a key (k in its payload), which the
+// system turns into its own way of running one job of a key at a time. LAYOUT spread: job s has
+// key "tenant-(s mod KEYS)"; grouped: each key's jobs are enqueued together, key
+// "tenant-floor(s x KEYS / TO)".
 // MODE e2e: the same for phase "e2e" (workers are running meanwhile).
 // MODE lat: enqueue jobs FROM..TO-1 of phase "lat" one at a time at RATE jobs/s on a fixed
 // schedule (a slow call does not delay the next one), and record each job's commit time (the
@@ -11,8 +15,9 @@
 // The process connects, says {ev:'ready'}, waits for {cmd:'go'}, works, and sends {ev:'done'}.
 import { nowMs, payload, sleep, f64ToB64 } from './common.mjs';
 
-const [system, mode, fromArg, toArg, batchArg, rateArg] = process.argv.slice(2);
+const [system, mode, fromArg, toArg, batchArg, rateArg, layout] = process.argv.slice(2);
 const from = Number(fromArg), to = Number(toArg), batch = Number(batchArg), rate = Number(rateArg || 0);
+const keys = mode === 'keyed' ? rate : 0;
 const sys = await import(`./systems/${system}.mjs`);
 
 // Reports the error and exits once the message is out; nothing after it runs.
@@ -49,10 +54,13 @@ try {
     }
     await Promise.all(pending);
   } else {
-    const phase = mode === 'bulk' ? 'drain' : 'e2e';
+    const phase = { bulk: 'drain', keyed: 'keyed' }[mode] ?? 'e2e';
     for (let s = from; s < to; s += batch) {
       const list = [];
-      for (let i = s; i < Math.min(to, s + batch); i++) list.push(payload(phase, i));
+      for (let i = s; i < Math.min(to, s + batch); i++) {
+        const k = layout === 'grouped' ? Math.floor((i * keys) / to) : i % keys;
+        list.push(keys ? { ...payload(phase, i), k: `tenant-${k}` } : payload(phase, i));
+      }
       await p.add(list);
     }
   }

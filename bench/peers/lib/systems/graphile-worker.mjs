@@ -34,11 +34,13 @@ export async function install(dsn) {
   await runMigrations({ connectionString: dsn, logger: silent });
 }
 
-// A producer: add(list of payloads) enqueues them in one call, addOne(payload) one job.
+// A producer: add(list of payloads) enqueues them in one call, addOne(payload) one job. A
+// payload with a key (k) goes to the named queue of that key, whose jobs run one at a time.
 export async function producer(dsn) {
   const utils = await makeWorkerUtils({ connectionString: dsn, logger: silent });
   return {
-    add: (payloads) => utils.addJobs(payloads.map((p) => ({ identifier: 'noop', payload: p }))),
+    add: (payloads) => utils.addJobs(payloads.map((p) => (p.k === undefined
+      ? { identifier: 'noop', payload: p } : { identifier: 'noop', payload: p, queueName: p.k }))),
     addOne: (p) => utils.addJob('noop', p),
     close: () => utils.release(),
   };
@@ -52,7 +54,7 @@ export async function worker(dsn, setting, concurrency, onJob) {
     logger: silent,
     taskList: {
       noop: async (p) => {
-        onJob(p);
+        await onJob(p);
       },
     },
     ...settings(concurrency)[setting].options,

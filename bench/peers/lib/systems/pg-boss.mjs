@@ -35,16 +35,22 @@ async function open(dsn, extra = {}) {
   return boss;
 }
 
+// Keyed jobs (a payload with k) go to a second queue with the singleton policy, which lets one
+// job of a singletonKey be active at a time; the workers of a keyed drain ($PEERS_KEYED) work it.
+const KEYED = 'noop_keyed';
+
 export async function install(dsn) {
   const boss = await open(dsn);
   await boss.createQueue('noop');
+  await boss.createQueue(KEYED, { policy: 'singleton' });
   await boss.stop({ graceful: false, wait: true });
 }
 
 export async function producer(dsn) {
   const boss = await open(dsn);
   return {
-    add: (payloads) => boss.insert(payloads.map((p) => ({ name: 'noop', data: p }))),
+    add: (payloads) => boss.insert(payloads.map((p) => (p.k === undefined
+      ? { name: 'noop', data: p } : { name: KEYED, data: p, singletonKey: p.k }))),
     addOne: (p) => boss.send('noop', p),
     close: () => boss.stop({ graceful: false, wait: true }),
   };
@@ -53,9 +59,10 @@ export async function producer(dsn) {
 export async function worker(dsn, setting, concurrency, onJob) {
   const s = settings(concurrency)[setting];
   const boss = await open(dsn, s.boss);
+  const queue = process.env.PEERS_KEYED ? KEYED : 'noop';
   for (let i = 0; i < concurrency; i++) {
-    await boss.work('noop', s.work, async (jobs) => {
-      for (const j of jobs) onJob(j.data);
+    await boss.work(queue, s.work, async (jobs) => {
+      for (const j of jobs) await onJob(j.data);
     });
   }
   return { stop: () => boss.stop({ graceful: true, wait: true, timeout: 30000 }) };
@@ -66,6 +73,6 @@ export async function counts(client) {
   const r = await client.query(
     "SELECT count(*) FILTER (WHERE state <> 'completed')::int AS remaining, " +
       "count(*) FILTER (WHERE state IN ('retry', 'failed'))::int AS failed " +
-      "FROM pgboss.job WHERE name = 'noop'");
+      `FROM pgboss.job WHERE name IN ('noop', '${KEYED}')`);
   return r.rows[0];
 }

@@ -130,3 +130,58 @@ export async function run(ctx) {
   }
   return row;
 }
+
+// The pgcoord row of a keyed comparison (--keys): build/bench/bench_queue_keys (or
+// $PGCOORD_BENCH_QUEUE_KEYS) in a fresh database, as
+//   bench_queue_keys SECONDS --drain-only --jobs N --keys K --workers P --concurrency K/P
+//                    --hold MS [--spread] --json
+// whose "drain" line gives both drains: plain_jobs_per_s (no keys, the plain claim) and
+// keyed_jobs_per_s (K keys limited to 1 each, the flow claim).
+export async function runKeyed(ctx) {
+  const { top, opt, machine, log } = ctx;
+  const bin = process.env.PGCOORD_BENCH_QUEUE_KEYS || join(top, 'build/bench/bench_queue_keys');
+  if (!existsSync(bin)) return { missing: 'pgcoord: not built (bench_queue_keys missing)' };
+  const procs = Math.min(opt.procs, opt.concurrency);
+  const k = Math.max(1, Math.round(opt.concurrency / procs));
+  const row = {
+    system: 'pgcoord', setting: 'defaults', version: null,
+    settings: `bench_queue_keys: ${procs} workers x ${k} handler threads, prefetch 64, ` +
+      (opt.hold ? `C handlers taking ${opt.hold} ms; ` : 'no-op C handlers; ') +
+      'keyed: --key with the queue\'s key limit 1',
+    jobs: opt.jobs, keys: opt.keys, concurrency: procs * k, procs,
+    plain_drain_per_s: null, keyed_drain_per_s: null, keyed_of_plain: null, layout: opt.layout,
+    hold_ms: opt.hold, most_per_key: null, keys_over_one: null, notes: [], refused: null,
+    ...machine,
+  };
+  const cli = join(top, 'build/pgcoord');
+  const v = existsSync(cli) ? await exec(cli, ['--version'], process.env, 10) : { code: 1 };
+  if (v.code === 0) row.version = v.out.trim().split(/\s+/).pop();
+  // Its drains give up after 30 x SECONDS: that is the --deadline.
+  const args = [String(Math.max(1, Math.ceil(opt.deadline / 30))), '--drain-only', '--jobs', String(opt.jobs), '--keys', String(opt.keys),
+    '--workers', String(procs), '--concurrency', String(k), '--hold', String(opt.hold),
+    ...(opt.layout === 'spread' ? ['--spread'] : []), '--json'];
+  log(`   ${bin.startsWith(top) ? bin.slice(top.length + 1) : bin} ${args.join(' ')}`);
+  const env = { ...process.env, PGCOORD_TEST_DSN: await ctx.fresh() };
+  delete env.BENCH_JSON;
+  const r = await exec(bin, args, env, 3 * (opt.deadline + 60));
+  if (r.code !== 0) {
+    const why = (r.err || r.out).trim().split('\n').filter(Boolean).pop() ?? '';
+    row.refused = `bench_queue_keys ${typeof r.code === 'number' ? 'exited with status ' + r.code : r.code}` +
+      (why ? `: ${why}` : '');
+    return row;
+  }
+  const d = r.out.split('\n').filter((l) => l.startsWith('{')).map((l) => {
+    try { return JSON.parse(l); } catch { return null; }
+  }).filter((j) => j && j.bench === 'queue_keys' && j.case === 'drain').at(-1);
+  if (!d) { row.refused = 'bench_queue_keys printed no drain result'; return row; }
+  if (d.plain_done !== d.jobs || d.keyed_done !== d.jobs) {
+    row.refused = `bench_queue_keys: ${d.plain_done} plain and ${d.keyed_done} keyed jobs of ${d.jobs} ran in time`;
+    return row;
+  }
+  row.jobs = d.jobs;
+  row.plain_drain_per_s = d.plain_jobs_per_s;
+  row.keyed_drain_per_s = d.keyed_jobs_per_s;
+  row.keyed_of_plain = d.keyed_jobs_per_s / d.plain_jobs_per_s;
+  if (opt.hold > 0) row.most_per_key = d.most_per_key;
+  return row;
+}
