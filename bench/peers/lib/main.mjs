@@ -663,6 +663,18 @@ const fmt = (x, d = 0) => (x === null || x === undefined ? '-' : x.toLocaleStrin
 const ratio = (x) => (x === null ? '-' : `${x.toFixed(2)}x`);
 const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 
+// Saves the rows as JSON in bench/results (or --out), and as lines of $BENCH_JSON; returns the
+// file's path.
+function saveRows(list, prefix, bench) {
+  const out = opt.out ?? join(top, 'bench/results', `${prefix}-${stamp}.json`);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, JSON.stringify(list, null, 2) + '\n');
+  if (process.env.BENCH_JSON) {
+    for (const r of list) appendFileSync(process.env.BENCH_JSON, JSON.stringify({ bench, ...r }) + '\n');
+  }
+  return out;
+}
+
 if (opt.keys) {
   reportKeyed(rows);
   process.exit(0);
@@ -675,12 +687,7 @@ function reportKeyed(list) {
   for (const r of list) {
     r.pgcoord_keyed_ratio = pk && r.keyed_drain_per_s > 0 ? pk.keyed_drain_per_s / r.keyed_drain_per_s : null;
   }
-  const out = opt.out ?? join(top, 'bench/results', `peers-keyed-${stamp}.json`);
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, JSON.stringify(list, null, 2) + '\n');
-  if (process.env.BENCH_JSON) {
-    for (const r of list) appendFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'peers_keyed', ...r }) + '\n');
-  }
+  const out = saveRows(list, 'peers-keyed', 'peers_keyed');
   if (opt.json) {
     process.stdout.write(JSON.stringify(list, null, 2) + '\n');
   } else {
@@ -723,12 +730,7 @@ for (const r of rows) {
   r.e2e_of_ceiling = ceil && ok(ceil.e2e_per_s) && ok(r.e2e_per_s) ? r.e2e_per_s / ceil.e2e_per_s : null;
 }
 
-const out = opt.out ?? join(top, 'bench/results', `peers-${stamp}.json`);
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, JSON.stringify(rows, null, 2) + '\n');
-if (process.env.BENCH_JSON) {
-  for (const r of rows) appendFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'peers', ...r }) + '\n');
-}
+const out = saveRows(rows, 'peers', 'peers');
 
 if (opt.json) {
   process.stdout.write(JSON.stringify(rows, null, 2) + '\n');

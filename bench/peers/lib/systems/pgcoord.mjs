@@ -40,39 +40,54 @@ function exec(cmd, args, env, seconds) {
   });
 }
 
-// The JSON lines of the queue benchmark among the rest of its output (its table).
-function cases(out) {
+// The JSON lines of a benchmark (bench: queue, queue_keys) among the rest of its output.
+function cases(out, bench) {
   const list = [];
   for (const line of out.split('\n')) {
     if (!line.startsWith('{')) continue;
     try {
       const j = JSON.parse(line);
-      if (j && j.bench === 'queue' && typeof j.case === 'string') list.push(j);
+      if (j && j.bench === bench && typeof j.case === 'string') list.push(j);
     } catch { /* a table line */ }
   }
   return list;
+}
+
+// The benchmark binary build/bench/NAME (or $VAR), the workers and handlers per worker that
+// make the run's concurrency, and pgcoord's version; { missing } when the binary is not built.
+async function prepare(ctx, name, variable) {
+  const { top, opt } = ctx;
+  const bin = process.env[variable] || join(top, 'build/bench', name);
+  if (!existsSync(bin)) return { missing: `pgcoord: not built (${name} missing)` };
+  const procs = Math.min(opt.procs, opt.concurrency);
+  const k = Math.max(1, Math.round(opt.concurrency / procs));
+  const cli = join(top, 'build/pgcoord');
+  const v = existsSync(cli) ? await exec(cli, ['--version'], process.env, 10) : { code: 1 };
+  return { bin, procs, k, version: v.code === 0 ? v.out.trim().split(/\s+/).pop() : null };
+}
+
+// Why a benchmark run that did not exit with 0 is refused: its status and last line.
+function failure(name, r) {
+  const why = (r.err || r.out).trim().split('\n').filter(Boolean).pop() ?? '';
+  return `${name} ${typeof r.code === 'number' ? 'exited with status ' + r.code : r.code}${why ? `: ${why}` : ''}`;
 }
 
 // ctx: { top, opt, machine, log, fresh() -> DSN of a new empty database }.
 // Returns a row, or { missing: message } when there is nothing to run.
 export async function run(ctx) {
   const { top, opt, machine, log } = ctx;
-  const bin = process.env.PGCOORD_BENCH_QUEUE || join(top, 'build/bench/bench_queue');
-  if (!existsSync(bin)) return { missing: 'pgcoord: not built (bench_queue missing)' };
-  const procs = Math.min(opt.procs, opt.concurrency);
-  const k = Math.max(1, Math.round(opt.concurrency / procs));
+  const p = await prepare(ctx, 'bench_queue', 'PGCOORD_BENCH_QUEUE');
+  if (p.missing) return p;
+  const { bin, procs, k } = p;
   const L = opt.rate * opt.latencySeconds;
   const row = {
-    system: 'pgcoord', setting: 'defaults', version: null,
+    system: 'pgcoord', setting: 'defaults', version: p.version,
     settings: `bench_queue: ${procs} workers x ${k} handler threads, no-op C handlers`,
     jobs: opt.jobs, concurrency: procs * k, procs,
     enqueue_per_s: null, drain_per_s: null, e2e_per_s: null, p50_ms: null, p99_ms: null,
     rss_kb: null, latency_jobs: L, latency_rate: opt.rate, notes: [], refused: null,
     ...machine,
   };
-  const cli = join(top, 'build/pgcoord');
-  const v = existsSync(cli) ? await exec(cli, ['--version'], process.env, 10) : { code: 1 };
-  if (v.code === 0) row.version = v.out.trim().split(/\s+/).pop();
 
   const args = ['--only', 'enqueue,drain,e2e,latency,rss', '--jobs', String(opt.jobs),
     '--workers', String(procs), '--concurrency', String(k), '--rate', String(opt.rate),
@@ -86,12 +101,8 @@ export async function run(ctx) {
     for (const x of ['enqueue_per_s', 'drain_per_s', 'e2e_per_s', 'p50_ms', 'p99_ms', 'rss_kb']) row[x] = null;
     return row;
   };
-  if (r.code !== 0) {
-    const why = (r.err || r.out).trim().split('\n').filter(Boolean).pop() ?? '';
-    return fail(`bench_queue ${typeof r.code === 'number' ? 'exited with status ' + r.code : r.code}` +
-      (why ? `: ${why}` : ''));
-  }
-  const got = cases(r.out);
+  if (r.code !== 0) return fail(failure('bench_queue', r));
+  const got = cases(r.out, 'queue');
   const one = (name, pred = () => true) => got.filter((j) => j.case === name && pred(j)).at(-1);
   const need = (name, j, jobs) => {
     if (!j) throw new Error(`bench_queue printed no ${name} result`);
@@ -139,12 +150,11 @@ export async function run(ctx) {
 // keyed_jobs_per_s (K keys limited to 1 each, the flow claim).
 export async function runKeyed(ctx) {
   const { top, opt, machine, log } = ctx;
-  const bin = process.env.PGCOORD_BENCH_QUEUE_KEYS || join(top, 'build/bench/bench_queue_keys');
-  if (!existsSync(bin)) return { missing: 'pgcoord: not built (bench_queue_keys missing)' };
-  const procs = Math.min(opt.procs, opt.concurrency);
-  const k = Math.max(1, Math.round(opt.concurrency / procs));
+  const p = await prepare(ctx, 'bench_queue_keys', 'PGCOORD_BENCH_QUEUE_KEYS');
+  if (p.missing) return p;
+  const { bin, procs, k } = p;
   const row = {
-    system: 'pgcoord', setting: 'defaults', version: null,
+    system: 'pgcoord', setting: 'defaults', version: p.version,
     settings: `bench_queue_keys: ${procs} workers x ${k} handler threads, prefetch 64, ` +
       (opt.hold ? `C handlers taking ${opt.hold} ms; ` : 'no-op C handlers; ') +
       'keyed: --key with the queue\'s key limit 1',
@@ -153,9 +163,6 @@ export async function runKeyed(ctx) {
     hold_ms: opt.hold, most_per_key: null, keys_over_one: null, notes: [], refused: null,
     ...machine,
   };
-  const cli = join(top, 'build/pgcoord');
-  const v = existsSync(cli) ? await exec(cli, ['--version'], process.env, 10) : { code: 1 };
-  if (v.code === 0) row.version = v.out.trim().split(/\s+/).pop();
   // Its drains give up after 30 x SECONDS: that is the --deadline.
   const args = [String(Math.max(1, Math.ceil(opt.deadline / 30))), '--drain-only', '--jobs', String(opt.jobs), '--keys', String(opt.keys),
     '--workers', String(procs), '--concurrency', String(k), '--hold', String(opt.hold),
@@ -165,14 +172,10 @@ export async function runKeyed(ctx) {
   delete env.BENCH_JSON;
   const r = await exec(bin, args, env, 3 * (opt.deadline + 60));
   if (r.code !== 0) {
-    const why = (r.err || r.out).trim().split('\n').filter(Boolean).pop() ?? '';
-    row.refused = `bench_queue_keys ${typeof r.code === 'number' ? 'exited with status ' + r.code : r.code}` +
-      (why ? `: ${why}` : '');
+    row.refused = failure('bench_queue_keys', r);
     return row;
   }
-  const d = r.out.split('\n').filter((l) => l.startsWith('{')).map((l) => {
-    try { return JSON.parse(l); } catch { return null; }
-  }).filter((j) => j && j.bench === 'queue_keys' && j.case === 'drain').at(-1);
+  const d = cases(r.out, 'queue_keys').filter((j) => j.case === 'drain').at(-1);
   if (!d) { row.refused = 'bench_queue_keys printed no drain result'; return row; }
   if (d.plain_done !== d.jobs || d.keyed_done !== d.jobs) {
     row.refused = `bench_queue_keys: ${d.plain_done} plain and ${d.keyed_done} keyed jobs of ${d.jobs} ran in time`;
