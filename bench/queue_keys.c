@@ -17,12 +17,13 @@
  * server's statement statistics: run it on a server of its own.
  *
  * --hold MS makes every handler take MS ms and shows the most jobs of one key that ran at once.
+ * --spread gives keyed job s the key s mod N (each key's jobs are otherwise enqueued together).
  * --workers W and --concurrency K set the drains' workers and the handler threads of each (2 and
  * 16; each worker prefetches 64 jobs beyond them), so that bench/peers can run the same total
  * concurrency as its other systems.
  *
  * Usage: bench_queue_keys [SECONDS] [--jobs N] [--keys N] [--big N] [--rounds N] [--drain-only]
- *                         [--workers W] [--concurrency K] [--json]
+ *                         [--workers W] [--concurrency K] [--hold MS] [--spread] [--json]
  * Prints a table; appends one JSON line per figure to $BENCH_JSON (and stdout with --json).
  * Needs PGCOORD_TEST_DSN. */
 #include <getopt.h>
@@ -80,8 +81,9 @@ static void exec_or_die(pgc_conn *c, const char *sql)
 
 static atomic_long handled;
 
-/* --hold MS: each handler of both drains takes that long, and the jobs of each key running at once are counted
- * (both drains' workers are threads of this process), the most of any key kept. */
+/* --hold MS: each handler of both drains takes that long, and the jobs of each key running at
+ * once are counted (both drains' workers are threads of this process), the most of any key
+ * kept. Keys are "tenant-N", N below n_keys. */
 static int hold_ms = 0;
 static bool spread = false;
 #define MAX_KEYS 1000000
@@ -95,7 +97,9 @@ static void noop(const pgc_job *job, pgc_job_result *res, void *arg)
 	atomic_fetch_add(&handled, 1);
 	if (hold_ms == 0)
 		return;
-	long k = job->key != NULL ? atol(job->key + strlen("tenant-")) : -1;
+	static const char prefix[] = "tenant-";
+	long k = job->key != NULL && strncmp(job->key, prefix, sizeof prefix - 1) == 0
+	             ? atol(job->key + sizeof prefix - 1) : -1;
 	if (k >= 0 && k < n_keys) {
 		int now = atomic_fetch_add(&key_running[k], 1) + 1;
 		for (int m = atomic_load(&most_per_key); now > m;)
