@@ -18,8 +18,9 @@
 // a time (pgcoord: --key with a key limit of 1; graphile-worker: a named queue per key, whose
 // jobs run one at a time; pg-boss: a queue with the singleton policy and a singletonKey per
 // job), and the table gives both drains and their ratio. Job s has key s mod K, so that the
-// jobs of a key are spread over the queue, which is what the peers' fetch queries handle best
-// (pgcoord's bench_queue_keys enqueues each key's jobs together: it walks keys, not jobs).
+// jobs of a key are spread over the queue, which is what the peers' fetch queries handle best;
+// --key-layout grouped enqueues each key's jobs together instead. With --hold MS every handler
+// takes MS ms and the most jobs of one key that ran at once is counted.
 import { spawn, fork } from 'node:child_process';
 import { mkdirSync, writeFileSync, appendFileSync, rmSync } from 'node:fs';
 import { cpus, totalmem, release, tmpdir } from 'node:os';
