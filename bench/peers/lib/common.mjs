@@ -19,6 +19,12 @@ export function peakRssKb(pid = 'self') {
   }
 }
 
+// The key number of job seq of a keyed phase of n jobs over keys keys: spread (seq mod keys)
+// or grouped (each key's jobs together). The producer and the overlap count both read it here.
+export function keyOf(seq, keys, n, layout) {
+  return layout === 'grouped' ? Math.floor((seq * keys) / n) : seq % keys;
+}
+
 // Every job carries the phase it belongs to and its sequence number within the phase.
 export function payload(phase, seq) {
   return { p: phase, s: seq };

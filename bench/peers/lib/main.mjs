@@ -27,7 +27,7 @@ import { cpus, totalmem, release, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  nowMs, sleep, split, spread, percentile, peakRssKb, b64ToF64, b64ToU8,
+  nowMs, sleep, split, spread, percentile, peakRssKb, b64ToF64, b64ToU8, keyOf,
 } from './common.mjs';
 import * as pgcoord from './systems/pgcoord.mjs';
 
@@ -480,7 +480,7 @@ async function keyedDrain(system, setting, dsn, sys, client, phase) {
 function mostAtOnce(startAt, endAt, n) {
   const byKey = new Map();
   for (let i = 0; i < n; i++) {
-    const k = opt.layout === 'grouped' ? Math.floor((i * opt.keys) / n) : i % opt.keys;
+    const k = keyOf(i, opt.keys, n, opt.layout);
     if (!byKey.has(k)) byKey.set(k, []);
     byKey.get(k).push([startAt[i], 1], [endAt[i], -1]);
   }

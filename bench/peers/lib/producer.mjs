@@ -13,7 +13,7 @@
 // moment the enqueue call returned) and send time (the moment it was called), on the clock the
 // workers use for their handler starts.
 // The process connects, says {ev:'ready'}, waits for {cmd:'go'}, works, and sends {ev:'done'}.
-import { nowMs, payload, sleep, f64ToB64 } from './common.mjs';
+import { nowMs, payload, sleep, f64ToB64, keyOf } from './common.mjs';
 
 const [system, mode, fromArg, toArg, batchArg, rateArg, layout] = process.argv.slice(2);
 const from = Number(fromArg), to = Number(toArg), batch = Number(batchArg), rate = Number(rateArg || 0);
@@ -58,8 +58,8 @@ try {
     for (let s = from; s < to; s += batch) {
       const list = [];
       for (let i = s; i < Math.min(to, s + batch); i++) {
-        const k = layout === 'grouped' ? Math.floor((i * keys) / to) : i % keys;
-        list.push(keys ? { ...payload(phase, i), k: `tenant-${k}` } : payload(phase, i));
+        const job = payload(phase, i);
+        list.push(keys ? { ...job, k: `tenant-${keyOf(i, keys, to, layout)}` } : job);
       }
       await p.add(list);
     }

@@ -164,8 +164,8 @@ export async function runKeyed(ctx) {
     ...machine,
   };
   // Its drains give up after 30 x SECONDS: that is the --deadline.
-  const args = [String(Math.max(1, Math.ceil(opt.deadline / 30))), '--drain-only', '--jobs', String(opt.jobs), '--keys', String(opt.keys),
-    '--workers', String(procs), '--concurrency', String(k), '--hold', String(opt.hold),
+  const args = [String(Math.max(1, Math.ceil(opt.deadline / 30))), '--drain-only',
+    '--jobs', String(opt.jobs), '--keys', String(opt.keys), '--workers', String(procs), '--concurrency', String(k), '--hold', String(opt.hold),
     ...(opt.layout === 'spread' ? ['--spread'] : []), '--json'];
   log(`   ${bin.startsWith(top) ? bin.slice(top.length + 1) : bin} ${args.join(' ')}`);
   const env = { ...process.env, PGCOORD_TEST_DSN: await ctx.fresh() };
