@@ -64,6 +64,8 @@ static int64_t claim1(pgc_queue *q, const char *queue, int64_t lease_ms, int64_t
 	pgc_job *jobs;
 	size_t n = 0;
 	pgc_error err;
+	if (tok)
+		*tok = 0;
 	int rc = pgc_queue_claim(q, queue, 1, lease_ms, "t", &jobs, &n, &err);
 	if (rc == PGC_EEMPTY)
 		return 0;
