@@ -68,21 +68,13 @@ SELECT pg_advisory_xact_lock(:k);
 SELECT :'qt' AS x, pg_sleep(60);
 SQL
 pids+=($!)
-for _ in $(seq 100); do
-	[ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%document.title=''T''%' AND state = 'active' AND pid <> pg_backend_pid()")" = 1 ] && break
-	sleep 0.1
-done
+wait_query 120 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%document.title=''T''%' AND state = 'active' AND pid <> pg_backend_pid()" 1
 psql -X -q "$PGCOORD_TEST_DSN" -v app="$APP2" -v k="$K" >/dev/null 2>&1 <<SQL &
 SET application_name = :'app';
 SELECT pg_advisory_lock(:k);
 SQL
 pids+=($!)
-for _ in $(seq 100); do
-	[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $K")" -ge 1 ] && break
-	sleep 0.1
-done
-[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $K")" -ge 1 ] ||
-	fail "the waiter does not wait"
+wait_query 120 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $K" 1
 
 web_start br --schema "$S"
 URL=$WURL
@@ -96,9 +88,25 @@ dom() {
 }
 # The DOM as text: entities decoded, tags dropped (what a reader sees).
 text_of() { python3 -c 'import html, re, sys; print(html.unescape(re.sub(r"<[^>]*>", " ", open(sys.argv[1]).read())))' "$TMP/dom"; }
-shows() {
-	text_of >"$TMP/text"
-	grep -qF -- "$1" "$TMP/text" || { cat "$TMP/dom"; fail "$page: the text $1 is not shown"; }
+# see PAGE TEXT...: loads PAGE until every TEXT is shown (the page fills in as its requests
+# answer, later on a loaded machine), checking every load for injection; fails after 120 s
+# naming the first text still missing.
+see() {
+	page=$1
+	shift
+	local end=$((SECONDS + 120)) t missing
+	while :; do
+		dom "$page"
+		clean
+		text_of >"$TMP/text"
+		missing=
+		for t in "$@"; do
+			grep -qF -- "$t" "$TMP/text" || { missing=$t; break; }
+		done
+		[ -z "$missing" ] && return 0
+		[ $SECONDS -ge $end ] && { cat "$TMP/dom"; fail "$page: the text $missing is not shown"; }
+		sleep 1
+	done
 }
 # Nothing injected: no element the data carried, no handler attribute, no script link, no
 # marker, the title untouched, and one script only: app.js.
@@ -134,61 +142,24 @@ if bad:
 PY
 }
 
-page='#overview'
-dom "$page"
-clean
-shows "$Q"
+see '#overview' "$Q" "blocks 1 session ($APP)"
 grep -q 'class="problems"' "$TMP/dom" || fail "no problems list on the overview"
-shows "blocks 1 session ($APP)"
 
 qenc=$(python3 -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1], safe=""))' "$Q")
-for page in '#jobs' "#jobs?queue=$qenc" "#jobs?queue=$qenc&status=failed"; do
-	dom "$page"
-	clean
-	shows "$Q"
-	shows "$E"
+for p in '#jobs' "#jobs?queue=$qenc" "#jobs?queue=$qenc&status=failed"; do
+	see "$p" "$Q" "$E"
 done
-page='#jobs'
-dom "$page"
-clean
-shows "$UK"
+see '#jobs' "$UK"
 # The keys of a queue, and the jobs of one key.
 ckenc=$(python3 -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1], safe=""))' "$CK")
-for page in '#jobs?queue=mail' "#jobs?queue=mail&key=$ckenc"; do
-	dom "$page"
-	clean
-	shows "Keys of mail"
-	shows "$CK"
+for p in '#jobs?queue=mail' "#jobs?queue=mail&key=$ckenc"; do
+	see "$p" "Keys of mail" "$CK"
 done
-page="#job?id=$fid"
-dom "$page"
-clean
-shows "$E"
-shows "$P2"
-shows '<b>bold</b>'
-shows "Job $fid"
-page='#schedules'
-dom "$page"
-clean
-shows "$C"
-shows "$Q"
-page='#leaders'
-dom "$page"
-clean
-shows "$LH"
-shows "$LN"
-shows "$APP"
-page='#blockers'
-dom "$page"
-clean
-shows "SELECT '<script>document.title=''T''</script>' AS x"
-shows "$APP"
-shows "$APP2"
-shows 'root blocker'
-page='#doctor'
-dom "$page"
-clean
-shows 'lock_timeout'
+see "#job?id=$fid" "$E" "$P2" '<b>bold</b>' "Job $fid"
+see '#schedules' "$C" "$Q"
+see '#leaders' "$LH" "$LN" "$APP"
+see '#blockers' "SELECT '<script>document.title=''T''</script>' AS x" "$APP" "$APP2" 'root blocker'
+see '#doctor' 'lock_timeout'
 page="#job?id=$qenc"
 dom "$page"
 clean
