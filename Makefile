@@ -15,10 +15,13 @@ test:
 test-ha:
 	@scripts/test-ha build
 
+# The C tests and the whole-process tests named for asan in tests/instrumented.list.
 asan:
-	@scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+	@MESON_TEST_ARGS="$${MESON_TEST_ARGS:---suite unit --suite pg --suite asan}" \
+		scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all
 
+# The C tests and the whole-process tests named for tsan in tests/instrumented.list.
 tsan:
 	@scripts/tsan
 
@@ -32,6 +35,7 @@ demo-ha:
 bench:
 	@scripts/bench
 
+# The whole-process tests named for valgrind in tests/instrumented.list.
 valgrind:
 	@scripts/valgrind
 
@@ -39,8 +43,7 @@ fuzz:
 	@scripts/fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build.ninja.log build-asan.ninja.log \
-		build-tsan.ninja.log
+	rm -rf build build-asan build-tsan build-fuzz build-release build*.log
 
 chaos:
 	@scripts/deps && ([ -f build/build.ninja ] || meson setup build) && ninja -C build >/dev/null
