@@ -644,13 +644,14 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 	int eligible = 0;
 	for (size_t i = 0; i < nq; i++)
 		eligible += d->more[i];
-	/* The queues worth claiming share the free slots; the first in turn (rr) gets the rest of
-	 * the division, and the turn advances every trip. */
+	/* The queues worth claiming share the free slots; the rest of the division goes one slot
+	 * each to the first in turn from rr, and the turn advances every trip. With fewer slots
+	 * than queues, as many queues as slots get one each. */
 	for (size_t i = 0; i < nq && slots > 0 && eligible > 0; i++) {
 		size_t qi = (d->rr + i) % nq;
 		if (!d->more[qi])
 			continue;
-		int share = slots / eligible + (n_claims == 0 ? slots % eligible : 0);
+		int share = slots / eligible + ((int)n_claims < slots % eligible ? 1 : 0);
 		if (share < 1)
 			break;
 		claim_q[n_claims] = qi;
@@ -1011,9 +1012,15 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 		recheck = w->n_held == 0;
 		pthread_mutex_unlock(&w->mu);
 	}
-	if (now >= d->next_claim || recheck)
+	/* The claim timer starts a sweep: every queue is worth a claim again. A sweep may take
+	 * several trips (fewer free slots than queues), so the timer moves on at once: it must not
+	 * start the sweep over on every trip, or an idle worker never sleeps. The trip that finds
+	 * the last queue empty sets it from the next run_at. */
+	if (now >= d->next_claim || recheck) {
 		for (size_t i = 0; i < w->o.n_queues; i++)
 			d->more[i] = true;
+		d->next_claim = now + (w->listening ? w->o.poll_ms : d->idle_poll);
+	}
 	bool do_hb = now >= d->next_hb || d->hb_now;
 	bool want_claim = false;
 	if (!d->stopping) {
