@@ -68,7 +68,8 @@ SELECT pg_advisory_xact_lock(:k);
 SELECT :'qt' AS x, pg_sleep(60);
 SQL
 pids+=($!)
-wait_query 120 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%document.title=''T''%' AND state = 'active' AND pid <> pg_backend_pid()" 1
+# (The query text holds the literal with its quotes doubled.)
+wait_query 120 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%document.title=''''T''''%' AND state = 'active' AND pid <> pg_backend_pid()" 1
 psql -X -q "$PGCOORD_TEST_DSN" -v app="$APP2" -v k="$K" >/dev/null 2>&1 <<SQL &
 SET application_name = :'app';
 SELECT pg_advisory_lock(:k);
