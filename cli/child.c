@@ -149,8 +149,9 @@ static int spawn_child(void *arg)
 {
 	spawn_args *a = arg;
 	setpgid(0, 0);
-	/* If pgcoord dies (even by SIGKILL) the session holding the lock or lease ends with
-	 * it: the command must not go on unprotected. */
+	/* If pgcoord dies (even by SIGKILL) the command is told to stop. (pgcoord run also
+	 * hands the command its lock's session, so that the lock outlives pgcoord for as long as
+	 * anything the command started still runs.) */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (getppid() != a->parent)
 		_exit(EXIT_SOFTWARE);
@@ -178,6 +179,9 @@ static int spawn_child(void *arg)
 			dup2(io->stdout_fd, STDOUT_FILENO);
 		if (io->stderr_fd >= 0)
 			dup2(io->stderr_fd, STDERR_FILENO);
+		/* The child's own descriptor table (no CLONE_FILES): ours stay close-on-exec. */
+		for (int i = 0; i < io->n_keep_fds; i++)
+			fcntl(io->keep_fds[i], F_SETFD, 0);
 	}
 	if (a->path != NULL) {
 		execve(a->path, a->argv, a->envp);

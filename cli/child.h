@@ -24,6 +24,9 @@ typedef struct cli_child_io {
 	int stderr_fd; /* -1: inherit */
 	const char *path; /* argv[0] as cli_command_resolve() found it, or NULL: search PATH at
 	                     every start (a resolved path that is gone is searched for again) */
+	const int *keep_fds; /* n_keep_fds descriptors the command inherits though they are
+	                        close-on-exec here (pgcoord run's lock session), or NULL */
+	int n_keep_fds;
 } cli_child_io;
 
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP, SIGQUIT (recorded, to forward) and SIGCHLD

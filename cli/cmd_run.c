@@ -9,9 +9,18 @@
  * When the lock is lost the command's process group gets SIGTERM at once and SIGKILL after
  * --kill-after, and pgcoord exits 75.
  *
+ * The lock outlives everything the command started, as flock(1)'s does: the command inherits
+ * the lock session's socket (PGCOORD_LOCK_FD), so that when pgcoord dies, even by SIGKILL, the
+ * session and its lock live on until the last process holding that descriptor exits. A pipe
+ * whose write end the command inherits with it tells, when the command exits, whether anything
+ * it started still holds them: then pgcoord leaves the session to those processes (no unlock,
+ * no Terminate) instead of releasing the lock under them.
+ *
  * The run is a sequence of steps over one run_ctx: parse, connect, acquire, build the child's
  * environment, supervise, finish. A step that hands the command more context (another
  * environment variable, a token) adds to run_env in one place. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -68,7 +77,9 @@ static void usage(FILE *f)
 	      "COMMAND runs in its own process group with PGCOORD_LOCK_NAME, PGCOORD_LOCK_KEY\n"
 	      "and PGCOORD_LOCK_MODE (and PGCOORD_FENCE_TOKEN with --fence) in its\n"
 	      "environment; SIGINT, SIGTERM, SIGHUP and SIGQUIT\n"
-	      "are forwarded to the whole group.\n"
+	      "are forwarded to the whole group. As with flock(1), the lock lives as long as\n"
+	      "anything COMMAND started still holds descriptor PGCOORD_LOCK_FD (the lock's\n"
+	      "session), even when pgcoord itself is killed.\n"
 	      "\n"
 	      "Exit status: COMMAND's status (128+N if killed by signal N); the -E code (1)\n"
 	      "if the lock is held or the wait timed out; 64 usage; 65 lock name collision;\n"
@@ -101,6 +112,9 @@ typedef struct run_ctx {
 	cli_child child;
 	run_env env;
 	int64_t token;            /* --fence: the fencing token, 0 without */
+	int sock;                 /* the lock session's socket, which the command inherits */
+	int held[2];              /* a pipe: the command inherits the write end; -1 when closed */
+	bool handed_over;         /* the command's processes keep the session: abandon it */
 } run_ctx;
 
 static int env_add(run_env *e, const char *name, const char *value)
@@ -364,9 +378,12 @@ static int build_env(run_ctx *r)
 {
 	char key[PGC_KEY_FORMAT_MAX];
 	pgc_key_format(&r->key, key, sizeof key);
+	char fd[16];
+	snprintf(fd, sizeof fd, "%d", r->sock);
 	if (env_add(&r->env, "PGCOORD_LOCK_NAME", r->key.name) != 0 ||
 	    env_add(&r->env, "PGCOORD_LOCK_KEY", key) != 0 ||
-	    env_add(&r->env, "PGCOORD_LOCK_MODE", r->shared ? "shared" : "exclusive") != 0) {
+	    env_add(&r->env, "PGCOORD_LOCK_MODE", r->shared ? "shared" : "exclusive") != 0 ||
+	    env_add(&r->env, "PGCOORD_LOCK_FD", fd) != 0) {
 		cli_errorf("out of memory");
 		return EXIT_SOFTWARE;
 	}
@@ -379,6 +396,16 @@ static int build_env(run_ctx *r)
 		}
 	}
 	return 0;
+}
+
+/* Whether any process that the command started still holds the write end of r->held (and so,
+ * most likely, the session's socket, which it inherited at the same time). */
+static bool still_held(run_ctx *r)
+{
+	if (r->held[0] < 0)
+		return false;
+	struct pollfd p = { r->held[0], POLLIN, 0 };
+	return poll(&p, 1, 0) == 0;
 }
 
 /* The lock is gone while the command runs: stop the command, say why, exit 75. */
@@ -425,6 +452,17 @@ static int supervise(run_ctx *r)
 		cli_errorf("%s before the command finished (its exit status was %d)", err.message, code);
 		return EXIT_LOCKLOST;
 	}
+	if (still_held(r)) {
+		/* Something the command started (outside its process group) still runs with the
+		 * session's socket: the lock is theirs now, and ends with the last of them. */
+		if (!g_cli.quiet)
+			cli_errorf("processes that the command started still hold lock %s's session "
+			           "(descriptor %d): the lock stays held until the last of them exits",
+			           cli_esc(r->desc), r->sock);
+		r->handed_over = true;
+		r->lock = NULL;
+		return code;
+	}
 	int rc = pgc_lock_release(r->lock, &err);
 	r->lock = NULL;
 	if (rc == PGC_ENOTHELD || rc == PGC_ELOCKLOST) {
@@ -442,6 +480,7 @@ int cmd_run(int argc, char **argv)
 {
 	run_ctx r;
 	memset(&r, 0, sizeof r);
+	r.held[0] = r.held[1] = -1;
 	r.wait_ms = PGC_WAIT_FOREVER;
 	r.conflict_code = EXIT_CONFLICT;
 	r.check_ms = 1000;
@@ -468,9 +507,20 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	if (r.fence && (rc = take_token(&r)) != 0)
 		goto out;
+	r.sock = pgc_conn_socket(r.conn);
 	if ((rc = build_env(&r)) != 0)
 		goto out;
-	rc = cli_child_spawn(&r.child, r.argv, r.env.entries, NULL);
+	if (pipe2(r.held, O_CLOEXEC) != 0) {
+		cli_errorf("cannot create a pipe: %s", strerror(errno));
+		r.held[0] = r.held[1] = -1;
+		rc = EXIT_SOFTWARE;
+		goto out;
+	}
+	int keep[2] = { r.sock, r.held[1] };
+	cli_child_io io = { -1, -1, -1, NULL, keep, 2 };
+	rc = cli_child_spawn(&r.child, r.argv, r.env.entries, &io);
+	close(r.held[1]);
+	r.held[1] = -1;
 	if (rc != 0)
 		goto out; /* 127 / 126: reported by the spawner; the lock is released below */
 	rc = supervise(&r);
@@ -480,7 +530,12 @@ out:
 		if (pgc_lock_release(r.lock, &err) != PGC_OK && rc == 0)
 			rc = cli_report(&err);
 	}
-	pgc_conn_close(r.conn);
+	if (r.handed_over)
+		pgc_conn_abandon(r.conn);
+	else
+		pgc_conn_close(r.conn);
+	if (r.held[0] >= 0)
+		close(r.held[0]);
 	env_free(&r.env);
 	return rc;
 }

@@ -146,7 +146,7 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	snprintf(e_cs, sizeof e_cs, "PGCOORD_CRON_SCHEDULE=%s", cs);
 	snprintf(e_ct, sizeof e_ct, "PGCOORD_CRON_TICK=%s", ct);
 	char *env[] = { e_id, e_queue, e_att, e_max, e_key, cron ? e_cs : NULL, e_ct, NULL };
-	cli_child_io io = { in, -1, errp[1], argv == ctx->argv ? ctx->path : NULL };
+	cli_child_io io = { in, -1, errp[1], argv == ctx->argv ? ctx->path : NULL, NULL, 0 };
 	cli_child c;
 	int64_t t0 = pgc__now_ms();
 	int src = cli_child_spawn(&c, argv, env, &io);

@@ -8,12 +8,14 @@
  * not there now. A reconnect puts a new PGconn under the same handle and tells every
  * attachment that the old session is gone; closing tells them the handle goes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "conn_priv.h"
 
@@ -580,6 +582,25 @@ void pgc_conn_close(pgc_conn *c)
 	free(c->dsn_masked);
 	free(c->application_name);
 	free(c);
+}
+
+void pgc_conn_abandon(pgc_conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->pg != NULL) {
+		/* This process's descriptor now names /dev/null: libpq's Terminate message (and a TLS
+		 * close) go nowhere, and closing it leaves the socket open wherever else it is. The
+		 * attachments forget what the session held, so nothing is released either. */
+		int fd = PQsocket(c->pg);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd >= 0 && null >= 0)
+			(void)dup2(null, fd);
+		if (null >= 0)
+			close(null);
+		pgc__session_lost(c, "the session was handed over");
+	}
+	pgc_conn_close(c);
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */

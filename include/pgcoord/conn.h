@@ -90,6 +90,14 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_connect(const char *dsn, const pgc_conn_options
  * ends with the session on the server. NULL is accepted. */
 PGC_EXTERN void pgc_conn_close(pgc_conn *conn);
 
+/* Frees the handle without a word to the server: no unlock, no Terminate message. Only this
+ * process's descriptor of the session's socket is closed. A process that inherited the
+ * socket (a command started with it open, as pgcoord run does) keeps the session, and the
+ * session locks it holds, alive until the last such process closes it or exits, as flock(1)'s
+ * lock lives while any process holds its descriptor. With no other holder the server sees the
+ * socket close and ends the session, releasing everything it held. NULL is accepted. */
+PGC_EXTERN void pgc_conn_abandon(pgc_conn *conn);
+
 /* The server's version number (e.g. 150018), the backend pid of this session, the masked DSN
  * (owned by conn, valid until it is closed), and libpq's handle (owned by conn; do not close
  * it, and do not keep it across a reconnect: pgc_tx_run() and pgc_worker replace a lost
