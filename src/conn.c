@@ -28,22 +28,53 @@ static char *dup_str(const char *s)
 
 /* ---- the DSN before connecting --------------------------------------------------------------- */
 
+/* Whether frag (len bytes) stands in dsn where a keyword does: at the start, or after white
+ * space, '?' or '&', made of letters, digits and '_', and followed by '=' (after spaces). */
+static bool dsn_keyword(const char *dsn, const char *frag, size_t len)
+{
+	if (len == 0 || len > 63)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((frag[i] >= 'a' && frag[i] <= 'z') || (frag[i] >= 'A' && frag[i] <= 'Z') ||
+		      (frag[i] >= '0' && frag[i] <= '9') || frag[i] == '_'))
+			return false;
+	for (const char *p = dsn; *p; p++) {
+		if (strncmp(p, frag, len) != 0)
+			continue;
+		if (p != dsn && !(p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n' || p[-1] == '?' || p[-1] == '&'))
+			continue;
+		const char *q = p + len;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (*q == '=')
+			return true;
+	}
+	return false;
+}
+
 /* Copies libpq's message into dst with every double-quoted part replaced by "...": libpq's
- * parse errors quote fragments of the connection string, and those may hold a password. */
-static void scrub_quoted(char *dst, size_t n, const char *msg)
+ * parse errors quote fragments of the connection string, and those may hold a password. A
+ * fragment that is a keyword of dsn (a misspelt "pasword") is kept: it names the mistake. */
+static void scrub_quoted(char *dst, size_t n, const char *msg, const char *dsn)
 {
 	size_t o = 0;
-	bool in = false;
 	for (const char *p = msg; *p && o + 6 < n; p++) {
-		if (*p == '"') {
-			if (!in) {
-				memcpy(dst + o, "\"...\"", 5);
-				o += 5;
-			}
-			in = !in;
-		} else if (!in) {
+		if (*p != '"') {
 			dst[o++] = *p;
+			continue;
 		}
+		const char *end = strchr(p + 1, '"');
+		size_t len = end ? (size_t)(end - p - 1) : strlen(p + 1);
+		if (end != NULL && dsn_keyword(dsn, p + 1, len) && o + len + 3 < n) {
+			memcpy(dst + o, p, len + 2);
+			o += len + 2;
+		} else {
+			memcpy(dst + o, "\"...\"", 5);
+			o += 5;
+		}
+		if (end == NULL)
+			break;
+		p = end;
 	}
 	dst[o] = '\0';
 }
@@ -174,7 +205,7 @@ static int parse_dsn(const char *dsn, settings *s, pgc_error *err)
 	s->dsn = PQconninfoParse(dsn, &msg);
 	if (s->dsn == NULL) {
 		char reason[PGC_ERROR_MESSAGE_MAX], line[PGC_ERROR_MESSAGE_MAX];
-		scrub_quoted(reason, sizeof reason, msg ? msg : "out of memory");
+		scrub_quoted(reason, sizeof reason, msg ? msg : "out of memory", dsn);
 		pgc__copy_line(line, sizeof line, reason);
 		char *masked = pgc__dsn_mask_all(dsn);
 		int rc = pgc__err(err, msg ? PGC_EUSAGE : PGC_ENOMEM, "invalid connection string %s: %s",
@@ -458,10 +489,13 @@ static int open_session(pgc_conn *c, PGconn **out, pgc_error *err)
 		code = PGC_EAUTH;
 	else if (strcmp(state, "3D000") == 0 || (state[0] == '\0' && all_unknown && host != NULL))
 		code = PGC_ECONFIG;
+	/* Encryption the DSN requires and the server does not offer: retrying cannot help. */
+	else if (strstr(reason, "SSL was required") != NULL || strstr(reason, "GSSAPI encryption required") != NULL)
+		code = PGC_ECONFIG;
 	if (needs_password && !strstr(reason, "password"))
 		rc = pgc__err(err, code, "cannot connect to %s: %s (the server asks for a password and none was given)",
 		              where, reason);
-	else if (code == PGC_ECONFIG && state[0] == '\0')
+	else if (code == PGC_ECONFIG && state[0] == '\0' && all_unknown && host != NULL)
 		rc = pgc__err(err, code, "cannot connect to %s: unknown host name: %s", where, reason);
 	else
 		rc = pgc__err(err, code, "cannot connect to %s: %s", where, reason);

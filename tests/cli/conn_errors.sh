@@ -28,6 +28,19 @@ run 78 "$PG" -d "$ok target_session_attrs=primary-only" info
 err_has "invalid target_session_attrs"
 run 78 "$PG" -d "host=$host,$host port=1,2,3 dbname=postgres" info
 err_has "3 port numbers for 2 hosts"
+# Encryption that the server does not offer: a setting that cannot work (the test server has
+# no SSL), not "try again later".
+run 78 "$PG" -d "$ok sslmode=require" info
+err_has "SSL was required"
+# A misspelt keyword is named; the values, a password's among them, never are.
+run 64 "$PG" -d "$ok pasword=sekrit-$$" info
+err_has 'invalid connection option "pasword"'
+grep -q "sekrit-$$" "$TMP/err" && fail "the value was shown"
+run 64 "$PG" -d "postgresql://$host:$port/postgres?pasword=sekrit-$$" info
+err_has 'invalid URI query parameter: "pasword"'
+grep -q "sekrit-$$" "$TMP/err" && fail "the value was shown"
+run 64 "$PG" -d "$ok password=sekrit-$$ x" info
+grep -q "sekrit-$$" "$TMP/err" && fail "the value was shown"
 # The same classes reach a library caller (pgcoord run's own connection).
 run 78 "$PG" -d "$ok sslmode=bogus" run -n x -- true
 # A server that is not there now: retry later.
