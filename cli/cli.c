@@ -53,7 +53,7 @@ static void print_help(FILE *f)
 	      "  1    lock held elsewhere, wait timed out, or something was found\n"
 	      "  64   usage error            65   bad input data\n"
 	      "  69   database unavailable   70   internal error\n"
-	      "  75   lock or lease lost     77   credentials refused\n"
+	      "  75   lock or lease lost     77   credentials refused or permission denied\n"
 	      "  78   connection setting that cannot work, or a pooler that cannot keep it\n"
 	      "  126  command not executable 127  command not found\n"
 	      "\n"

@@ -16,7 +16,7 @@ enum {
 	EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: database unreachable */
 	EXIT_SOFTWARE = 70,    /* EX_SOFTWARE: internal error */
 	EXIT_LOCKLOST = 75,    /* EX_TEMPFAIL: the lock or lease was lost */
-	EXIT_NOPERM = 77,      /* EX_NOPERM: the server refused the credentials */
+	EXIT_NOPERM = 77,      /* EX_NOPERM: credentials refused, or a privilege missing (42501) */
 	EXIT_CONFIG = 78,      /* EX_CONFIG: a connection setting cannot work (sslmode, port,
 	                          host name, database), or the pooler in between cannot keep
 	                          what was asked */

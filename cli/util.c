@@ -92,8 +92,11 @@ int cli_exit_code(const pgc_error *err)
 	case PGC_EPOOLER: return EXIT_CONFIG;
 	case PGC_ESQL: {
 		/* Errors caused by what the user gave us: data exceptions (22), integrity
-		 * violations (23), syntax errors and access rules (42). */
+		 * violations (23), syntax errors and access rules (42), but a missing privilege. */
 		const char *s = err->sqlstate;
+		/* The role may not do this: as for refused credentials, retrying as is cannot help. */
+		if (strcmp(s, "42501") == 0)
+			return EXIT_NOPERM;
 		if (strncmp(s, "22", 2) == 0 || strncmp(s, "23", 2) == 0 || strncmp(s, "42", 2) == 0)
 			return EXIT_DATAERR;
 		if (err->klass == PGC_CLASS_RETRY_LATER && (strncmp(s, "08", 2) == 0 || strncmp(s, "57P0", 4) == 0))

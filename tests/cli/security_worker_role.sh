@@ -103,15 +103,16 @@ refused "DROP TABLE $S.jobs"
 refused "DROP SCHEMA $S CASCADE"
 refused "TRUNCATE $S.job_history"
 refused "UPDATE $S.queue_settings SET max_payload_bytes = 1"
-# The tool's admin commands too: exit 65 with the server's reason, nothing changed.
-run 65 "$PG" -d "$RDSN" queue enqueue work --schema "$S" --payload '{}'
+# The tool's admin commands too: exit 77 (a privilege is missing) with the server's reason,
+# nothing changed.
+run 77 "$PG" -d "$RDSN" queue enqueue work --schema "$S" --payload '{}'
 err_has "permission denied"
 err_has "42501"
-run 65 "$PG" -d "$RDSN" queue pause work --schema "$S"
+run 77 "$PG" -d "$RDSN" queue pause work --schema "$S"
 err_has "42501"
-run 65 "$PG" -d "$RDSN" queue config --schema "$S" --max-payload 1
-run 65 "$PG" -d "$RDSN" init --schema "$S"
-run 65 "$PG" -d "$RDSN" init --schema "$S" --worker-role "${R}_x"
+run 77 "$PG" -d "$RDSN" queue config --schema "$S" --max-payload 1
+run 77 "$PG" -d "$RDSN" init --schema "$S"
+run 77 "$PG" -d "$RDSN" init --schema "$S" --worker-role "${R}_x"
 [ "$(psql_q "SELECT secret FROM public.$C")" = canary ] || fail "canary changed"
 [ "$(psql_q "SELECT count(*) FROM $S.migrations")" = "$nmig" ] || fail "migrations changed"
 [ "$(psql_q "SELECT count(*) FROM pg_roles WHERE rolname = '${R}_x'")" = 0 ] || fail "role created"
