@@ -520,13 +520,20 @@ int pgc_queue_bulk_count(pgc_queue *q, pgc_queue_bulk *b, long *count, pgc_error
 	if (rc != PGC_OK)
 		return rc;
 	char sql[1024], age[24], upto[24];
-	snprintf(sql, sizeof sql, "SELECT count(*), coalesce(max(id), 0) FROM @S@.%s WHERE %s",
-	         bulk_table[b->op], bulk_where[b->op]);
+	/* A queue that was never made (no enqueue, pause or config ever named it) is a mistake:
+	 * most likely a misspelt name, which must not read as "nothing to do". */
+	snprintf(sql, sizeof sql, "SELECT count(*), coalesce(max(id), 0),"
+	         " $1::text IS NULL OR EXISTS (SELECT 1 FROM @S@.queues WHERE name = $1)"
+	         " FROM @S@.%s WHERE %s", bulk_table[b->op], bulk_where[b->op]);
 	const char *v[5];
 	bulk_params(b, v, age, upto);
 	PGresult *res = pgc__queue_run_text(q, sql, 5, v, &rc, err);
 	if (res == NULL)
 		return rc;
+	if (strcmp(PQgetvalue(res, 0, 2), "t") != 0) {
+		PQclear(res);
+		return pgc__err(err, PGC_ENOTFOUND, "no queue named \"%.100s\"", b->queue);
+	}
 	if (count != NULL)
 		*count = atol(PQgetvalue(res, 0, 0));
 	b->upto_id = atoll(PQgetvalue(res, 0, 1));

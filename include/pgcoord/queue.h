@@ -337,7 +337,8 @@ typedef struct pgc_queue_bulk_result {
 
 /* Counts the jobs b matches now into *count, and sets b->upto_id to the highest of their ids
  * (0 when none matches). Changes nothing else.
- * Errors: PGC_EUSAGE (see pgc_queue_bulk_run), PGC_ESQL, PGC_ECONNLOST. */
+ * Errors: PGC_EUSAGE (see pgc_queue_bulk_run), PGC_ENOTFOUND (b->queue names no queue),
+ * PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_bulk_count(pgc_queue *q, pgc_queue_bulk *b, long *count,
                                                   pgc_error *err);
 

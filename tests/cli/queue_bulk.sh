@@ -28,6 +28,14 @@ own_schema pgc_qbulk
 q() { "$PG" queue "$@" --schema "$S" >/dev/null || fail "queue $*"; }
 live() { psql_q "SELECT count(*) FROM $S.jobs WHERE queue = '$1'"; }
 
+# A queue that does not exist (a misspelt name) is bad data, not "nothing to do".
+for sub in "cancel --all" "retry --all"; do
+	# shellcheck disable=SC2086
+	run 65 "$PG" queue $sub nosuchqueue --yes --schema "$S"
+	err_has 'no queue named "nosuchqueue"'
+done
+run 65 "$PG" queue purge nosuchqueue --yes --schema "$S"
+
 seq 1 20000 | sed 's/.*/{"n":&}/' >"$TMP/big.jsonl"
 q enqueue big --file "$TMP/big.jsonl"
 q enqueue big --payload '{"n":"later"}' --delay 1d
@@ -81,9 +89,10 @@ run 0 "$PG" --json queue cancel --all keys --schema "$S" --status scheduled --ye
 out_has '"matched":1,"cancelled":1'
 [ "$(psql_q "SELECT string_agg(unique_key, ',' ORDER BY id) FROM $S.jobs WHERE queue = 'keys'")" = "imp-3,impx" ] ||
 	fail "left: $(psql_q "SELECT string_agg(unique_key, ',' ORDER BY id) FROM $S.jobs WHERE queue = 'keys'")"
-run 0 "$PG" queue cancel --all nosuch --schema "$S" --yes
+# A queue that exists with nothing to match: nothing to do, exit 0.
+run 0 "$PG" queue cancel --all keys --status waiting --schema "$S" --yes
 err_has "no job matches: nothing cancelled"
-out_has "^cancelled 0 jobs of queue nosuch$"
+out_has "^cancelled 0 jobs of queue keys$"
 
 # Retry every failed job of a queue; then the cancelled ones on a terminal, answered y.
 for i in 1 2 3; do q enqueue sad --max-attempts 1; done
