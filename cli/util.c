@@ -73,6 +73,18 @@ int cli_getopt_error(const char *cmd, int ch, char **argv)
 	 * offending word. */
 	if (ch == ':')
 		return cli_usage_error(cmd, "option %s needs a value", argv[optind - 1]);
+	/* A short option inside a word ("-1 * * * *", "-xz"): getopt stays on that word until it
+	 * is done with it, so the word at optind, not the one before, is the culprit. */
+	if (optopt != 0) {
+		const char *word = argv[optind - 1];
+		if (argv[optind] != NULL && argv[optind][0] == '-' && argv[optind][1] != '-' &&
+		    strchr(argv[optind] + 1, optopt) != NULL)
+			word = argv[optind];
+		if (word[0] == '-' && word[1] == optopt && word[2] == '\0')
+			return cli_usage_error(cmd, "unknown option -%c", optopt);
+		return cli_usage_error(cmd, "unknown option -%c in \"%s\" (an argument that starts with - goes "
+		                       "after --)", optopt, cli_esc(word));
+	}
 	return cli_usage_error(cmd, "unknown option %s", argv[optind - 1]);
 }
 

@@ -23,6 +23,13 @@ err_has 'unknown command "frobnicate"'
 err_has 'Try "pgcoord --help"'
 run 64 "$PG" --bogus init
 err_has "unknown option --bogus"
+# An unknown short option inside a word names that word, not the one before it.
+run 64 "$PG" cron next '-1 * * * *'
+err_has 'unknown option -1 in "-1 \* \* \* \*"'
+run 64 "$PG" run -Zx name -- true
+err_has 'unknown option -Z in "-Zx"'
+run 64 "$PG" run -Z name -- true
+err_has 'unknown option -Z$'
 run 64 "$PG" -d
 err_has "option -d needs a value"
 run 64 "$PG" help nosuch
