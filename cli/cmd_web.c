@@ -217,9 +217,10 @@ int cmd_web(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	unsigned port = 0;
-	struct MHD_Daemon *d = web_http_start(&srv, &port);
+	char why[WEB_START_REASON_MAX];
+	struct MHD_Daemon *d = web_http_start(&srv, &port, why);
 	if (d == NULL) {
-		cli_errorf("web: cannot listen on %s", listen_text);
+		cli_errorf("web: cannot listen on %s: %s", listen_text, why);
 		web_pool_close(&srv);
 		free_creds(&srv);
 		return EXIT_CONFIG;

@@ -337,9 +337,10 @@ int cmd_worker(int argc, char **argv)
 	if (metrics != NULL) {
 		web_worker_metrics_set_workers(metrics, ws, nconn);
 		unsigned mport = 0;
-		mserver = web_metrics_start(&maddr, &mport, web_worker_metrics_write, metrics);
+		char why[WEB_START_REASON_MAX];
+		mserver = web_metrics_start(&maddr, &mport, web_worker_metrics_write, metrics, why);
 		if (mserver == NULL) {
-			cli_errorf("worker: cannot listen on %s for --metrics", metrics_at);
+			cli_errorf("worker: cannot listen on %s for --metrics: %s", metrics_at, why);
 			for (int i = 0; i < nconn; i++)
 				pgc_worker_free(ws[i]);
 			web_worker_metrics_free(metrics);

@@ -86,9 +86,13 @@ typedef struct web_resp {
 
 /* ---- web_http.c ---- */
 
-/* Starts the HTTP daemon on srv->addr; returns NULL after printing why. *port gets the port
- * it listens on. */
-struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port);
+/* The most a start's reason for failing takes, with its terminating NUL. */
+#define WEB_START_REASON_MAX 256
+
+/* Starts the HTTP daemon on srv->addr; returns NULL when it cannot, with why in reason
+ * (WEB_START_REASON_MAX bytes: "Address already in use"), for the caller to say with the
+ * address. *port gets the port it listens on. */
+struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port, char *reason);
 void web_http_stop(struct MHD_Daemon *d);
 
 /* Parses --listen's ADDR:PORT (IPv4, localhost, [IPv6]; port 0 to 65535) into *addr;
@@ -96,10 +100,10 @@ void web_http_stop(struct MHD_Daemon *d);
 bool web_parse_listen(const char *text, struct sockaddr_storage *addr, socklen_t *addrlen, bool *loopback);
 
 /* A server of GET /metrics alone, with the headers of every response: write prints the text.
- * Called from the server's thread. NULL when it cannot listen; *port is the port. One per
- * process. */
+ * Called from the server's thread. NULL when it cannot listen, with why in reason (as for
+ * web_http_start); *port is the port. One per process. */
 struct MHD_Daemon *web_metrics_start(const struct sockaddr_storage *addr, unsigned *port,
-                                     void (*write)(FILE *f, void *arg), void *arg);
+                                     void (*write)(FILE *f, void *arg), void *arg, char *reason);
 
 /* The value of query parameter name, or NULL. */
 const char *web_arg(const web_req *r, const char *name);

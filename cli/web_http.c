@@ -363,20 +363,35 @@ static void on_done(void *cls, struct MHD_Connection *mc, void **con_cls, enum M
 	*con_cls = NULL;
 }
 
+/* While a server starts, libmicrohttpd's complaints are kept here (in the starting thread),
+ * not printed: its "Failed to bind to port 0" names the port it was asked for, not the one
+ * given, and the caller says what failed with the address it knows. */
+static _Thread_local char *start_reason;
+
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
 	char msg[512];
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	msg[strcspn(msg, "\n")] = '\0';
+	if (start_reason != NULL) {
+		/* The reason is what follows the last ": " (the system's words), else the whole. */
+		const char *r = msg, *p;
+		while ((p = strstr(r, ": ")) != NULL)
+			r = p + 2;
+		snprintf(start_reason, WEB_START_REASON_MAX, "%s", *r ? r : msg);
+		return;
+	}
 	cli_errorf("web: %s", msg);
 }
 
-struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port)
+struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port, char *reason)
 {
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	if (srv->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	snprintf(reason, WEB_START_REASON_MAX, "the server did not start");
+	start_reason = reason;
 	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
 	        MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
 	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&srv->addr,
@@ -387,6 +402,7 @@ struct MHD_Daemon *web_http_start(web_server *srv, unsigned *port)
 	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)131072,
 	        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
 	        MHD_OPTION_END);
+	start_reason = NULL;
 	if (d == NULL)
 		return NULL;
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -479,7 +495,7 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *mc, const ch
 }
 
 struct MHD_Daemon *web_metrics_start(const struct sockaddr_storage *addr, unsigned *port,
-                                     void (*write)(FILE *f, void *arg), void *arg)
+                                     void (*write)(FILE *f, void *arg), void *arg, char *reason)
 {
 	static metrics_srv m;
 	m.write = write;
@@ -487,12 +503,15 @@ struct MHD_Daemon *web_metrics_start(const struct sockaddr_storage *addr, unsign
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	if (addr->ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	snprintf(reason, WEB_START_REASON_MAX, "the server did not start");
+	start_reason = reason;
 	struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_metrics, &m,
 	        MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
 	        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
 	        MHD_OPTION_CONNECTION_LIMIT, 16u,
 	        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
 	        MHD_OPTION_END);
+	start_reason = NULL;
 	if (d == NULL)
 		return NULL;
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -358,4 +358,15 @@ req 403 "$URL/api/jobs"
 req 200 "$URL/api/blockers"
 req 200 "$URL/api/doctor"
 web_stop "$WPID"
+
+# An address in use: one line naming it and the system's reason (libmicrohttpd's own
+# "Failed to bind to port 0" is not passed on), exit 78; the same for a worker's --metrics.
+web_start busy --schema "$S"
+run 78 "$PG" web --schema "$S" --listen "127.0.0.1:$WPORT"
+err_has "web: cannot listen on 127.0.0.1:$WPORT: Address already in use"
+err_lines 1
+run 78 timeout 30 "$PG" worker --schema "$S" -q busyq --metrics "127.0.0.1:$WPORT" -- true
+err_has "cannot listen on 127.0.0.1:$WPORT for --metrics: Address already in use"
+grep -q "port 0" "$TMP/err" && fail "the port 0 line is still there"
+web_stop "$WPID"
 exit 0
