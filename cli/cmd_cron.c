@@ -48,7 +48,7 @@ static void usage(FILE *f)
 	      "  remove NAME          remove the schedule and its history\n"
 	      "  history NAME [--limit N] [--json]\n"
 	      "                       the latest ticks and what became of them\n"
-	      "  sync FILE [--dry-run]\n"
+	      "  sync FILE [--dry-run] [--allow-empty]\n"
 	      "                       make the schedules those of FILE, in one transaction\n"
 	      "  run [--batch N] [--lookahead D] [--once] [--wait-for-db[=D]] [-c N]\n"
 	      "      [--timeout D] [--grace D] [--no-commands]\n"
@@ -90,6 +90,8 @@ static void usage(FILE *f)
 	      "      --replace        add: change the schedule NAME if it exists\n"
 	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
 	      "      --dry-run        sync: print the changes, change nothing\n"
+	      "      --allow-empty    sync: a FILE without schedules removes every one\n"
+	      "  -q, --quiet          as pgcoord -q (sync: print only what changed)\n"
 	      "      --batch=N        run: schedules per transaction, 1 to 1000 (default 100)\n"
 	      "      --lookahead=D    run: fire ticks up to D ahead, their jobs runnable at\n"
 	      "                       the tick (overlap allow only; 0 to 60s, default 5s)\n"
@@ -270,7 +272,7 @@ typedef struct cron_args {
 	const char *sub;     /* "cron add", for messages */
 	const char *schema;
 	pgc_cron_schedule def;
-	bool replace, dry_run, once, no_commands, prometheus;
+	bool replace, dry_run, once, no_commands, prometheus, allow_empty;
 	long long limit, batch, concurrency;
 	int64_t dbwait_ms, timeout_ms, grace_ms, lookahead_ms;
 	int argc;            /* the operands */
@@ -281,7 +283,8 @@ typedef struct cron_args {
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
 
 enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_LOOKAHEAD, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM };
+       O_LIMIT, O_DRYRUN, O_BATCH, O_LOOKAHEAD, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM,
+       O_ALLOWEMPTY };
 
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
 {
@@ -343,6 +346,8 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 		{ "replace", no_argument, NULL, O_REPLACE },
 		{ "limit", required_argument, NULL, O_LIMIT },
 		{ "dry-run", no_argument, NULL, O_DRYRUN },
+		{ "allow-empty", no_argument, NULL, O_ALLOWEMPTY },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "lookahead", required_argument, NULL, O_LOOKAHEAD },
 		{ "once", no_argument, NULL, O_ONCE },
@@ -369,8 +374,9 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 	int ch, idx = -1, rc;
 	optind = 0; /* glibc: start over */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":c:h", longopts, &idx)) != -1) {
-		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT : ch == O_DRYRUN ? A_DRYRUN
+	while ((ch = getopt_long(argc, argv, ":c:hq", longopts, &idx)) != -1) {
+		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT
+		                : ch == O_DRYRUN || ch == O_ALLOWEMPTY ? A_DRYRUN
 		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : ch == O_PROM ? A_PROM : 0;
 		if (need != 0 && !(allowed & need)) {
 			if (ch == 'c' && idx < 0)
@@ -386,6 +392,8 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 				                       PGC_CRON_TICKS_KEPT, cli_esc(optarg));
 			break;
 		case O_DRYRUN: a->dry_run = true; break;
+		case O_ALLOWEMPTY: a->allow_empty = true; break;
+		case 'q': g_cli.quiet = true; break;
 		case O_BATCH:
 			if (!cli_parse_int(optarg, 1, 1000, &a->batch))
 				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
@@ -1054,6 +1062,13 @@ static int cron_sync(int argc, char **argv)
 		}
 		ne++;
 	}
+	/* No schedule at all would remove every one: an empty file (or a truncated one, or the
+	 * wrong one) must not do that unless asked. */
+	if (rc == 0 && ne == 0 && !a.allow_empty) {
+		cli_errorf("%s has no schedule: syncing it would remove every schedule; pass --allow-empty "
+		           "to do that", file);
+		rc = EXIT_DATAERR;
+	}
 	pgc_conn *conn = NULL;
 	if (rc == 0)
 		rc = open_conn(a.sub, &conn);
@@ -1083,7 +1098,8 @@ static int cron_sync(int argc, char **argv)
 		added += !exists;
 		changed += exists && ch;
 		same += exists && !ch;
-		if (!g_cli.json && (!g_cli.quiet || exists != ch))
+		/* Quiet: the changes only. */
+		if (!g_cli.json && (!g_cli.quiet || !exists || ch))
 			printf("%s%s %s\n", exists && !ch ? "" : pre, what, es[i].name);
 	}
 	for (size_t k = 0; rc == 0 && k < nx; k++) {

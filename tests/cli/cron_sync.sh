@@ -75,8 +75,27 @@ err_has "bad:1: schedule a: no queue=Q"
 printf 'a @daily queue=x colour=blue\n' >"$TMP/bad"
 run 65 "$PG" cron sync "$TMP/bad" --schema "$S"
 err_has 'unknown option "colour"'
+# A file without a schedule would remove every one: refused unless --allow-empty.
+: >"$TMP/empty"
+run 65 "$PG" cron sync "$TMP/empty" --schema "$S"
+err_has "has no schedule: syncing it would remove every schedule; pass --allow-empty"
+printf '# only a comment\n\n' >"$TMP/empty"
+run 65 "$PG" cron sync - --schema "$S" <"$TMP/empty"
 [ "$(q "SELECT string_agg(name || '=' || expr, ',' ORDER BY name) FROM $S.cron_schedules")" = "backup=30 2 * * *,report=@daily" ] ||
 	fail "a refused sync changed the schedules"
+# Quiet, before or after the subcommand: only the changes.
+cp "$TMP/crontab2" "$TMP/crontab3"
+echo 'extra @daily queue=x' >>"$TMP/crontab3"
+run 0 "$PG" -q cron sync "$TMP/crontab3" --schema "$S"
+[ "$(cat "$TMP/out")" = "added extra" ] || { cat "$TMP/out"; fail "-q printed more than the change"; }
+run 0 "$PG" cron sync "$TMP/crontab2" -q --schema "$S"
+[ "$(cat "$TMP/out")" = "removed extra" ] || { cat "$TMP/out"; fail "sync -q printed more than the change"; }
+run 0 "$PG" cron sync "$TMP/crontab2" --quiet --schema "$S"
+[ ! -s "$TMP/out" ] || { cat "$TMP/out"; fail "an unchanged sync printed under --quiet"; }
+# --allow-empty removes them all, as asked.
+run 0 "$PG" cron sync "$TMP/empty" --allow-empty --dry-run --schema "$S"
+out_has "would be removed backup"
+[ "$(q "SELECT count(*) FROM $S.cron_schedules")" = 2 ] || fail "--dry-run removed schedules"
 # list and show name them.
 run 0 "$PG" cron list --schema "$S"
 out_has "^backup .*Europe/Berlin"
