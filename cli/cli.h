@@ -93,6 +93,29 @@ void cli_key_json(FILE *f, const pgc_queue_key_info *k);
 bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,
                       int64_t max_ms, int64_t *out, int *rc);
 
+/* A value of a TIME option: a time, or a duration from now (to add on the server's clock). */
+typedef struct cli_time {
+	bool relative;   /* a DURATION from now: rel_ms */
+	int64_t rel_ms;
+	int64_t unix_s;  /* else the time: seconds since 1970 (UTC) and microseconds */
+	int32_t usec;
+} cli_time;
+
+/* The one grammar of every option that takes a TIME (queue enqueue --run-at, cron next
+ * --from): ISO 8601 with an offset or Z ("2026-12-04T09:30:00Z", "2026-12-04 10:30:00.25+01:00";
+ * a fraction of a second is kept to the microsecond), @SECONDS since 1970, or a DURATION from
+ * now ("90s", "2h", "1d"). Years 0001 to 9999: never "infinity", "epoch", "yesterday" or a
+ * form that depends on the server's DateStyle. A time without an offset is read in zone when
+ * zone is given (cron next's --tz), and refused without one. On failure prints the usage error
+ * and sets *rc to EXIT_USAGE. */
+bool cli_time_opt(const char *cmd, const char *opt, const char *text, const pgc_cron *zone, cli_time *out,
+                  int *rc);
+
+/* An absolute t as ISO 8601 in UTC with microseconds ("2026-12-04T09:30:00.250000+00:00"),
+ * which PostgreSQL reads the same under every DateStyle, in buf (CLI_TIME_ISO_MAX bytes). */
+#define CLI_TIME_ISO_MAX 40
+char *cli_time_iso(const cli_time *t, char *buf);
+
 /* ms as the tool prints every duration (pgc_duration_format: "1d", "90s", "1500ms"), in buf
  * (PGC_DURATION_FORMAT_MAX bytes); returns buf. A negative ms prints as "0s". */
 char *cli_duration_str(int64_t ms, char *buf);

@@ -191,10 +191,14 @@ static int cron_next(int argc, char **argv)
 		return err.code == PGC_EUSAGE ? cli_usage_error("cron next", "%s", err.message) : cli_report(&err);
 	int64_t after;
 	if (from != NULL) {
-		if (pgc_cron_parse_time(c, from, &after, &err) != PGC_OK) {
+		/* The grammar of every TIME option; a time without an offset is read in --tz. */
+		cli_time t;
+		int trc;
+		if (!cli_time_opt("cron next", "--from", from, c, &t, &trc)) {
 			pgc_cron_free(c);
-			return cli_usage_error("cron next", "--from: %s", err.message);
+			return trc;
 		}
+		after = t.relative ? (int64_t)time(NULL) + t.rel_ms / 1000 : t.unix_s;
 	} else {
 		after = (int64_t)time(NULL);
 	}

@@ -75,6 +75,9 @@ static void usage(FILE *f)
 	      "--limit) of them run at once across all workers, and --rate/--key-rate space\n"
 	      "their starts (N/D: at most N per D, e.g. 50/1s, 1000/1m).\n"
 	      "\n"
+	      "TIME (--run-at): ISO 8601 with an offset (2026-12-04T09:30:00Z,\n"
+	      "2026-12-04 10:30+01:00), @SECONDS since 1970, or a duration from now (2h).\n"
+	      "\n"
 	      "--after makes jobs wait (status waiting) until those jobs succeed; when one\n"
 	      "fails for good or is cancelled, --on-dep-failure cancel (the default)\n"
 	      "cancels them, run runs them all the same. --group adds them to an open group.\n"
@@ -634,8 +637,21 @@ static int do_enqueue(int argc, char **argv)
 		return cli_usage_error("queue enqueue", "--unique-key applies to one job, not to a file");
 	if (a.unique_key != NULL && *a.unique_key == '\0')
 		return cli_usage_error("queue enqueue", "--unique-key must not be empty");
-	if (a.run_at != NULL && *a.run_at == '\0')
-		return cli_usage_error("queue enqueue", "--run-at must not be empty");
+	/* --run-at's TIME, in the one grammar of TIME options, sent as ISO 8601 in UTC (or, for
+	 * a duration, as the delay it is, on the server's clock). */
+	char run_at[CLI_TIME_ISO_MAX];
+	if (a.run_at != NULL) {
+		cli_time t;
+		int trc;
+		if (!cli_time_opt("queue enqueue", "--run-at", a.run_at, NULL, &t, &trc))
+			return trc;
+		if (t.relative) {
+			a.delay_ms = t.rel_ms;
+			a.run_at = NULL;
+		} else {
+			a.run_at = cli_time_iso(&t, run_at);
+		}
+	}
 	if (a.on_dep_failure >= 0 && !a.has_after)
 		return cli_usage_error("queue enqueue", "--on-dep-failure needs --after");
 

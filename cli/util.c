@@ -368,6 +368,78 @@ bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_
 	return true;
 }
 
+bool cli_time_opt(const char *cmd, const char *opt, const char *text, const pgc_cron *zone, cli_time *out,
+                  int *rc)
+{
+	memset(out, 0, sizeof *out);
+	static const char forms[] = "use ISO 8601 with an offset (2026-12-04T09:30:00Z, 2026-12-04 10:30+01:00), "
+	                            "@SECONDS since 1970, or a duration from now (90s, 2h, 1d)";
+	if (*text == '\0') {
+		*rc = cli_usage_error(cmd, "%s must not be empty: %s", opt, forms);
+		return false;
+	}
+	pgc_error err;
+	/* A duration has no "-" after its first character and no ":"; a date has both. */
+	if (*text != '@' && strchr(text, ':') == NULL && strchr(text + 1, '-') == NULL) {
+		if (pgc_duration_parse(text, &out->rel_ms, &err) != PGC_OK) {
+			*rc = cli_usage_error(cmd, "%s: \"%s\" is not a time: %s", opt, cli_esc(text), forms);
+			return false;
+		}
+		out->relative = true;
+		return true;
+	}
+	/* YYYY-MM-DD, then [T or space]HH:MM[:SS[.fraction]], then the offset: the library's
+	 * parser takes all but the fraction (it keeps whole seconds), which is read here. */
+	const char *p = text, *frac = NULL;
+	bool has_off = *text == '@';
+	if (!has_off) {
+		p = text + strnlen(text, 10);
+		if (*p == 'T' || *p == 't' || (*p == ' ' && p[1] >= '0' && p[1] <= '9'))
+			p++;
+		p += strspn(p, "0123456789:");
+		if ((*p == '.' || *p == ',') && p[1] >= '0' && p[1] <= '9') {
+			frac = p + 1;
+			p = frac + strspn(frac, "0123456789");
+		}
+		has_off = *(p + strspn(p, " ")) != '\0';
+	}
+	if (!has_off && zone == NULL) {
+		*rc = cli_usage_error(cmd, "%s: \"%s\" has no offset: add Z (UTC) or +HH:MM; or %s", opt, cli_esc(text),
+		                      forms);
+		return false;
+	}
+	pgc_cron *utc = NULL;
+	if (zone == NULL && pgc_cron_parse("* * * * *", NULL, &utc, &err) != PGC_OK) {
+		*rc = cli_report(&err);
+		return false;
+	}
+	int prc = pgc_cron_parse_time(zone ? zone : utc, text, &out->unix_s, &err);
+	pgc_cron_free(utc);
+	if (prc != PGC_OK) {
+		*rc = cli_usage_error(cmd, "%s: %s; %s", opt, err.message, forms);
+		return false;
+	}
+	if (frac != NULL) {
+		/* Microseconds: the first six digits, padded; the rest are dropped. */
+		bool in = true;
+		for (int d = 0; d < 6; d++) {
+			in = in && frac[d] >= '0' && frac[d] <= '9';
+			out->usec = out->usec * 10 + (in ? frac[d] - '0' : 0);
+		}
+	}
+	return true;
+}
+
+char *cli_time_iso(const cli_time *t, char *buf)
+{
+	time_t s = (time_t)t->unix_s;
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	snprintf(buf, CLI_TIME_ISO_MAX, "%04d-%02d-%02dT%02d:%02d:%02d.%06d+00:00", tm.tm_year + 1900, tm.tm_mon + 1,
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)t->usec);
+	return buf;
+}
+
 char *cli_duration_str(int64_t ms, char *buf)
 {
 	pgc_error err;

@@ -231,7 +231,8 @@ int pgc_queue_job_wait(pgc_queue *q, int64_t id, pgc_job_wait *out, pgc_error *e
 	char sql[4096];
 	snprintf(sql, sizeof sql,
 	        "SELECT j.status, j.run_at > statement_timestamp(),"
-	        " greatest(extract(epoch FROM j.run_at - statement_timestamp()), 0),"
+	        " CASE WHEN isfinite(j.run_at) THEN greatest(extract(epoch FROM j.run_at - statement_timestamp()), 0)"
+	        "  ELSE 0 END,"
 	        " coalesce(qq.paused, false),"
 	        " CASE WHEN j.status = 'pending' AND j.key IS NULL THEN (SELECT count(*) FROM (SELECT 1"
 	        "   FROM @S@.jobs a WHERE a.queue = j.queue AND a.status = 'pending' AND a.key IS NULL"

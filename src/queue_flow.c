@@ -211,7 +211,7 @@ static const char keys_sql[] =
 	" (SELECT count(*) FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key AND j.status = 'pending'),"
 	" (SELECT count(*) FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key AND j.status = 'scheduled'),"
 	" coalesce(extract(epoch FROM statement_timestamp() - (SELECT min(j.run_at) FROM @S@.jobs j"
-	"  WHERE j.queue = k.queue AND j.key = k.key AND j.status = 'pending')), 0),"
+	"  WHERE j.queue = k.queue AND j.key = k.key AND j.status = 'pending' AND isfinite(j.run_at))), 0),"
 	" greatest(0, ceil(extract(epoch FROM k.rate_next"
 	"  - coalesce(k.rate_ms, q.key_rate_ms) * 0.05 * interval '1 millisecond' - clock_timestamp()) * 1000)),"
 	" coalesce(to_json(k.rate_next - coalesce(k.rate_ms, q.key_rate_ms) * 0.05 * interval '1 millisecond')#>>'{}', '')"

@@ -112,17 +112,18 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 
 /* The age in seconds of queue q.name's oldest runnable job (pending, aged or not, or scheduled
  * and due), 0 when none: each part one probe of its own index (jobs_waiting; jobs_claim for
- * aged unkeyed jobs, jobs_aged_key for aged keyed ones). */
+ * aged unkeyed jobs, jobs_aged_key for aged keyed ones). A run_at of -infinity (refused since
+ * migration 014, but a table may still hold one) is left out: no row may break the view. */
 #define PGC__QUEUE_OLDEST_PENDING_SQL \
 	" coalesce(extract(epoch FROM statement_timestamp() - least(" \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
-	"     AND eff_priority < 32768 ORDER BY run_at LIMIT 1)," \
+	"     AND eff_priority < 32768 AND isfinite(run_at) ORDER BY run_at LIMIT 1)," \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
-	"     AND key IS NULL AND eff_priority = 32768 ORDER BY run_at LIMIT 1)," \
+	"     AND key IS NULL AND eff_priority = 32768 AND isfinite(run_at) ORDER BY run_at LIMIT 1)," \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \
-	"     AND key IS NOT NULL AND eff_priority = 32768 ORDER BY run_at LIMIT 1)," \
+	"     AND key IS NOT NULL AND eff_priority = 32768 AND isfinite(run_at) ORDER BY run_at LIMIT 1)," \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'scheduled'" \
-	"     AND run_at <= statement_timestamp() ORDER BY run_at LIMIT 1))), 0)"
+	"     AND run_at <= statement_timestamp() AND isfinite(run_at) ORDER BY run_at LIMIT 1))), 0)"
 
 /* The rows of a statistics statement as pgc_queue_stats() returns them (queue_admin.c); res
  * is cleared. */

@@ -80,8 +80,10 @@ typedef enum pgc_dep_policy {
 typedef struct pgc_job_options {
 	int priority;           /* higher runs first; -32768..32767; default 0 */
 	int64_t delay_ms;       /* run no earlier than now + delay (database clock); default 0 */
-	const char *run_at;     /* or an absolute timestamptz in any form PostgreSQL accepts;
-	                           NULL: use delay_ms. Setting both is PGC_EUSAGE. */
+	const char *run_at;     /* or an absolute, finite timestamptz (ISO 8601 with an offset
+	                           reads the same under every DateStyle; the server refuses
+	                           infinity, SQLSTATE 23514); NULL: use delay_ms. Setting both is
+	                           PGC_EUSAGE. */
 	int max_attempts;       /* >= 1; 0 means the default (25) */
 	const char *unique_key; /* NULL, or at most one pending-or-running job per key and queue */
 	int max_deferrals;      /* "try later" answers (pgc_queue_defer) allowed before the next

@@ -88,10 +88,15 @@ from_is Europe/Berlin '2026-03-29 03:00' 1774746000
 from_is Europe/Berlin '2026-03-29 02:30' 1774746000 # in the gap: its end
 from_is Europe/Berlin '2026-10-25 02:30:00' 1792888200 # repeated: the first, 00:30Z
 from_is Europe/Berlin 2026-03-29 1774738800 # midnight, 23:00Z the day before
-for bad in now 2026-02-30 '2026-03-29 24:00' 2026-03-29T12:00+2 @x ''; do
+for bad in now yesterday epoch infinity -infinity 2026-02-30 '2026-03-29 24:00' 2026-03-29T12:00+2 @x ''; do
 	run 64 "$PG" cron next '* * * * *' --from "$bad"
-	err_has '^pgcoord: --from: time'
+	err_has '^pgcoord: --from'
 done
+# A duration is from now, as for every TIME option.
+now=$(date +%s)
+run 0 "$PG" --json cron next '* * * * * *' --from 1h -n 1
+got=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["next"][0]["unix"])' "$TMP/out")
+[ "$got" -ge $((now + 3600)) ] && [ "$got" -le $((now + 3700)) ] || fail "--from 1h: $(cat "$TMP/out")"
 
 # Bad expressions: exit 64, the field, its text and what is allowed.
 bad_expr() { run 64 "$PG" cron next "$1"; err_has "^pgcoord: $2"; err_has "Try \"pgcoord cron next --help\""; }
