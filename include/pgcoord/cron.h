@@ -86,8 +86,10 @@ PGC_EXTERN void pgc_cron_free(pgc_cron *c);
  * is found, and one that never fires is reported, without an unbounded loop.
  * Errors: PGC_EUSAGE (NULL arguments, after_unix_s before PGC_CRON_TIME_MIN or after
  * PGC_CRON_TIME_LAST), PGC_ENOTFOUND (no fire time within that span: the year 10000 is
- * reached, or the zone's DST rules skip every time the schedule has, as "30 2 25-31 3 *\/7"
- * in Europe/Berlin does). Thread-safe. */
+ * reached, or the zone's DST rules skip every time the schedule has, as "*\/10 2 25-31 3 *\/7"
+ * (every 10 minutes of 02:00 on the last Sunday of March) in Europe/Berlin does; a fixed time
+ * in the gap fires at the gap's end instead, as "30 2 25-31 3 *\/7" does at 03:00).
+ * Thread-safe. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_cron_next(const pgc_cron *c, int64_t after_unix_s,
                                            int64_t *next_unix_s, pgc_error *err);
 
