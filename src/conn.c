@@ -896,9 +896,20 @@ int pgc_conn_check(pgc_conn *c, int heartbeat_timeout_ms, pgc_error *err)
 		return report_loss(c, NULL, err);
 	if (c->pending != NULL || PQisBusy(c->pg))
 		return pgc__err(err, PGC_EUSAGE, "pgc_conn_check: the connection is busy with another command");
-	/* Whatever arrived unasked: a terminated backend sends its FATAL error and closes. */
+	/* Whatever arrived unasked: a terminated backend sends its FATAL error and closes. Look
+	 * at the socket before libpq reads it: PQconsumeInput() takes the bytes without parsing
+	 * them and need not see the end of the stream, so the loss would be found only by the
+	 * next statement (pgcoord web's first request after a server restart failed so). Not
+	 * through TLS, whose bytes cannot be read without libpq. */
+	pgc_error idle;
+	bool dead = pgc__died_while_idle(c, &idle);
 	if (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK)
 		return report_loss(c, NULL, err);
+	if (dead) {
+		/* libpq parses the server's last words as a notice, which names the reason. */
+		(void)PQisBusy(c->pg);
+		return report_loss(c, c->notice[0] != '\0' ? NULL : idle.message, err);
+	}
 	if (heartbeat_timeout_ms == 0)
 		return PGC_OK;
 	pgc__call call = pgc__bound(heartbeat_timeout_ms, -1);
