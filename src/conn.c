@@ -906,9 +906,12 @@ int pgc_conn_check(pgc_conn *c, int heartbeat_timeout_ms, pgc_error *err)
 	if (!PQconsumeInput(c->pg) || PQstatus(c->pg) != CONNECTION_OK)
 		return report_loss(c, NULL, err);
 	if (dead) {
-		/* libpq parses the server's last words as a notice, which names the reason. */
+		/* libpq parses the server's last words as a notice, which names the reason; then the
+		 * socket is shut, so that libpq too sees the session gone. */
 		(void)PQisBusy(c->pg);
-		return report_loss(c, c->notice[0] != '\0' ? NULL : idle.message, err);
+		bool told = c->notice[0] != '\0';
+		pgc__drop(c);
+		return report_loss(c, told ? NULL : idle.message, err);
 	}
 	if (heartbeat_timeout_ms == 0)
 		return PGC_OK;
