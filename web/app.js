@@ -208,37 +208,54 @@ function remember(queues) {
 async function pageOverview(main) {
   const [queues, workers, blockers, schedules, doctor] = await Promise.allSettled([
     api('/api/queues'), api('/api/workers'), api('/api/blockers'), api('/api/schedules'), api('/api/doctor')]);
+  /* Each problem has a rank: what cannot be seen first (no token, no database), then a
+   * blocked pile-up, jobs that failed for good, overdue schedules, stale queues, the doctor's
+   * errors, then the warnings. "No problems seen" only when every source answered. */
   const problems = [];
-  if (queues.status === 'fulfilled') {
-    remember(queues.value.queues);
-    for (const q of queues.value.queues) {
-      if (q.oldest_pending_s > 300) problems.push(['error', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': its oldest runnable job has waited ' + fmtDur(q.oldest_pending_s)]]);
-      else if (q.oldest_pending_s > 60) problems.push(['warning', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': oldest runnable job waited ' + fmtDur(q.oldest_pending_s)]]);
-      if (q.paused && q.pending > 0) problems.push(['warning', ['queue ' + q.queue + ' is paused with ' + count(q.pending) + ' runnable jobs']]);
-      if (q.failed_1m > 0) problems.push(['warning', [link('jobs', { queue: q.queue, status: 'failed' }, 'queue ' + q.queue), ': ' + plural(q.failed_1m, 'job') + ' failed for good in the last minute']]);
-    }
-  }
-  if (schedules.status === 'fulfilled') {
-    for (const s of schedules.value.schedules) {
-      if (s.overdue_s > 60) problems.push(['error', ['schedule ' + s.name + ' is ' + fmtDur(s.overdue_s) + ' overdue: is a scheduler running?']]);
-      else if (s.missed > 0) problems.push(['warning', ['schedule ' + s.name + ' missed ' + s.missed + ' ticks']]);
-    }
-  }
+  const problem = (rank, sev, parts) => problems.push([rank, sev, parts]);
+  const calls = { queues, workers, blockers, schedules, doctor };
+  const failed = Object.entries(calls).filter(([, r]) => r.status === 'rejected');
+  const denied = failed.find(([, r]) => r.reason && r.reason.status === 401);
+  const down = failed.find(([, r]) => r.reason && (r.reason.status === 503 || !(r.reason instanceof ApiError)));
+  if (denied) problem(0, 'error', ['token needed: this dashboard asks for its token before it shows anything (',
+    h('a', { href: '#overview', on: { click: (ev) => { ev.preventDefault(); showAuth(); } } }, 'enter it'), ')']);
+  else if (down) problem(0, 'error', [down[1].reason instanceof ApiError ? 'cannot reach the database: ' : 'cannot reach pgcoord web: ',
+    down[1].reason.message]);
+  for (const [name, r] of failed)
+    if (!denied && !down && !(r.reason && r.reason.needs))
+      problem(1, 'error', ['could not load ' + name + ': ' + r.reason.message]);
   if (blockers.status === 'fulfilled') {
     const b = blockers.value;
     for (const pid of b.roots) {
       const s = b.sessions.find(x => x.pid === pid);
-      problems.push(['error', [link('blockers', {}, 'pid ' + pid), ' blocks ' + (s ? plural(s.blocks_total, 'session') : '? sessions') + (s && s.application ? ' (' + s.application + ')' : '')]]);
+      problem(2, 'error', [link('blockers', {}, 'pid ' + pid), ' blocks ' + (s ? plural(s.blocks_total, 'session') : '? sessions') + (s && s.application ? ' (' + s.application + ')' : '')]);
+    }
+  }
+  if (queues.status === 'fulfilled') {
+    remember(queues.value.queues);
+    for (const q of queues.value.queues) {
+      if (q.failed_1m > 0) problem(3, 'error', [link('jobs', { queue: q.queue, status: 'failed' }, 'queue ' + q.queue), ': ' + plural(q.failed_1m, 'job') + ' failed for good in the last minute']);
+      if (q.oldest_pending_s > 300) problem(5, 'error', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': its oldest runnable job has waited ' + fmtDur(q.oldest_pending_s)]);
+      else if (q.oldest_pending_s > 60) problem(8, 'warning', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ': oldest runnable job waited ' + fmtDur(q.oldest_pending_s)]);
+      if (q.paused && q.pending > 0) problem(7, 'warning', [link('jobs', { queue: q.queue, status: 'pending' }, 'queue ' + q.queue), ' is paused with ' + count(q.pending) + ' runnable jobs']);
+    }
+  }
+  if (schedules.status === 'fulfilled') {
+    for (const s of schedules.value.schedules) {
+      if (s.overdue_s > 60) problem(4, 'error', [link('schedules', {}, 'schedule ' + s.name), ' is ' + fmtDur(s.overdue_s) + ' overdue: is a scheduler running?']);
+      else if (s.missed > 0) problem(9, 'warning', [link('schedules', {}, 'schedule ' + s.name), ' missed ' + s.missed + ' ticks']);
     }
   }
   if (doctor.status === 'fulfilled') {
     for (const f of doctor.value.findings)
-      if (f.severity === 'error' || f.severity === 'warning') problems.push([f.severity, [link('doctor', {}, 'doctor'), ': ' + f.message]]);
+      if (f.severity === 'error' || f.severity === 'warning') problem(f.severity === 'error' ? 6 : 10, f.severity, [link('doctor', {}, 'doctor'), ': ' + f.message]);
   }
-  problems.sort((a, b) => (a[0] === 'error' ? 0 : 1) - (b[0] === 'error' ? 0 : 1));
+  problems.sort((a, b) => a[0] - b[0]);
   const list = h('ul', { class: 'problems' }, problems.length
-    ? problems.map(([sev, parts]) => h('li', { class: sev }, parts))
-    : h('li', { class: 'none' }, 'No problems seen.'));
+    ? problems.map(([, sev, parts]) => h('li', { class: sev }, parts))
+    : failed.length
+      ? h('li', { class: 'warning' }, 'Some panels could not be loaded: ' + failed.map(([n]) => n).join(', '))
+      : h('li', { class: 'none' }, 'No problems seen.'));
 
   const parts = [h('h2', {}, 'Overview'), h('h3', {}, 'Problems first'), list];
   if (queues.status === 'fulfilled') {

@@ -20,6 +20,9 @@ pids=()
 cleanup() {
 	web_cleanup
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	# The blocker sleeps for up to 10 minutes: end it and its waiter with the test.
+	psql_q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE '%pg_advisory%lock($K)%'
+	  OR query LIKE '%pg_sleep(600)%' AND pid <> pg_backend_pid()" >/dev/null 2>&1
 	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
 	rm -rf "$TMP"
 }
@@ -65,7 +68,7 @@ psql -X -q "$PGCOORD_TEST_DSN" -v app="$APP" -v qt="$QT" -v k="$K" >/dev/null 2>
 SET application_name = :'app';
 BEGIN;
 SELECT pg_advisory_xact_lock(:k);
-SELECT :'qt' AS x, pg_sleep(60);
+SELECT :'qt' AS x, pg_sleep(600);
 SQL
 pids+=($!)
 # (The query text holds the literal with its quotes doubled.)
@@ -165,6 +168,21 @@ page="#job?id=$qenc"
 dom "$page"
 clean
 
+# The overview's problems come in the order of what matters: the blocked pile-up and the
+# failed job (in red) before the stale queue.
+psql_q "INSERT INTO $S.job_history (id, queue, status, priority, run_at, attempts, max_attempts, created_at, payload)
+  VALUES (999999, 'mail', 'failed', 0, now(), 1, 1, now(), '{}')" >/dev/null || fail "a fresh failure"
+page='#overview'
+see "$page" 'failed for good' ' blocks '
+python3 - "$TMP/dom" <<'PY' || fail "the overview's problems are out of order"
+import re, sys
+items = re.findall(r'<li class="(\w+)">(.*?)</li>', open(sys.argv[1]).read(), re.S)
+text = [re.sub(r'<[^>]*>', '', t) for _, t in items]
+blocks = next(i for i, t in enumerate(text) if ' blocks ' in t)
+failed = next(i for i, t in enumerate(text) if 'failed for good' in t)
+assert blocks < failed, text
+assert items[failed][0] == 'error', items[failed]
+PY
 # A screenshot of the overview, to be looked at.
 shots=${PGCOORD_WEB_SHOTS:-$TMP}
 mkdir -p "$shots"
@@ -174,4 +192,32 @@ timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --hide
 	fail "chromium could not take the screenshot"
 [ -s "$shots/web-overview.png" ] || fail "no screenshot"
 web_stop "$WPID"
+
+# The overview never says "No problems seen." when it sees nothing.
+# Before the token: "token needed", in red, not a green all-clear.
+umask 077
+echo "browser-token-$$" >"$TMP/token"
+web_start tok --schema "$S" --auth-file "$TMP/token"
+URL=$WURL
+see '#overview' 'token needed'
+grep -q 'No problems seen' "$TMP/dom" && fail "no problems seen, before the token"
+grep -q '<li class="error">token needed' "$TMP/dom" || fail "token needed is not an error"
+web_stop "$WPID"
+# The database out of reach (the role may no longer log in, its sessions ended): "cannot
+# reach the database".
+R=pgc_webbr_role_$$
+psql_q "CREATE ROLE $R LOGIN" >/dev/null || fail "create role"
+case "$PGCOORD_TEST_DSN" in
+postgres://* | postgresql://*)
+	RDSN=$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); h = p.netloc.rsplit("@", 1)[-1]
+print(u.urlunsplit(p._replace(netloc=sys.argv[2] + "@" + h)))' "$PGCOORD_TEST_DSN" "$R") ;;
+*) RDSN="$PGCOORD_TEST_DSN user=$R" ;;
+esac
+WEB_DSN=$RDSN web_start down --schema "$S"
+URL=$WURL
+psql_q "ALTER ROLE $R NOLOGIN; SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = '$R'" >/dev/null
+see '#overview' 'cannot reach the database'
+grep -q 'No problems seen' "$TMP/dom" && fail "no problems seen, with the database out of reach"
+web_stop "$WPID"
+psql_q "DROP ROLE IF EXISTS $R" >/dev/null
 exit 0
