@@ -453,10 +453,16 @@ function sessionNode(b, s, seen, out) {
         act('/api/sessions/' + enc(s.pid) + '/' + what + '?backend_start=' + enc(s.backend_start || ''), what + ' pid ' + s.pid, out);
       } } }, 'Confirm'));
   };
+  /* A session a second tree reaches again is a line, not a second card with its buttons. */
+  if (seen.has(s.pid))
+    return h('li', {}, h('div', { class: 'node' }, h('strong', {}, 'pid ' + s.pid), ' ', h('span', { class: 'muted' }, '(shown above)')));
   const acts = [];
   if (state.config && state.config.actions && s.known) {
-    acts.push(h('button', { on: { click: () => signal('cancel') } }, 'Cancel query'));
-    if (state.config.terminate) acts.push(h('button', { class: 'danger', on: { click: () => signal('terminate') } }, 'Terminate'));
+    /* Idle in a transaction there is no query to cancel: only ending the session helps. */
+    const idleTx = /^idle in transaction/.test(s.state || '');
+    if (!idleTx) acts.push(h('button', { on: { click: () => signal('cancel') } }, 'Cancel query'));
+    if (state.config.terminate) acts.push(h('button', { class: 'danger', on: { click: () => signal('terminate') } }, idleTx ? 'Terminate (ends its transaction)' : 'Terminate'));
+    else if (idleTx) acts.push(h('span', { class: 'muted' }, 'idle in a transaction: only terminating the session ends it (pgcoord web --allow-terminate)'));
   }
   const q = s.query ? (s.query.length > 400 ? s.query.slice(0, 400) + '\u2026' : s.query) : '';
   const node = h('div', { class: 'node' + (s.root ? ' root' : '') },
@@ -471,7 +477,6 @@ function sessionNode(b, s, seen, out) {
     q ? h('pre', { class: 'q' }, q) : null,
     acts.length ? h('div', { class: 'actions' }, acts, confirmBox) : null);
   const li = h('li', {}, node);
-  if (seen.has(s.pid)) return li;
   seen.add(s.pid);
   const kids = (s.blocks || []).map(pid => b.sessions.find(x => x.pid === pid)).filter(Boolean);
   if (kids.length) li.appendChild(h('ul', {}, kids.map(k => sessionNode(b, k, seen, out))));
@@ -536,7 +541,22 @@ async function tick() {
   }
 }
 
+/* A link may carry the token in its fragment (#blockers?token=T, as a script that starts the
+ * dashboard hands it out): it is kept for the tab, as if typed, and taken out of the address
+ * and the history at once. The fragment never reaches the server. */
+function tokenFromLink() {
+  const { name, params } = current();
+  const t = params.get('token');
+  if (t === null) return;
+  params.delete('token');
+  state.token = t.trim();
+  sessionStorage.setItem('pgcoord-token', state.token);
+  const rest = params.toString();
+  history.replaceState(null, '', '#' + name + (rest ? '?' + rest : ''));
+}
+
 async function start() {
+  tokenFromLink();
   document.getElementById('auth').addEventListener('submit', ev => {
     ev.preventDefault();
     state.token = document.getElementById('token').value.trim();
