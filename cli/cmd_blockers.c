@@ -59,26 +59,34 @@ static void holder_label(char *buf, size_t size, const pgc_diag_session *s)
 	snprintf(buf, size, "pgcoord run holding lock %s, by design", cli_esc(lock));
 }
 
-/* "pid 420 idle in transaction for 18m02s blocks 7 sessions" */
+/* "pid 420 idle in transaction for 13.5s (transaction open 18m02s) blocks 7 sessions": how
+ * long the session has been in its state, and how long its transaction has been open when it
+ * has one (a session lock outlives transactions: then its state's age alone). */
 static void describe_root(char *buf, size_t size, const pgc_diag_session *s)
 {
-	char d[32], what[PGC_KEY_NAME_MAX + 128];
+	char d[32], x[32], what[PGC_KEY_NAME_MAX + 128], tx[64] = "";
 	if (!s->known) {
 		snprintf(buf, size, "pid %d (%s) blocks %zu session%s", s->pid, diag_or_dash(s->state),
 		         s->blocks_total, plural(s->blocks_total));
 		return;
 	}
-	diag_fmt_dur(s->xact_age_s >= 0 ? s->xact_age_s : s->state_age_s, d, sizeof d);
 	if (s->pgcoord_holder) {
+		/* The holder's transaction is the lock: its age is the hold's. */
+		diag_fmt_dur(s->xact_age_s >= 0 ? s->xact_age_s : s->state_age_s, d, sizeof d);
 		holder_label(what, sizeof what, s);
 		size_t n = strlen(what);
 		snprintf(what + n, sizeof what - n, ",");
 	} else {
+		diag_fmt_dur(s->state_age_s >= 0 ? s->state_age_s : s->xact_age_s, d, sizeof d);
 		snprintf(what, sizeof what, "%s", diag_or_dash(s->state));
+		if (s->xact_age_s >= 0 && s->state_age_s >= 0) {
+			diag_fmt_dur(s->xact_age_s, x, sizeof x);
+			snprintf(tx, sizeof tx, " (transaction open %s)", x);
+		}
 	}
-	snprintf(buf, size, "pid %d (%s%s%s) %s for %s blocks %zu session%s", s->pid,
+	snprintf(buf, size, "pid %d (%s%s%s) %s for %s%s blocks %zu session%s", s->pid,
 	         diag_or_dash(s->user), s->application && *s->application ? ", " : "",
-	         s->application && *s->application ? cli_esc(s->application) : "", what, d,
+	         s->application && *s->application ? cli_esc(s->application) : "", what, d, tx,
 	         s->blocks_total, plural(s->blocks_total));
 }
 
@@ -140,6 +148,11 @@ static void print_node(render *r, const pgc_diag_session *s, const pgc_diag_sess
 		        diag_or_dash(s->client), diag_or_dash(s->state));
 		if (r->snap->all_databases)
 			fprintf(f, "  db %s", diag_or_dash(s->database));
+		if (s->state_age_s >= 0) {
+			char st[32];
+			diag_fmt_dur(s->state_age_s, st, sizeof st);
+			fprintf(f, " %s", st);
+		}
 		if (s->xact_age_s >= 0)
 			fprintf(f, "  xact %s", xact);
 	} else {

@@ -30,6 +30,9 @@ waiting "$C" "$D"
 
 run 1 "$PG" -d "$DB_DSN" blockers
 out_has "^3 sessions wait for locks; 1 root blocker; worst: pid $A (.*, $APP-A) idle in transaction for .* blocks 3 sessions$"
+# How long it has been idle, and apart from that how long its transaction has been open.
+out_has "^3 sessions wait for locks; 1 root blocker; worst: pid $A (.*) idle in transaction for [0-9.]*[a-z]* (transaction open [0-9.]*[a-z]*) blocks 3 sessions$"
+out_has "^pid $A .* idle in transaction [0-9.]*[a-z]*  xact [0-9.]*[a-z]*  \[ROOT, blocks 3\]"
 # Root first, B under A, C under B, D under A (ASCII off a terminal).
 grep -n "pid " "$TMP/out" | grep -v worst >"$TMP/tree"
 sed -n 1p "$TMP/tree" | grep -q "^[0-9]*:pid $A .*idle in transaction.*\[ROOT, blocks 3\]" || { cat "$TMP/out"; fail "A is not the first root"; }
@@ -217,6 +220,16 @@ jcheck "$P[$H], $P[$R], $P[$N], $P[$W1]" "(True, False, False, False)"
 run 64 "$PG" -d "$DB_DSN" terminate "$H" </dev/null
 out_has "^  pgcoord run holding lock deploy (key 4343), by design: ending it takes the lock"
 psql_q "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid IN ($H, $W1, $W2, $R, $V, $N)" >/dev/null
+
+# A root that holds a session lock outside any transaction: how long it has been idle.
+start L "SELECT pg_advisory_lock(5151);"
+state "$L" "idle"
+start M "SELECT pg_advisory_lock(5151);"
+waiting "$M"
+run 1 "$PG" -d "$DB_DSN" blockers
+out_has "^1 session waits for locks; 1 root blocker; worst: pid $L (.*, $APP-L) idle for [0-9.]*[a-z]* blocks 1 session$"
+out_has "^pid $L .* idle [0-9.]*[a-z]*  \[ROOT, blocks 1\]"
+psql_q "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid IN ($L, $M)" >/dev/null
 
 # Usage errors.
 run 64 "$PG" blockers --json --dot
