@@ -576,14 +576,18 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 		" " MS("s.catch_up_window") ", s.overlap, " MS("s.jitter") ", s.paused,"
 		" " US("coalesce((SELECT min(t.tick_at) FROM @S@.cron_ticks t WHERE t.schedule = s.name"
 		"  AND t.tick_at > now() AND t.outcome = 'enqueued'), s.next_tick)") ","
-		" " US("CASE WHEN s.last_tick > now() THEN (SELECT max(t.tick_at) FROM @S@.cron_ticks t"
-		"  WHERE t.schedule = s.name AND t.tick_at <= now()) ELSE s.last_tick END") ","
+		" " US("coalesce(lt.tick_at, CASE WHEN s.last_tick > now() THEN NULL ELSE s.last_tick END)") ","
 		" " US("s.last_fired_at") ", " US("s.created_at") ","
-		" " US("s.updated_at") ", " US("s.seen_at") ", s.last_outcome, s.last_scheduler, s.fired, s.missed,"
+		" " US("s.updated_at") ", " US("s.seen_at") ","
+		" CASE WHEN lt.tick_at IS NOT NULL THEN lt.outcome ELSE s.last_outcome END, s.last_scheduler, s.fired, s.missed,"
 		" s.skipped, " US("(SELECT max(t.tick_at) FROM @S@.cron_ticks t JOIN @S@.job_history h ON h.id = t.job_id"
 		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()") ","
 		" array_to_json(s.command)::text, s.max_attempts"
-		" FROM @S@.cron_schedules s WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name",
+		/* The last run and its outcome come from one row of the ticks (a trigger is one too),
+		 * so that one tick's time is never shown with another's outcome. */
+		" FROM @S@.cron_schedules s LEFT JOIN LATERAL (SELECT t.tick_at, t.outcome FROM @S@.cron_ticks t"
+		"  WHERE t.schedule = s.name AND t.tick_at <= now() ORDER BY t.tick_at DESC LIMIT 1) lt ON true"
+		" WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name",
 		1, v, &rc, err);
 	if (rc == PGC_OK && name != NULL && PQntuples(r) == 0)
 		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);

@@ -302,9 +302,10 @@ typedef struct pgc_cron_info {
 	int64_t jitter_ms;
 	bool paused;
 	/* next_tick_us: the next tick to come (one that fired ahead, or the next to fire);
-	 * last_tick_us: the latest tick that has come (fired, skipped or missed). */
+	 * last_tick_us: the latest tick that has come (fired, skipped or missed), or trigger. */
 	int64_t next_tick_us, last_tick_us, last_fired_us, created_us, updated_us, seen_us;
-	char *last_outcome;   /* NULL before the first tick */
+	char *last_outcome;   /* that same tick's outcome (enqueued, skipped-overlap, missed,
+	                         triggered); NULL before the first */
 	char *last_scheduler; /* the one that last fired a tick (seen_us: when), or NULL */
 	int64_t fired, missed, skipped;
 	int64_t last_success_us; /* the latest tick whose job succeeded (job_history), or 0 */

@@ -96,6 +96,17 @@ run 0 "$PG" cron sync "$TMP/crontab2" --quiet --schema "$S"
 run 0 "$PG" cron sync "$TMP/empty" --allow-empty --dry-run --schema "$S"
 out_has "would be removed backup"
 [ "$(q "SELECT count(*) FROM $S.cron_schedules")" = 2 ] || fail "--dry-run removed schedules"
+# A trigger is the last run, shown with its own outcome (not a tick's time with the trigger's
+# outcome): every form pairs the two from one row.
+run 0 "$PG" cron trigger backup --schema "$S"
+run 0 "$PG" cron show backup --schema "$S"
+out_has "^last run: *[0-9][0-9-]*T[0-9:]*+0[12]:00 (triggered)$"
+run 0 "$PG" --json cron list --schema "$S"
+python3 - "$TMP/out" <<'PY' || fail "cron list --json pairs the last run and its outcome wrongly: $(cat "$TMP/out")"
+import json, sys
+s = next(x for x in json.load(open(sys.argv[1]))["schedules"] if x["name"] == "backup")
+assert s["last_outcome"] == "triggered" and s["last_run"] is not None, s
+PY
 # list and show name them.
 run 0 "$PG" cron list --schema "$S"
 out_has "^backup .*Europe/Berlin"
