@@ -170,6 +170,30 @@ PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals,
 	return run_stmt(q, stmt, n, vals, 0, rc, err);
 }
 
+/* A job's end (complete, fail) outside the caller's transaction, run again when it lost a
+ * deadlock: it was its own transaction, so nothing of it happened. An enqueue with
+ * dependencies locks the dependencies' rows in id order (migration 012), while a batch
+ * completion deletes its rows in the order its plan reads them (a bitmap scan reads the heap's
+ * order), so the two can wait for each other; the server breaks the cycle by aborting one.
+ * Deleting in id order would remove the cycle at the price of a lock record per job on the
+ * hot path, not measured yet. Inside the caller's transaction the deadlock aborted that
+ * transaction: the caller decides (pgc_tx_run retries 40P01). */
+static PGresult *run_end(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc, pgc_error *err)
+{
+	bool own = q->conn != NULL && !pgc__in_transaction(q->conn);
+	for (int attempt = 1;; attempt++) {
+		pgc_error e = PGC_ERROR_INIT;
+		PGresult *res = pgc__queue_run(q, stmt, n, vals, rc, &e);
+		if (res != NULL)
+			return res;
+		if (!own || attempt == 5 || *rc != PGC_ESQL || strcmp(e.sqlstate, "40P01") != 0) {
+			if (err != NULL)
+				*err = e;
+			return NULL;
+		}
+	}
+}
+
 int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals)
 {
 	return pgc__batch_add(b, q->sql[stmt], n, vals, q->flags);
@@ -744,7 +768,7 @@ int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const in
 	if (rc != PGC_OK)
 		return rc;
 	const char *v[2] = { ia.buf, ta.buf };
-	PGresult *res = pgc__queue_run(q, QS_COMPLETE, 2, v, &rc, err);
+	PGresult *res = run_end(q, QS_COMPLETE, 2, v, &rc, err);
 	pgc__sb_free(&ia);
 	pgc__sb_free(&ta);
 	if (res == NULL)
@@ -789,7 +813,7 @@ int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_te
 	snprintf(maxb, sizeof maxb, "%lld", (long long)backoff->max_ms);
 	const char *v[5] = { ids, toks, error_text ? error_text : "", base, maxb };
 	int rc;
-	PGresult *res = pgc__queue_run(q, QS_FAIL, 5, v, &rc, err);
+	PGresult *res = run_end(q, QS_FAIL, 5, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	long d = atol(PQgetvalue(res, 0, 0)), again = atol(PQgetvalue(res, 0, 1));

@@ -174,6 +174,9 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete(pgc_queue *q, int64_t id, int64_
 
 /* Completes n jobs in one statement. stale (may be NULL) gets n flags: true for a job whose
  * token was not current (nothing changed for it). *done (may be NULL) counts the completed.
+ * Outside a transaction of the caller's, a completion (or pgc_queue_fail) that the server
+ * aborted to break a deadlock with concurrent enqueues of dependents is run again, up to 5
+ * times; inside one, the deadlock (ESQL, 40P01) is the caller's to retry.
  * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST (then nothing is known to be completed). */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids,
                                                      const int64_t *tokens, bool *stale,
