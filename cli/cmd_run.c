@@ -399,11 +399,26 @@ static int build_env(run_ctx *r)
 }
 
 /* Whether any process that the command started still holds the write end of r->held (and so,
- * most likely, the session's socket, which it inherited at the same time). */
+ * most likely, the session's socket, which it inherited at the same time). Called once what
+ * was left of the command's group has been sent SIGKILL: those processes are given up to
+ * 2 s to be gone (a killed process closes its descriptors as it dies, a loaded machine may
+ * take a moment), so that only one that left the group is taken for a holder. */
 static bool still_held(run_ctx *r)
 {
 	if (r->held[0] < 0)
 		return false;
+	int64_t end = pgc__now_ms() + 2000;
+	for (;;) {
+		struct pollfd p = { r->held[0], POLLIN, 0 };
+		if (poll(&p, 1, 0) != 0)
+			return false; /* every write end is closed */
+		bool group_gone = kill(-r->child.pid, 0) != 0 && errno == ESRCH;
+		if (group_gone || pgc__now_ms() >= end)
+			break;
+		struct timespec ts = { 0, 10 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	/* The group is gone (or would not go): whatever holds the pipe now is outside it. */
 	struct pollfd p = { r->held[0], POLLIN, 0 };
 	return poll(&p, 1, 0) == 0;
 }

@@ -157,6 +157,7 @@ static void table_free(lock_table *t)
 	while (t->handles) {
 		pgc_lock *l = t->handles;
 		t->handles = l->next;
+		free(l->recorded);
 		free(l);
 	}
 	free(t->held);
