@@ -5,12 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
 . "$(dirname "$0")/web_lib.sh"
-CHROME=$(command -v chromium || command -v chromium-browser || true)
-if [ -z "$CHROME" ]; then
-	[ "${PGCOORD_CI:-}" = 1 ] && fail "chromium is not installed (Debian package chromium)"
-	echo "skipped: chromium is not installed (Debian package chromium)" >&2
-	exit 77
-fi
+need_chromium
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 S=pgc_webfor_$$
 K1=$((8000000 + $$))

@@ -7,6 +7,17 @@ command -v curl >/dev/null 2>&1 || {
 }
 WEB_PIDS=()
 
+# need_chromium: sets CHROME to Debian's chromium; without it the test skips, saying why,
+# except in CI (PGCOORD_CI=1), where a missing part is a failure.
+need_chromium() {
+	CHROME=$(command -v chromium || command -v chromium-browser || true)
+	if [ -z "$CHROME" ]; then
+		[ "${PGCOORD_CI:-}" = 1 ] && fail "chromium is not installed (Debian package chromium)"
+		echo "skipped: chromium is not installed (Debian package chromium)" >&2
+		exit 77
+	fi
+}
+
 # web_start NAME ARGS...: starts pgcoord [-d $WEB_DSN] web --listen 127.0.0.1:0 ARGS in the
 # background, its stderr in $TMP/NAME.err; waits (30 s at most: memcheck is slow to start) for
 # the line naming its port,
