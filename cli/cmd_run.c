@@ -400,27 +400,19 @@ static int build_env(run_ctx *r)
 
 /* Whether any process that the command started still holds the write end of r->held (and so,
  * most likely, the session's socket, which it inherited at the same time). Called once what
- * was left of the command's group has been sent SIGKILL: those processes are given up to
- * 2 s to be gone (a killed process closes its descriptors as it dies, a loaded machine may
- * take a moment), so that only one that left the group is taken for a holder. */
+ * was left of the command's group has been sent SIGKILL: those processes close their ends as
+ * they die, which a loaded machine may take a moment to get to, so the pipe is given up to
+ * 2 s to close before whatever still holds it is taken for a process outside the group. */
 static bool still_held(run_ctx *r)
 {
 	if (r->held[0] < 0)
 		return false;
-	int64_t end = pgc__now_ms() + 2000;
-	for (;;) {
-		struct pollfd p = { r->held[0], POLLIN, 0 };
-		if (poll(&p, 1, 0) != 0)
-			return false; /* every write end is closed */
-		bool group_gone = kill(-r->child.pid, 0) != 0 && errno == ESRCH;
-		if (group_gone || pgc__now_ms() >= end)
-			break;
-		struct timespec ts = { 0, 10 * 1000000 };
-		nanosleep(&ts, NULL);
-	}
-	/* The group is gone (or would not go): whatever holds the pipe now is outside it. */
 	struct pollfd p = { r->held[0], POLLIN, 0 };
-	return poll(&p, 1, 0) == 0;
+	int n;
+	do
+		n = poll(&p, 1, 2000);
+	while (n < 0 && errno == EINTR);
+	return n == 0;
 }
 
 /* The lock is gone while the command runs: stop the command, say why, exit 75. */

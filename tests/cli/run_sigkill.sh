@@ -42,7 +42,8 @@ done
 
 # What is left of the command's process group when it exits is stopped; a process that left
 # the group (setsid) and still runs when the command exits keeps the lock until it ends.
-run 0 timeout 60 "$PG" -d "$DSN" run "$name" -- sh -c "setsid -f '$TMP/crit' 1 >/dev/null 2>&1; sleep 0.3"
+# (It outlasts the 2 s that pgcoord gives the killed group's processes to be gone.)
+run 0 timeout 60 "$PG" -d "$DSN" run "$name" -- sh -c "setsid -f '$TMP/crit' 5 >/dev/null 2>&1; sleep 0.3"
 err_has "still hold lock"
 [ -d "$D/in" ] || fail "the process left behind is not inside"
 timeout 120 "$PG" -d "$DSN" run -w 60s "$name" -- "$TMP/crit" 0.02 || fail "the contender failed"
