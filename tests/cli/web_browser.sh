@@ -80,9 +80,7 @@ URL=$WURL
 
 # chromium PAGE: the page's DOM after its scripts ran (virtual time: its polls included).
 dom() {
-	timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
-		--user-data-dir="$TMP/chrome" --virtual-time-budget=6000 --dump-dom "$URL/$1" \
-		>"$TMP/dom" 2>"$TMP/chrome.err" || { tail -5 "$TMP/chrome.err"; fail "chromium could not load $1"; }
+	chrome_dom "$URL/$1"
 	[ -s "$TMP/dom" ] || fail "chromium gave no DOM for $1"
 }
 # The DOM as text: entities decoded, tags dropped (what a reader sees).

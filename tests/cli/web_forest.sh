@@ -6,60 +6,37 @@
 skip_without_pg
 . "$(dirname "$0")/web_lib.sh"
 need_chromium
-export PGCOORD_DSN=$PGCOORD_TEST_DSN
-S=pgc_webfor_$$
+# Sessions on a database of the test's own (diag_lib.sh), each ended after 300 s at most.
+SESSION_LIFETIME=300
+. "$(dirname "$0")/diag_lib.sh"
+trap 'web_cleanup; diag_cleanup' EXIT
 K1=$((8000000 + $$))
 K2=$((9000000 + $$))
-APP=forest-$$
-FD=()
-cleanup() {
-	web_cleanup
-	psql_q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE '$APP-%'" >/dev/null 2>&1
-	for f in "${FD[@]}"; do eval "exec $f>&-" 2>/dev/null; done
-	psql_q "DROP SCHEMA IF EXISTS $S CASCADE" >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-run 0 "$PG" init --schema "$S"
-
-# open NAME: a psql session named $APP-NAME fed through a pipe, left open.
-open_session() {
-	mkfifo "$TMP/$1.in"
-	PGAPPNAME="$APP-$1" psql -X -q "$PGCOORD_TEST_DSN" <"$TMP/$1.in" >/dev/null 2>&1 &
-	local fd
-	exec {fd}>"$TMP/$1.in"
-	FD+=("$fd")
-	eval "S_$1=$fd"
-}
-say() { local v="S_$1"; echo "$2" >&"${!v}"; }
-waiting() { psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$APP-$1' AND wait_event_type = 'Lock'"; }
+run 0 "$PG" -d "$DB_DSN" init
 
 # R holds K1 and sits idle in its transaction; X and Y hold K2 shared and wait for K1; Z wants
-# K2 exclusive and waits for both X and Y.
-for n in R X Y Z; do open_session "$n"; done
-say R "BEGIN; SELECT pg_advisory_xact_lock($K1);"
-wait_query 60 "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$APP-R' AND state = 'idle in transaction'" 1
-say X "BEGIN; SELECT pg_advisory_xact_lock_shared($K2); SELECT pg_advisory_xact_lock($K1);"
-say Y "BEGIN; SELECT pg_advisory_xact_lock_shared($K2); SELECT pg_advisory_xact_lock($K1);"
-wait_query 60 "SELECT count(*) FROM pg_stat_activity WHERE application_name IN ('$APP-X', '$APP-Y') AND wait_event_type = 'Lock'" 2
-say Z "SELECT pg_advisory_lock($K2);"
-wait_query 60 "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$APP-Z' AND wait_event_type = 'Lock'" 1
-pidof() { psql_q "SELECT pid FROM pg_stat_activity WHERE application_name = '$APP-$1'"; }
-R=$(pidof R)
-Z=$(pidof Z)
+# K2 exclusive and waits for both X and Y. Their waits last as long as the sessions do.
+for n in R X Y Z; do
+	open "$n"
+	send "$n" "SET lock_timeout = 0; SET idle_in_transaction_session_timeout = 0;"
+done
+R=$(pid R)
+Z=$(pid Z)
+send R "BEGIN; SELECT pg_advisory_xact_lock($K1);"
+state "$R" "idle in transaction"
+send X "BEGIN; SELECT pg_advisory_xact_lock_shared($K2); SELECT pg_advisory_xact_lock($K1);"
+send Y "BEGIN; SELECT pg_advisory_xact_lock_shared($K2); SELECT pg_advisory_xact_lock($K1);"
+waiting "$(pid X)" "$(pid Y)"
+send Z "SELECT pg_advisory_lock($K2);"
+waiting "$Z"
 
 umask 077
 echo "forest-token-$$" >"$TMP/token"
-web_start forest --schema "$S" --allow-actions --allow-terminate --auth-file "$TMP/token"
-dom() {
-	timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
-		--user-data-dir="$TMP/chrome" --virtual-time-budget=6000 --dump-dom "$1" \
-		>"$TMP/dom" 2>"$TMP/chrome.err" || { tail -5 "$TMP/chrome.err"; fail "chromium could not load $1"; }
-}
+WEB_DSN=$DB_DSN web_start forest --allow-actions --allow-terminate --auth-file "$TMP/token"
 # The page as seen once its data is in; the token comes in the link's fragment.
 end=$((SECONDS + 120))
 while :; do
-	dom "$WURL/#blockers?token=forest-token-$$"
+	chrome_dom "$WURL/#blockers?token=forest-token-$$"
 	grep -q "pid $Z" "$TMP/dom" && grep -q "pid $R" "$TMP/dom" && break
 	[ $SECONDS -lt $end ] || { cat "$TMP/dom"; fail "the forest never showed pids $R and $Z"; }
 	sleep 1

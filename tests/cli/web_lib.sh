@@ -17,6 +17,13 @@ need_chromium() {
 		exit 77
 	fi
 }
+# chrome_dom URL: the page's DOM after its scripts ran (virtual time: its polls included), in
+# $TMP/dom.
+chrome_dom() {
+	timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
+		--user-data-dir="$TMP/chrome" --virtual-time-budget=6000 --dump-dom "$1" \
+		>"$TMP/dom" 2>"$TMP/chrome.err" || { tail -5 "$TMP/chrome.err"; fail "chromium could not load $1"; }
+}
 
 # web_start NAME ARGS...: starts pgcoord [-d $WEB_DSN] web --listen 127.0.0.1:0 ARGS in the
 # background, its stderr in $TMP/NAME.err; waits (30 s at most: memcheck is slow to start) for
