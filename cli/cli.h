@@ -81,13 +81,6 @@ void cli_prom_queue_stats(FILE *f, const pgc_queue_stat *st, size_t n, const pgc
 void cli_prom_cron(FILE *f, const pgc_cron_info *xs, size_t n);
 void cli_prom_queue_keys(FILE *f, const pgc_queue_key_info *k, size_t nk);
 
-/* cmd_queue.c: the keys with a limit or a rate in force of the flow queues among st[]
- * (*out freed with free()), and one key's figures as a JSON object, as queue stats --json
- * prints them. */
-int cli_flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_key_info **out,
-                  size_t *nk, pgc_error *err);
-void cli_key_json(FILE *f, const pgc_queue_key_info *k);
-
 /* Parses the duration value of option opt of command cmd ("500ms", "2s", "5m") into *out, in
  * [min_ms, max_ms]; on failure prints the usage error and sets *rc to EXIT_USAGE. */
 bool cli_duration_opt(const char *cmd, const char *opt, const char *text, int64_t min_ms,

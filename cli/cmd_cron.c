@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "dbwait.h"
 #include "jobcmd.h"
-#include "util.h"
+#include "util/util.h"
 
 #define NEXT_DEFAULT 5
 #define NEXT_MAX 1000

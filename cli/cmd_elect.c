@@ -32,7 +32,7 @@
 #include "child.h"
 #include "cli.h"
 #include "dbwait.h"
-#include "util.h"
+#include "util/util.h"
 
 #define DEFAULT_TTL_MS 15000
 #define RETRY_MS 200

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "diag_out.h"
+#include "render.h"
 
 static void usage(FILE *f)
 {
@@ -712,39 +713,6 @@ static int do_enqueue(int argc, char **argv)
 static const char *rate_str(const pgc_rate *r, char *buf, size_t size);
 static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max);
 
-/* The keys of the flow queues among st[] that have a limit or a rate in force: the stats show
- * them. *out is freed with free(). */
-int cli_flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_key_info **out,
-                     size_t *nk, pgc_error *err)
-{
-	*out = NULL;
-	*nk = 0;
-	for (size_t i = 0; i < n; i++) {
-		pgc_queue_flow f;
-		pgc_queue_key_info *k;
-		size_t m;
-		if (pgc_queue_flow_get(q, st[i].queue, &f, err) != PGC_OK)
-			return err->code;
-		if (!f.flow)
-			continue;
-		if (pgc_queue_keys(q, st[i].queue, NULL, &k, &m, err) != PGC_OK)
-			return err->code;
-		pgc_queue_key_info *grown = realloc(*out, (*nk + m + 1) * sizeof **out);
-		if (grown == NULL) {
-			pgc_free(k);
-			err->code = PGC_ENOMEM;
-			snprintf(err->message, sizeof err->message, "out of memory");
-			return PGC_ENOMEM;
-		}
-		*out = grown;
-		for (size_t j = 0; j < m; j++)
-			if (k[j].limit > 0 || k[j].rate.n > 0)
-				(*out)[(*nk)++] = k[j];
-		pgc_free(k);
-	}
-	return PGC_OK;
-}
-
 static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool prometheus)
 {
 	if (prometheus) {
@@ -756,7 +724,7 @@ static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool promet
 		for (size_t i = 0; i < nk; i++) {
 			if (i)
 				fputc(',', stdout);
-			cli_key_json(stdout, &k[i]);
+			render_key(stdout, &k[i]);
 		}
 		fputc(']', stdout);
 		return;
@@ -1263,14 +1231,6 @@ static const char *rate_str(const pgc_rate *r, char *buf, size_t size)
 	return buf;
 }
 
-static void json_rate(FILE *f, const char *name, const pgc_rate *r)
-{
-	if (r->n <= 0)
-		fprintf(f, ",\"%s\":null", name);
-	else
-		fprintf(f, ",\"%s\":{\"n\":%d,\"per_ms\":%lld}", name, r->n, (long long)r->per_ms);
-}
-
 static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 {
 	pgc_error err;
@@ -1293,8 +1253,8 @@ static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 			printf("%d", f.key_limit);
 		else
 			fputs("null", stdout);
-		json_rate(stdout, "rate", &f.rate);
-		json_rate(stdout, "key_rate", &f.key_rate);
+		render_rate(stdout, "rate", &f.rate);
+		render_rate(stdout, "key_rate", &f.key_rate);
 		printf(",\"fair\":%s}\n", f.fair ? "true" : "false");
 	} else if (!g_cli.quiet) {
 		char lim[16];
@@ -1370,38 +1330,6 @@ static const char *key_held(const pgc_queue_key_info *k, char *buf, size_t size)
 	return buf;
 }
 
-void cli_key_json(FILE *f, const pgc_queue_key_info *k)
-{
-	fputs("{\"queue\":", f);
-	json_str(f, k->queue);
-	fputs(",\"key\":", f);
-	json_str(f, k->key);
-	fputs(",\"own\":{\"limit\":", f);
-	if (k->own.limit > 0)
-		fprintf(f, "%d", k->own.limit);
-	else
-		fputs("null", f);
-	fputs(",\"weight\":", f);
-	if (k->own.weight > 0)
-		fprintf(f, "%d", k->own.weight);
-	else
-		fputs("null", f);
-	json_rate(f, "rate", &k->own.rate);
-	fputs("},\"limit\":", f);
-	if (k->limit > 0)
-		fprintf(f, "%d", k->limit);
-	else
-		fputs("null", f);
-	json_rate(f, "rate", &k->rate);
-	fprintf(f, ",\"weight\":%d,\"running\":%ld,\"pending\":%ld,\"scheduled\":%ld,"
-	       "\"oldest_pending_s\":%.3f,\"held_by_limit\":%ld,\"held_by_rate\":%ld,"
-	       "\"next_start_at\":", k->own.weight > 0 ? k->own.weight : 1, k->running, k->pending,
-	       k->scheduled, k->oldest_pending_s, k->at_limit ? k->pending : 0,
-	       !k->at_limit && k->rate_wait_ms > 0 ? k->pending : 0);
-	json_str(f, k->next_start_at[0] ? k->next_start_at : NULL);
-	fputs("}", f);
-}
-
 static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max)
 {
 	printf("%-20s %-20s %7s %5s %10s %6s %8s %9s %9s  %s\n", "QUEUE", "KEY", "RUNNING", "LIMIT",
@@ -1471,7 +1399,7 @@ static int do_limit(int argc, char **argv)
 		rc = qreport(&err);
 	} else if (g_cli.json) {
 		for (size_t i = 0; i < n; i++) {
-			cli_key_json(stdout, &k[i]);
+			render_key(stdout, &k[i]);
 			fputc('\n', stdout);
 		}
 	} else if (!g_cli.quiet && key == NULL) {

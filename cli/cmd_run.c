@@ -32,7 +32,7 @@
 #include "child.h"
 #include "cli.h"
 #include "dbwait.h"
-#include "util.h"
+#include "util/util.h"
 
 static void usage(FILE *f)
 {

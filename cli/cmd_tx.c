@@ -20,8 +20,8 @@
 
 #include "child.h"
 #include "cli.h"
-#include "sqllex.h"
-#include "util.h"
+#include "util/sqllex.h"
+#include "util/util.h"
 
 static void usage(FILE *f)
 {

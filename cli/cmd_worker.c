@@ -32,9 +32,9 @@
 #include "cli.h"
 #include "dbwait.h"
 #include "jobcmd.h"
-#include "util.h"
-#include "web.h"
-#include "web_worker.h"
+#include "util/util.h"
+#include "web/web.h"
+#include "cmd_worker_metrics.h"
 
 static void usage(FILE *f)
 {
@@ -291,16 +291,16 @@ int cmd_worker(int argc, char **argv)
 	pgc_worker *ws[16] = { NULL };
 	pgc_error err;
 	/* --metrics: every job goes through the counting handler. */
-	web_worker_metrics *metrics = NULL;
+	worker_metrics_metrics *metrics = NULL;
 	pgc_job_handler handler = cli_jobcmd_run;
 	void *handler_arg = &ctx;
 	if (metrics_at != NULL) {
-		metrics = web_worker_metrics_new(queues, nq, cli_jobcmd_run, &ctx);
+		metrics = worker_metrics_metrics_new(queues, nq, cli_jobcmd_run, &ctx);
 		if (metrics == NULL) {
 			cli_errorf("out of memory");
 			return EXIT_SOFTWARE;
 		}
-		handler = web_worker_run;
+		handler = worker_metrics_run;
 		handler_arg = metrics;
 	}
 	int total_k = o.concurrency, total_prefetch = o.prefetch;
@@ -325,25 +325,25 @@ int cmd_worker(int argc, char **argv)
 				if (!g_cli.quiet)
 					fprintf(stderr, "pgcoord worker: %s: stopped while waiting for the database\n",
 					        strsignal(-rc));
-				web_worker_metrics_free(metrics);
+				worker_metrics_metrics_free(metrics);
 				return 0;
 			}
-			web_worker_metrics_free(metrics);
+			worker_metrics_metrics_free(metrics);
 			return err.code == PGC_ENOSCHEMA ? EXIT_UNAVAILABLE : rc;
 		}
 	}
 	cli_dbwait_done(&dw);
 	struct MHD_Daemon *mserver = NULL;
 	if (metrics != NULL) {
-		web_worker_metrics_set_workers(metrics, ws, nconn);
+		worker_metrics_metrics_set_workers(metrics, ws, nconn);
 		unsigned mport = 0;
 		char why[WEB_START_REASON_MAX];
-		mserver = web_metrics_start(&maddr, &mport, web_worker_metrics_write, metrics, why);
+		mserver = web_metrics_start(&maddr, &mport, worker_metrics_metrics_write, metrics, why);
 		if (mserver == NULL) {
 			cli_errorf("worker: cannot listen on %s for --metrics: %s", metrics_at, why);
 			for (int i = 0; i < nconn; i++)
 				pgc_worker_free(ws[i]);
-			web_worker_metrics_free(metrics);
+			worker_metrics_metrics_free(metrics);
 			return EXIT_CONFIG;
 		}
 		if (!mloop)
@@ -403,6 +403,6 @@ int cmd_worker(int argc, char **argv)
 	web_http_stop(mserver);
 	for (int i = 0; i < nconn; i++)
 		pgc_worker_free(ws[i]);
-	web_worker_metrics_free(metrics);
+	worker_metrics_metrics_free(metrics);
 	return rc;
 }

@@ -17,7 +17,7 @@
 #include "child.h"
 #include "cli.h"
 #include "dbwait.h"
-#include "util.h"
+#include "util/util.h"
 
 cli_dbwait cli_dbwait_init(const char *cmd, int64_t limit_ms)
 {

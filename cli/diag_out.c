@@ -294,6 +294,137 @@ void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_se
 /* A standby has sessions and locks of its own (advisory locks work there), but not the
  * primary's: say so on stderr, once per change (blockers --watch may follow a failover). The
  * server reports in_hot_standby to the session (PostgreSQL 14+). */
+const char *diag_plural(size_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+/* "pgcoord run holding lock nightly-report (key 4242), by design" */
+void diag_holder_label(char *buf, size_t size, const pgc_diag_session *s)
+{
+	char lock[PGC_KEY_NAME_MAX + 64];
+	diag_holder_lock(s, lock, sizeof lock);
+	snprintf(buf, size, "pgcoord run holding lock %s, by design", cli_esc(lock));
+}
+
+/* "pid 420 idle in transaction for 13.5s (transaction open 18m02s) blocks 7 sessions": how
+ * long the session has been in its state, and how long its transaction has been open when it
+ * has one (a session lock outlives transactions: then its state's age alone). */
+static void describe_root(char *buf, size_t size, const pgc_diag_session *s)
+{
+	char d[32], x[32], what[PGC_KEY_NAME_MAX + 128], tx[64] = "";
+	if (!s->known) {
+		snprintf(buf, size, "pid %d (%s) blocks %zu session%s", s->pid, diag_or_dash(s->state),
+		         s->blocks_total, diag_plural(s->blocks_total));
+		return;
+	}
+	if (s->pgcoord_holder) {
+		/* The holder's transaction is the lock: its age is the hold's. */
+		diag_fmt_dur(s->xact_age_s >= 0 ? s->xact_age_s : s->state_age_s, d, sizeof d);
+		diag_holder_label(what, sizeof what, s);
+		size_t n = strlen(what);
+		snprintf(what + n, sizeof what - n, ",");
+	} else {
+		diag_fmt_dur(s->state_age_s >= 0 ? s->state_age_s : s->xact_age_s, d, sizeof d);
+		snprintf(what, sizeof what, "%s", diag_or_dash(s->state));
+		if (s->xact_age_s >= 0 && s->state_age_s >= 0) {
+			diag_fmt_dur(s->xact_age_s, x, sizeof x);
+			snprintf(tx, sizeof tx, " (transaction open %s)", x);
+		}
+	}
+	snprintf(buf, size, "pid %d (%s%s%s) %s for %s%s blocks %zu session%s", s->pid,
+	         diag_or_dash(s->user), s->application && *s->application ? ", " : "",
+	         s->application && *s->application ? cli_esc(s->application) : "", what, d, tx,
+	         s->blocks_total, diag_plural(s->blocks_total));
+}
+
+/* Terminal columns of s: UTF-8 continuation bytes take none. */
+int diag_columns(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+void diag_summary(const pgc_diag_snapshot *snap, char *line, size_t size)
+{
+	if (snap->nwaiting == 0) {
+		size_t off = (size_t)snprintf(line, size, "no session waits for a lock (%zu session%s in %s)",
+		                              snap->nsessions, diag_plural(snap->nsessions),
+		                              snap->all_databases ? "all databases" : cli_esc(snap->database));
+		if (snap->nwaiting_elsewhere > 0 && off < size)
+			snprintf(line + off, size - off, "; %zu session%s wait%s in other databases (see -a)",
+			         snap->nwaiting_elsewhere, diag_plural(snap->nwaiting_elsewhere),
+			         snap->nwaiting_elsewhere == 1 ? "s" : "");
+		return;
+	}
+	size_t off = (size_t)snprintf(line, size, "%zu session%s wait%s for locks; %zu root blocker%s",
+	                              snap->nwaiting, diag_plural(snap->nwaiting),
+	                              snap->nwaiting == 1 ? "s" : "", snap->nroots, diag_plural(snap->nroots));
+	if (snap->ncycles > 0 && off < size)
+		off += (size_t)snprintf(line + off, size - off, "; %zu wait cycle%s", snap->ncycles,
+		                        diag_plural(snap->ncycles));
+	if (snap->nroots > 0 && off < size) {
+		char who[512];
+		describe_root(who, sizeof who, pgc_diag_session_find(snap, snap->roots[0]));
+		snprintf(line + off, size - off, "; worst: %s", who);
+	}
+}
+
+void diag_json_forest(FILE *f, const pgc_diag_snapshot *snap)
+{
+	char line[1024];
+	diag_summary(snap, line, sizeof line);
+	fputs("{\"taken_at\":", f);
+	json_str(f, snap->taken_at);
+	fputs(",\"database\":", f);
+	json_str(f, snap->database);
+	fprintf(f, ",\"all_databases\":%s,\"waiting\":%zu,\"waiting_elsewhere\":%zu,\"roots\":[",
+	        snap->all_databases ? "true" : "false", snap->nwaiting, snap->nwaiting_elsewhere);
+	for (size_t i = 0; i < snap->nroots; i++)
+		fprintf(f, "%s%d", i ? "," : "", snap->roots[i]);
+	fputs("],\"worst_root\":", f);
+	if (snap->nroots > 0)
+		fprintf(f, "%d", snap->roots[0]);
+	else
+		fputs("null", f);
+	fputs(",\"queued_ddl\":[", f);
+	bool first = true;
+	for (size_t i = 0; i < snap->nsessions; i++)
+		if (snap->sessions[i].queued_ddl) {
+			fprintf(f, "%s%d", first ? "" : ",", snap->sessions[i].pid);
+			first = false;
+		}
+	fputs("],\"cycles\":[", f);
+	for (size_t c = 0; c < snap->ncycles; c++) {
+		fputs(c ? ",[" : "[", f);
+		for (size_t k = 0; k < snap->cycles[c].npids; k++)
+			fprintf(f, "%s%d", k ? "," : "", snap->cycles[c].pids[k]);
+		fputc(']', f);
+	}
+	fputs("],\"names_available\":", f);
+	fputs(snap->names_available ? "true" : "false", f);
+	fputs(",\"summary\":", f);
+	json_str(f, line);
+	fputs(",\"sessions\":[", f);
+	first = true;
+	for (size_t i = 0; i < snap->nsessions; i++) {
+		const pgc_diag_session *s = &snap->sessions[i];
+		if (s->nblocks == 0 && s->nblocked_by == 0 && s->wants == NULL)
+			continue;
+		if (!first)
+			fputc(',', f);
+		first = false;
+		diag_json_session(f, snap, s, true);
+	}
+	fputs("],\"edges\":[", f);
+	for (size_t e = 0; e < snap->nedges; e++)
+		fprintf(f, "%s{\"waiter\":%d,\"blocker\":%d}", e ? "," : "", snap->edges[e].waiter,
+		        snap->edges[e].blocker);
+	fputs("]}\n", f);
+}
+
 static void standby_note(pgc_conn *conn)
 {
 	static int told = -1;

@@ -33,9 +33,21 @@ void diag_json_lock(FILE *f, const pgc_diag_lock *l);
 void diag_json_session(FILE *f, const pgc_diag_snapshot *snap, const pgc_diag_session *s,
                        bool with_locks);
 
-/* The blocking forest as pgcoord blockers --json prints it (cmd_blockers.c): the roots, worst
+/* The blocking forest as pgcoord blockers --json and /api/blockers print it: the roots, worst
  * first, cycles, queued DDL, and every session that waits or blocks. */
 void diag_json_forest(FILE *f, const pgc_diag_snapshot *snap);
+
+/* The forest's one-line summary: how many wait, the roots, cycles, and the worst root. */
+void diag_summary(const pgc_diag_snapshot *snap, char *line, size_t size);
+
+/* "" for 1, "s" otherwise. */
+const char *diag_plural(size_t n);
+
+/* "pgcoord run holding lock nightly-report (key 4242), by design" */
+void diag_holder_label(char *buf, size_t size, const pgc_diag_session *s);
+
+/* Terminal columns of s: UTF-8 continuation bytes take none. */
+int diag_columns(const char *s);
 
 /* What a pgcoord lock holder (pgc_diag_session.pgcoord_holder) holds, as pgc_key_describe()
  * shows keys: "nightly-report (key 4242)", "20,7", or "?" when no advisory lock is seen. */

@@ -21,7 +21,7 @@
 #include "child.h"
 #include "cli.h"
 #include "jobcmd.h"
-#include "util.h"
+#include "util/util.h"
 
 /* Keeps the last bytes written to stderr. */
 typedef struct tail {

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "util.h"
+#include "util/util.h"
 
 cli_globals g_cli;
 

@@ -95,4 +95,16 @@ PGC_EXTERN pgc_error_class pgc_sqlstate_class(const char *sqlstate);
 #ifdef __cplusplus
 }
 #endif
+/* Checks a name that a caller gives the library or the server: a lock, lease, fence or
+ * queue name, a lease holder. It must be 1 to max bytes (max 0: no limit) of well-formed
+ * UTF-8 (RFC 3629), because it is stored and compared as text by the server, shown in
+ * pg_locks forensics and JSON, and hashed to the same key by every client whatever its
+ * locale. what names the name in the message ("lock name"; NULL: "name"). Every library
+ * function that takes such a name calls it before anything reaches the server.
+ * Errors: PGC_EUSAGE: "<what> must not be NULL", "<what> is empty", "<what> is longer than N
+ * bytes", or "<what> is not valid UTF-8: byte 0xNN at offset K" (K counts bytes from 0).
+ * Thread-safe. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_name_check(const char *what, const char *name, size_t max,
+                                            pgc_error *err);
+
 #endif

@@ -12,7 +12,7 @@
 
 #include <pgcoord.h>
 
-#include "internal.h"
+#include "conn/conn_int.h"
 
 static void expect(const char *dsn, const char *want)
 {

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "queue_int.h"
+#include "queue/queue_int.h"
 
 #define CHECK(cond, ...)                                                                         \
 	do {                                                                                     \

@@ -2,7 +2,7 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static void conn__connect_and_query(void)

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/util/util.h"
+#include "util/util.h"
 #include "pgt.h"
 
 static char schema[64];

@@ -3,7 +3,7 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 /* This file's advisory keys: the high half spells "diag", the low half is the test's pid. */

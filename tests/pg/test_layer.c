@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static PGresult *query(pgc_conn *c, const char *sql, pgc__call *call, int *rc, pgc_error *err)

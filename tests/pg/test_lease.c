@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static char schema[64];

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "locks/locks_int.h"
 #include "../t.h"
 
 /* This process's own key range, so that tests can run in parallel on one server. */

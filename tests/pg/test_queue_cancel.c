@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 #include "pgt.h"
 

@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
-#include "../../src/queue_int.h"
+#include "conn/conn_int.h"
+#include "queue/queue_int.h"
 #include "../t.h"
 #include "pgt.h"
 

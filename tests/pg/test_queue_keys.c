@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
-#include "../../src/migrations.h"
-#include "../../src/queue_int.h"
+#include "conn/conn_int.h"
+#include "schema/migrations.h"
+#include "queue/queue_int.h"
 #include "../t.h"
 #include "pgt.h"
 

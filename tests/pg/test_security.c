@@ -5,7 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 #include "pgt.h"
 

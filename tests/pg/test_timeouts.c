@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static char role[64], schema[64];

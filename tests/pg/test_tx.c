@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/internal.h"
-#include "../../src/tx_int.h"
+#include "conn/conn_int.h"
+#include "tx/tx_int.h"
 #include "../t.h"
 #include "pgt.h"
 

@@ -6,8 +6,8 @@
  * the code under test. tests/cli/cron_next.sh checks the zone reader against date(1). */
 #include <pthread.h>
 
-#include "../../src/internal.h"
-#include "../../src/tz_int.h"
+#include "conn/conn_int.h"
+#include "cron/tz_int.h"
 #include "../t.h"
 
 /* "2026-03-29T01:00:00Z" as seconds since the epoch, by libc. */

@@ -1,5 +1,5 @@
 /* test_dsn.c - DSN resolution order, password masking and duration parsing */
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static void dsn__resolve_order(void)

@@ -1,5 +1,5 @@
 /* test_error.c - SQLSTATE classification, code texts and error records */
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 static void error__classify_seed_sqlstates(void)

@@ -1,5 +1,5 @@
 /* test_key.c - advisory lock keys: the name hash's fixed outputs, text and pg_locks forms */
-#include "../../src/internal.h"
+#include "conn/conn_int.h"
 #include "../t.h"
 
 /* XXH64, seed 0: the values published tools (xxhsum -H1) print for these inputs. A change

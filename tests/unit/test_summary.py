@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The last line of make test names each skipped test and its reason (scripts/test-summary),
+"""The last line of make test names each skipped test and its reason (tools/test-summary),
 read from a testlog.json in meson's format; in CI a skip is a failure."""
 import json
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-script = os.path.join(sys.argv[1], "scripts", "test-summary")
+script = os.path.join(sys.argv[1], "tools", "test-summary")
 with tempfile.TemporaryDirectory() as tmp:
     log = os.path.join(tmp, "testlog.json")
     with open(log, "w") as f:

@@ -1,0 +1,1002 @@
+/* web_api.c - pgcoord web's JSON API and /metrics, each path one handler over the library
+ *
+ * Every handler takes one session of the pool for the length of its calls and gives it back;
+ * what it writes goes to the response's memory stream. Reads are bounded (capped counts, keyset
+ * pages with a scan bound); the paths and their fields are documented in pgcoord-web(1). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "diag_out.h"
+#include "render.h"
+#include "web.h"
+
+/* ---- helpers ---- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The schema as it appears in a GRANT: quoted when it needs to be. */
+static void grant_hint(const web_server *srv, char *buf, size_t size)
+{
+	const char *s = srv->schema ? srv->schema : "pgcoord";
+	bool plain = s[0] != '\0' && !(s[0] >= '0' && s[0] <= '9');
+	for (const char *p = s; *p && plain; p++)
+		plain = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	char q[160];
+	if (plain) {
+		snprintf(q, sizeof q, "%s", s);
+	} else {
+		size_t o = 0;
+		q[o++] = '"';
+		for (const char *p = s; *p && o + 3 < sizeof q; p++) {
+			if (*p == '"')
+				q[o++] = '"';
+			q[o++] = *p;
+		}
+		q[o++] = '"';
+		q[o] = '\0';
+	}
+	snprintf(buf, size, "GRANT USAGE ON SCHEMA %s TO <role>; GRANT SELECT ON ALL TABLES IN SCHEMA %s TO <role>",
+	         q, q);
+}
+
+/* The response for a failed library call: 503 when the server could not be reached (the
+ * session is reopened by the next request), 403 with what to grant for 42501, 404, 400, 500. */
+static void db_error(web_req *r, web_resp *out, const pgc_error *err)
+{
+	int status = 500;
+	if (err->code == PGC_ECONNLOST || err->code == PGC_ECONNECT || err->code == PGC_ETIMEDOUT ||
+	    err->code == PGC_EAUTH || err->code == PGC_ECONFIG)
+		status = 503;
+	else if (err->code == PGC_ENOTFOUND)
+		status = 404;
+	else if (err->code == PGC_EDUPLICATE || err->code == PGC_EFINISHED)
+		status = 409;
+	else if (err->code == PGC_EUSAGE)
+		status = 400;
+	else if (err->code == PGC_ENOSCHEMA)
+		status = 503;
+	if (strcmp(err->sqlstate, "42501") == 0) {
+		char hint[400];
+		grant_hint(r->srv, hint, sizeof hint);
+		web_error(out, 403, NULL, "%s", err->message);
+		/* The error object gets what to grant, for the panel to say. */
+		fclose(out->f);
+		free(out->body);
+		out->body = NULL;
+		out->f = open_memstream(&out->body, &out->len);
+		if (out->f == NULL)
+			return;
+		fputs("{\"error\":{\"message\":", out->f);
+		json_str(out->f, err->message);
+		fputs(",\"sqlstate\":\"42501\",\"needs\":", out->f);
+		json_str(out->f, hint);
+		fputs("}}\n", out->f);
+		return;
+	}
+	web_error(out, status, NULL, "%s", err->message);
+}
+
+static void json_time_us(FILE *f, int64_t us)
+{
+	if (us == 0) {
+		fputs("null", f);
+		return;
+	}
+	char b[CLI_TIME_MAX];
+	json_str(f, cli_fmt_time_us(us, b, sizeof b));
+}
+
+/* A prefix of s of at most max bytes, cut on a character boundary. */
+static void json_prefix(FILE *f, const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	if (n <= max) {
+		json_str(f, s);
+		return;
+	}
+	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+		max--;
+	char *cut = strndup(s, max);
+	json_str(f, cut);
+	free(cut);
+}
+
+static bool check_args(web_req *r, web_resp *out, const char *const *names)
+{
+	const char *bad = web_unknown_arg(r, names);
+	if (bad == NULL)
+		return true;
+	web_error(out, 400, bad, "unknown parameter \"%.100s\"", bad);
+	return false;
+}
+
+/* Parses parameter name as an integer in [min, max]; absent: *v unchanged. */
+static bool int_arg(web_req *r, web_resp *out, const char *name, long long min, long long max, long long *v)
+{
+	const char *s = web_arg(r, name);
+	if (s == NULL)
+		return true;
+	if (!cli_parse_int(s, min, max, v)) {
+		web_error(out, 400, name, "%s must be a whole number from %lld to %lld", name, min, max);
+		return false;
+	}
+	return true;
+}
+
+/* Parameter name as a queue name (or NULL when absent); false after a 400. */
+static bool name_arg(web_req *r, web_resp *out, const char *name, const char **v)
+{
+	*v = web_arg(r, name);
+	if (*v == NULL)
+		return true;
+	pgc_error e;
+	if (pgc_name_check(name, *v, PGC_QUEUE_NAME_MAX, &e) != PGC_OK) {
+		web_error(out, 400, name, "%s", e.message);
+		return false;
+	}
+	return true;
+}
+
+/* ---- the job ---- */
+
+static void job_json(FILE *f, const web_server *srv, const pgc_job_info *j, bool full)
+{
+	fprintf(f, "{\"id\":%" PRId64 ",\"queue\":", j->id);
+	json_str(f, j->queue);
+	fputs(",\"status\":", f);
+	json_str(f, j->status);
+	fprintf(f, ",\"priority\":%d,\"aged\":%s,\"attempts\":%d,\"max_attempts\":%d,\"deferrals\":%d,"
+	        "\"max_deferrals\":%d", j->priority, j->aged ? "true" : "false", j->attempts, j->max_attempts,
+	        j->deferrals, j->max_deferrals);
+	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until", "worker",
+	                       "unique_key", "key", "held", "last_error" };
+	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
+	                       j->worker, j->unique_key, j->key, j->held, j->last_error };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		fprintf(f, ",\"%s\":", keys[i]);
+		json_str(f, vals[i]);
+	}
+	size_t bytes = j->payload ? strlen(j->payload) : 0;
+	fprintf(f, ",\"payload_bytes\":%zu,\"payload_hidden\":%s", bytes, srv->hide_payloads ? "true" : "false");
+	if (full) {
+		/* errors and payload are JSON from the server (jsonb) already. */
+		fprintf(f, ",\"errors\":%s", j->errors ? j->errors : "[]");
+		fprintf(f, ",\"payload\":%s", srv->hide_payloads || j->payload == NULL ? "null" : j->payload);
+	} else {
+		fputs(",\"payload_preview\":", f);
+		if (srv->hide_payloads || j->payload == NULL)
+			fputs("null", f);
+		else
+			json_prefix(f, j->payload, 160);
+	}
+	fputc('}', f);
+}
+
+/* ---- GET handlers ---- */
+
+static void api_config(web_req *r, web_resp *out)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	const web_server *srv = r->srv;
+	fprintf(out->f, "{\"version\":\"%s\",\"schema\":", pgc_version());
+	json_str(out->f, srv->schema ? srv->schema : "pgcoord");
+	fprintf(out->f, ",\"actions\":%s,\"terminate\":%s,\"hide_payloads\":%s,\"auth\":%s,\"refresh_ms\":%" PRId64
+	        ",\"count_cap\":%d}\n", srv->allow_actions ? "true" : "false",
+	        srv->allow_actions && srv->allow_terminate ? "true" : "false", srv->hide_payloads ? "true" : "false",
+	        srv->creds ? "true" : "false", srv->refresh_ms, WEB_COUNT_CAP);
+	out->status = 200;
+}
+
+static void api_queues(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "queue", NULL };
+	const char *queue;
+	if (!check_args(r, out, ok) || !name_arg(r, out, "queue", &queue))
+		return;
+	pgc_queue_stat *st;
+	size_t n;
+	if (pgc_queue_stats_capped(s->q, queue, WEB_COUNT_CAP, &st, &n, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fprintf(f, "{\"count_cap\":%d,\"queues\":[", WEB_COUNT_CAP);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? ",{\"queue\":" : "{\"queue\":", f);
+		json_str(f, st[i].queue);
+		fprintf(f, ",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"waiting\":%ld,\"running\":%ld,"
+		        "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,\"completed_1m\":%ld,"
+		        "\"failed_1m\":%ld}",
+		        st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].waiting, st[i].running,
+		        st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s, st[i].completed_1m,
+		        st[i].failed_1m);
+	}
+	fputs("]}\n", f);
+	pgc_free(st);
+	out->status = 200;
+}
+
+/* The most keys one answer lists; total says how many there are. */
+#define WEB_KEYS_MAX 500
+
+static void api_keys(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "queue", "key", NULL };
+	const char *queue, *key = web_arg(r, "key");
+	if (!check_args(r, out, ok) || !name_arg(r, out, "queue", &queue))
+		return;
+	if (queue == NULL) {
+		web_error(out, 400, "queue", "queue is needed");
+		return;
+	}
+	if (key != NULL && (key[0] == '\0' || strlen(key) > PGC_QUEUE_KEY_MAX)) {
+		web_error(out, 400, "key", "key must be 1 to %d bytes", PGC_QUEUE_KEY_MAX);
+		return;
+	}
+	pgc_queue_key_info *k;
+	size_t n;
+	int rc = pgc_queue_keys(s->q, queue, key, &k, &n, err);
+	if (rc == PGC_ENOTFOUND) {
+		web_error(out, 404, "key", "%s", err->message);
+		return;
+	}
+	if (rc != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"queue\":", f);
+	json_str(f, queue);
+	fputs(",\"keys\":[", f);
+	for (size_t i = 0; i < n && i < WEB_KEYS_MAX; i++) {
+		if (i)
+			fputc(',', f);
+		render_key(f, &k[i]);
+	}
+	fprintf(f, "],\"total\":%zu}\n", n);
+	pgc_free(k);
+	out->status = 200;
+}
+
+static void api_workers(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_queue_worker *w;
+	size_t n;
+	if (pgc_queue_workers(s->q, &w, &n, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"workers\":[", f);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? ",{\"channel\":" : "{\"channel\":", f);
+		json_str(f, w[i].channel);
+		fputs(",\"queues\":", f);
+		json_str(f, w[i].queues);
+		fprintf(f, ",\"free\":%d,\"seen_s\":%.3f,\"alive\":%s}", w[i].free, w[i].seen_s,
+		        w[i].seen_s < 10 ? "true" : "false");
+	}
+	fputs("]}\n", f);
+	pgc_free(w);
+	out->status = 200;
+}
+
+static void api_jobs(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "queue", "status", "key", "key_prefix", "q", "after", "limit", NULL };
+	pgc_queue_browse_filter bf = PGC_QUEUE_BROWSE_FILTER_INIT;
+	long long after = 0, limit = 50;
+	if (!check_args(r, out, ok) || !name_arg(r, out, "queue", &bf.queue) ||
+	    !int_arg(r, out, "after", 1, INT64_MAX, &after) || !int_arg(r, out, "limit", 1, 500, &limit))
+		return;
+	bf.status = web_arg(r, "status");
+	static const char *const statuses[] = { "waiting", "scheduled", "pending", "running", "succeeded",
+	                                        "failed", "cancelled" };
+	bool known = bf.status == NULL;
+	for (size_t i = 0; i < sizeof statuses / sizeof statuses[0] && !known; i++)
+		known = strcmp(bf.status, statuses[i]) == 0;
+	if (!known) {
+		web_error(out, 400, "status",
+		          "status must be waiting, scheduled, pending, running, succeeded, failed or cancelled");
+		return;
+	}
+	bf.key_prefix = web_arg(r, "key_prefix");
+	bf.job_key = web_arg(r, "key");
+	bf.text = web_arg(r, "q");
+	if (bf.key_prefix != NULL && (bf.key_prefix[0] == '\0' || strlen(bf.key_prefix) > 1024)) {
+		web_error(out, 400, "key_prefix", "key_prefix must be 1 to 1024 bytes");
+		return;
+	}
+	if (bf.job_key != NULL && (bf.job_key[0] == '\0' || strlen(bf.job_key) > PGC_QUEUE_KEY_MAX)) {
+		web_error(out, 400, "key", "key must be 1 to %d bytes", PGC_QUEUE_KEY_MAX);
+		return;
+	}
+	if (bf.text != NULL && (bf.text[0] == '\0' || strlen(bf.text) > 1024)) {
+		web_error(out, 400, "q", "q must be 1 to 1024 bytes");
+		return;
+	}
+	/* With hidden payloads, a search must not tell what they hold: it looks at errors only. */
+	bf.text_in_errors_only = r->srv->hide_payloads;
+	bf.before_id = after;
+	bf.limit = (long)limit;
+	pgc_job_info **js;
+	size_t n;
+	int64_t next;
+	if (pgc_queue_browse(s->q, &bf, &js, &n, &next, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"jobs\":[", f);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		job_json(f, r->srv, js[i], false);
+	}
+	fputs("],\"next\":", f);
+	if (next > 0)
+		fprintf(f, "%" PRId64, next);
+	else
+		fputs("null", f);
+	fprintf(f, ",\"limit\":%lld}\n", limit);
+	pgc_queue_infos_free(js, n);
+	out->status = 200;
+}
+
+static void api_job(web_req *r, web_resp *out, web_slot *s, int64_t id, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_job_info *j;
+	pgc_job_wait w;
+	if (pgc_queue_show(s->q, id, &j, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	if (pgc_queue_job_wait(s->q, id, &w, err) != PGC_OK && err->code != PGC_ENOTFOUND) {
+		pgc_free(j);
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"job\":", f);
+	job_json(f, r->srv, j, true);
+	fprintf(f, ",\"wait\":{\"live\":%s,\"running\":%s,\"scheduled\":%s,\"run_in_s\":%.3f,\"paused\":%s,"
+	        "\"ahead\":%ld,\"workers\":%ld,\"free_slots\":%ld,\"reason\":",
+	        w.live ? "true" : "false", w.running ? "true" : "false", w.scheduled ? "true" : "false", w.run_in_s,
+	        w.paused ? "true" : "false", w.ahead, w.workers, w.free_slots);
+	json_str(f, w.reason[0] ? w.reason : NULL);
+	fputs("}}\n", f);
+	pgc_free(j);
+	out->status = 200;
+}
+
+static void api_schedules(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_cron_info *xs;
+	size_t n;
+	if (pgc_cron_list(s->conn, r->srv->schema, NULL, &xs, &n, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"schedules\":[", f);
+	for (size_t i = 0; i < n; i++) {
+		const pgc_cron_info *x = &xs[i];
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		json_str(f, x->name);
+		fputs(",\"schedule\":", f);
+		json_str(f, x->expr);
+		fputs(",\"tz\":", f);
+		json_str(f, x->tz);
+		fputs(",\"queue\":", f);
+		json_str(f, x->queue);
+		fprintf(f, ",\"payload_hidden\":%s,\"payload\":", r->srv->hide_payloads ? "true" : "false");
+		fputs(r->srv->hide_payloads || x->payload == NULL ? "null" : x->payload, f);
+		fprintf(f, ",\"payload_bytes\":%zu", x->payload ? strlen(x->payload) : 0);
+		fputs(",\"command\":", f);
+		fputs(r->srv->hide_payloads || x->command == NULL ? "null" : x->command, f);
+		fprintf(f, ",\"paused\":%s,\"catch_up\":\"%s\",\"overlap\":\"%s\",\"next_tick\":", x->paused ? "true" : "false",
+		        pgc_cron_catch_up_name(x->catch_up), pgc_cron_overlap_name(x->overlap));
+		json_time_us(f, x->paused ? 0 : x->next_tick_us);
+		fputs(",\"last_tick\":", f);
+		json_time_us(f, x->last_tick_us);
+		fputs(",\"last_success\":", f);
+		json_time_us(f, x->last_success_us);
+		fputs(",\"last_outcome\":", f);
+		json_str(f, x->last_outcome);
+		fputs(",\"last_scheduler\":", f);
+		json_str(f, x->last_scheduler);
+		fputs(",\"scheduler_seen\":", f);
+		json_time_us(f, x->seen_us);
+		double overdue = !x->paused && x->next_tick_us > 0 && x->db_now_us > x->next_tick_us
+		                 ? (double)(x->db_now_us - x->next_tick_us) / 1e6 : 0.0;
+		fprintf(f, ",\"overdue_s\":%.3f,\"fired\":%" PRId64 ",\"missed\":%" PRId64 ",\"skipped\":%" PRId64 "}",
+		        overdue, x->fired, x->missed, x->skipped);
+	}
+	fputs("]}\n", f);
+	pgc_cron_infos_free(xs, n);
+	out->status = 200;
+}
+
+static void api_leases(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_lease_options lo = PGC_LEASE_OPTIONS_INIT;
+	lo.schema = r->srv->schema;
+	lo.timeout_ms = WEB_STATEMENT_MS + 1000;
+	pgc_lease_info *ls;
+	size_t n;
+	if (pgc_lease_list(s->conn, &lo, &ls, &n, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"leases\":[", f);
+	for (size_t i = 0; i < n; i++) {
+		const pgc_lease_info *l = &ls[i];
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		json_str(f, l->name);
+		fputs(",\"holder\":", f);
+		json_str(f, l->holder);
+		fputs(",\"kind\":", f);
+		json_str(f, l->kind);
+		fprintf(f, ",\"token\":%" PRId64 ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"granted_at\":", l->token,
+		        l->held ? "true" : "false", l->ttl_ms);
+		json_time_us(f, l->granted_at_us);
+		fputs(",\"renewed_at\":", f);
+		json_time_us(f, l->renewed_at_us);
+		fputs(",\"expires_at\":", f);
+		json_time_us(f, l->expires_at_us);
+		fputs(",\"released_at\":", f);
+		json_time_us(f, l->released_at_us);
+		fprintf(f, ",\"remaining_s\":%.3f}", l->held && l->expires_at_us > l->db_now_us
+		        ? (double)(l->expires_at_us - l->db_now_us) / 1e6 : 0.0);
+	}
+	fputs("]}\n", f);
+	pgc_free(ls);
+	out->status = 200;
+}
+
+static int take_snapshot(web_req *r, web_slot *s, pgc_diag_snapshot **snap, pgc_error *err)
+{
+	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
+	o.schema = r->srv->schema;
+	int rc = pgc_diag_snapshot_take(s->conn, &o, snap, err);
+	if (rc == PGC_ESQL && strcmp(err->sqlstate, "42501") == 0) {
+		/* A role that may not read the schema still sees the locks, without their names. */
+		o.names = false;
+		rc = pgc_diag_snapshot_take(s->conn, &o, snap, err);
+	}
+	return rc;
+}
+
+static void api_locks(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_diag_snapshot *snap;
+	if (take_snapshot(r, s, &snap, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	FILE *f = out->f;
+	fputs("{\"taken_at\":", f);
+	json_str(f, snap->taken_at);
+	fprintf(f, ",\"names_available\":%s,\"locks\":[", snap->names_available ? "true" : "false");
+	bool first = true;
+	for (size_t i = 0; i < snap->nlocks; i++) {
+		const pgc_diag_lock *l = &snap->locks[i];
+		if (l->key == NULL)
+			continue;
+		const pgc_diag_session *ss = pgc_diag_session_find(snap, l->pid);
+		char key[PGC_KEY_FORMAT_MAX];
+		pgc_key_format(l->key, key, sizeof key);
+		fprintf(f, "%s{\"pid\":%d,\"key\":\"%s\",\"space\":\"%s\",\"name\":", first ? "" : ",", l->pid, key,
+		        pgc_key_space_name(l->key->kind));
+		first = false;
+		json_str(f, l->key->name[0] ? l->key->name : NULL);
+		fputs(",\"mode\":", f);
+		json_str(f, l->mode);
+		fprintf(f, ",\"granted\":%s,\"waited_s\":", l->granted ? "true" : "false");
+		diag_json_dur(f, l->waited_s);
+		fputs(",\"application\":", f);
+		json_str(f, ss ? ss->application : NULL);
+		fputs(",\"user\":", f);
+		json_str(f, ss ? ss->user : NULL);
+		fputs(",\"state\":", f);
+		json_str(f, ss ? ss->state : NULL);
+		fputs(",\"xact_age_s\":", f);
+		diag_json_dur(f, ss ? ss->xact_age_s : -1);
+		fputs(",\"backend_start\":", f);
+		json_str(f, ss ? ss->backend_start : NULL);
+		fputc('}', f);
+	}
+	fputs("]}\n", f);
+	pgc_diag_snapshot_free(snap);
+	out->status = 200;
+}
+
+static void api_blockers(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_diag_snapshot *snap;
+	if (take_snapshot(r, s, &snap, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	diag_json_forest(out->f, snap);
+	pgc_diag_snapshot_free(snap);
+	out->status = 200;
+}
+
+#define WEB_DOCTOR_MS 30000
+
+static void api_doctor(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	web_server *srv = r->srv;
+	/* The doctor opens a session of its own and may wait for a pooler: it runs at most once
+	 * per WEB_DOCTOR_MS whatever the number of pages polling it. */
+	pthread_mutex_lock(&srv->doctor_mu);
+	int64_t now = mono_ms();
+	if (srv->doctor_at_ms == 0 || now - srv->doctor_at_ms >= WEB_DOCTOR_MS) {
+		pgc_doctor_options o = PGC_DOCTOR_OPTIONS_INIT;
+		o.schema = srv->schema;
+		pgc_doctor_report rep;
+			if (pgc_doctor_run(s->conn, &o, &rep, err) != PGC_OK) {
+			pthread_mutex_unlock(&srv->doctor_mu);
+			db_error(r, out, err);
+			return;
+		}
+		srv->doctor = rep;
+		srv->doctor_at_ms = now;
+		cli_fmt_time_us((int64_t)time(NULL) * 1000000, srv->doctor_taken, sizeof srv->doctor_taken);
+	}
+	FILE *f = out->f;
+	fprintf(f, "{\"checked_at\":\"%s\",\"age_s\":%.1f,\"worst\":\"%s\",\"findings\":[", srv->doctor_taken,
+	        (double)(now - srv->doctor_at_ms) / 1000.0, pgc_doctor_severity_name(srv->doctor.worst));
+	for (int i = 0; i < srv->doctor.count; i++) {
+		const pgc_doctor_finding *x = &srv->doctor.findings[i];
+		fputs(i ? ",{\"check\":" : "{\"check\":", f);
+		json_str(f, x->check);
+		fprintf(f, ",\"severity\":\"%s\",\"value\":", pgc_doctor_severity_name(x->severity));
+		json_str(f, x->value);
+		fputs(",\"message\":", f);
+		json_str(f, x->message);
+		fputs(",\"fix\":", f);
+		json_str(f, x->fix[0] ? x->fix : NULL);
+		fputc('}', f);
+	}
+	fputs("]}\n", f);
+	pthread_mutex_unlock(&srv->doctor_mu);
+	out->status = 200;
+}
+
+static void api_metrics(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_queue_stat *st;
+	size_t n;
+	if (pgc_queue_stats_capped(s->q, NULL, WEB_COUNT_CAP, &st, &n, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	pgc_cron_info *xs = NULL;
+	size_t nx = 0;
+	if (pgc_cron_list(s->conn, r->srv->schema, NULL, &xs, &nx, err) != PGC_OK) {
+		pgc_free(st);
+		db_error(r, out, err);
+		return;
+	}
+	pgc_queue_key_info *k = NULL;
+	size_t nk = 0;
+	if (cli_flow_keys(s->q, st, n, &k, &nk, err) != PGC_OK) {
+		pgc_free(st);
+		pgc_cron_infos_free(xs, nx);
+		db_error(r, out, err);
+		return;
+	}
+	cli_prom_queue_stats(out->f, st, n, NULL);
+	cli_prom_queue_keys(out->f, k, nk);
+	cli_prom_cron(out->f, xs, nx);
+	free(k);
+	pgc_free(st);
+	pgc_cron_infos_free(xs, nx);
+	out->status = 200;
+	out->type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/* ---- actions (POST, only with --allow-actions) ---- */
+
+/* One line on stderr per action: who, from where, what, how many. */
+static void log_action(const web_req *r, const char *fmt, ...) PGC_PRINTF(2, 3);
+static void log_action(const web_req *r, const char *fmt, ...)
+{
+	char what[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "pgcoord: web: action by %s from %s: %s\n", r->who ? cli_esc(r->who) : "-", r->client,
+	        cli_esc(what));
+	fflush(stderr);
+}
+
+static void done(web_resp *out, const char *msg, long rows)
+{
+	out->status = 200;
+	fputs("{\"ok\":true,\"message\":", out->f);
+	json_str(out->f, msg);
+	fprintf(out->f, ",\"rows\":%ld}\n", rows);
+}
+
+static void act_job(web_req *r, web_resp *out, web_slot *s, int64_t id, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	char msg[200];
+	if (strcmp(verb, "retry") == 0) {
+		if (pgc_queue_retry(s->q, id, err) != PGC_OK) {
+			log_action(r, "retry job %" PRId64 ": refused: %s", id, err->message);
+			db_error(r, out, err);
+			return;
+		}
+		snprintf(msg, sizeof msg, "job %" PRId64 " returns to pending", id);
+	} else {
+		bool was_running = false;
+		if (pgc_queue_cancel_job(s->q, id, &was_running, err) != PGC_OK) {
+			log_action(r, "cancel job %" PRId64 ": refused: %s", id, err->message);
+			db_error(r, out, err);
+			return;
+		}
+		snprintf(msg, sizeof msg, "job %" PRId64 " cancelled%s", id, was_running ? " (it was running: its worker stops it)" : "");
+	}
+	log_action(r, "%s job %" PRId64 ": 1 job", verb, id);
+	done(out, msg, 1);
+}
+
+static void act_queue(web_req *r, web_resp *out, web_slot *s, const char *name, bool pause, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_error e;
+	if (pgc_name_check("queue name", name, PGC_QUEUE_NAME_MAX, &e) != PGC_OK) {
+		web_error(out, 400, "queue", "%s", e.message);
+		return;
+	}
+	if (pgc_queue_pause(s->q, name, pause, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	log_action(r, "%s queue %s: 1 queue", pause ? "pause" : "resume", name);
+	char msg[200];
+	snprintf(msg, sizeof msg, "queue %.128s %s", name, pause ? "paused" : "resumed");
+	done(out, msg, 1);
+}
+
+static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
+{
+	static const char *const ok[] = { "op", "queue", "status", "key_prefix", "older_than", "dry_run", "confirm", "upto",
+	                                  NULL };
+	if (!check_args(r, out, ok))
+		return;
+	pgc_queue_bulk b = PGC_QUEUE_BULK_INIT;
+	const char *op = web_arg(r, "op");
+	if (op == NULL || (strcmp(op, "cancel") != 0 && strcmp(op, "retry") != 0 && strcmp(op, "purge") != 0)) {
+		web_error(out, 400, "op", "op must be cancel, retry or purge");
+		return;
+	}
+	b.op = strcmp(op, "cancel") == 0 ? PGC_BULK_CANCEL : strcmp(op, "retry") == 0 ? PGC_BULK_RETRY : PGC_BULK_PURGE;
+	if (!name_arg(r, out, "queue", &b.queue))
+		return;
+	if (b.queue == NULL && b.op != PGC_BULK_PURGE) {
+		web_error(out, 400, "queue", "queue is needed for a bulk %s", op);
+		return;
+	}
+	b.status = web_arg(r, "status");
+	b.key_prefix = web_arg(r, "key_prefix");
+	const char *older = web_arg(r, "older_than");
+	if (older != NULL) {
+		pgc_error e;
+		if (pgc_duration_parse(older, &b.older_than_ms, &e) != PGC_OK) {
+			web_error(out, 400, "older_than", "older_than: %s", e.message);
+			return;
+		}
+	}
+	const char *dry = web_arg(r, "dry_run");
+	if (dry != NULL && strcmp(dry, "1") != 0 && strcmp(dry, "true") != 0) {
+		web_error(out, 400, "dry_run", "dry_run must be 1");
+		return;
+	}
+	long long confirm = -1, upto = 0;
+	if (!int_arg(r, out, "confirm", 0, INT64_MAX, &confirm) || !int_arg(r, out, "upto", 0, INT64_MAX, &upto))
+		return;
+	if (dry == NULL && (confirm < 0 || web_arg(r, "upto") == NULL)) {
+		web_error(out, 400, confirm < 0 ? "confirm" : "upto", "a bulk %s runs only with confirm=COUNT and upto=ID "
+		          "from its dry run (dry_run=1)", op);
+		return;
+	}
+	b.upto_id = upto;
+	long count;
+	if (pgc_queue_bulk_count(s->q, &b, &count, err) != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	if (dry != NULL) {
+		out->status = 200;
+		fprintf(out->f, "{\"ok\":true,\"dry_run\":true,\"count\":%ld,\"upto\":%" PRId64 ",\"message\":\"%ld jobs match\"}\n",
+		        count, b.upto_id, count);
+		return;
+	}
+	if (count != confirm) {
+		log_action(r, "bulk %s queue %s: refused: %ld jobs match now, %lld were confirmed", op,
+		           b.queue ? b.queue : "(all)", count, confirm);
+		web_error(out, 409, "confirm", "%ld jobs match now, not %lld: count again (dry_run=1)", count, confirm);
+		return;
+	}
+	pgc_queue_bulk_result res = { 0, 0, 0 };
+	int rc = pgc_queue_bulk_run(s->q, &b, &res, err);
+	log_action(r, "bulk %s queue %s status %s key prefix %s: %ld jobs%s", op, b.queue ? b.queue : "(all)",
+	           b.status ? b.status : "(default)", b.key_prefix ? b.key_prefix : "(any)", res.done,
+	           rc == PGC_OK ? "" : " before an error");
+	if (rc != PGC_OK) {
+		db_error(r, out, err);
+		return;
+	}
+	out->status = 200;
+	fprintf(out->f, "{\"ok\":true,\"rows\":%ld,\"skipped\":%ld,\"batches\":%ld,\"message\":\"%ld jobs: %s\"}\n",
+	        res.done, res.skipped, res.batches, res.done, op);
+}
+
+static void act_schedule(web_req *r, web_resp *out, web_slot *s, const char *name, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { NULL };
+	if (!check_args(r, out, ok))
+		return;
+	char msg[300];
+	int64_t job = 0;
+	int rc = strcmp(verb, "trigger") == 0 ? pgc_cron_trigger(s->conn, r->srv->schema, name, &job, err)
+	         : pgc_cron_pause(s->conn, r->srv->schema, name, strcmp(verb, "pause") == 0, err);
+	if (rc != PGC_OK) {
+		log_action(r, "%s schedule %s: refused: %s", verb, name, err->message);
+		db_error(r, out, err);
+		return;
+	}
+	if (job > 0)
+		snprintf(msg, sizeof msg, "schedule %.200s triggered: job %" PRId64, name, job);
+	else
+		snprintf(msg, sizeof msg, "schedule %.200s: %s", name, strcmp(verb, "pause") == 0 ? "paused" : "resumed");
+	log_action(r, "%s schedule %s: 1 schedule", verb, name);
+	done(out, msg, 1);
+}
+
+static void act_session(web_req *r, web_resp *out, web_slot *s, int pid, const char *verb, pgc_error *err)
+{
+	static const char *const ok[] = { "backend_start", NULL };
+	if (!check_args(r, out, ok))
+		return;
+	bool terminate = strcmp(verb, "terminate") == 0;
+	if (terminate && !r->srv->allow_terminate) {
+		web_error(out, 403, NULL, "terminating sessions is off: start pgcoord web with --allow-terminate");
+		return;
+	}
+	const char *start = web_arg(r, "backend_start");
+	if (start == NULL || start[0] == '\0') {
+		web_error(out, 400, "backend_start", "backend_start is needed: the start of the session named (from "
+		          "/api/blockers), so that a pid reused by a new session is not hit");
+		return;
+	}
+	pgc_diag_signal_result res;
+	if (pgc_diag_signal_session(s->conn, pid, start, terminate ? PGC_DIAG_TERMINATE : PGC_DIAG_CANCEL, 5000, &res,
+	                            err) != PGC_OK) {
+		log_action(r, "%s pid %d: refused: %s", verb, pid, err->message);
+		if (strcmp(err->sqlstate, "42501") == 0) {
+			web_error(out, 403, NULL, "%s", err->message);
+			return;
+		}
+		db_error(r, out, err);
+		return;
+	}
+	log_action(r, "%s pid %d (started %s): %s", verb, pid, start,
+	           !res.done ? "not done" : res.gone ? "session gone" : "done");
+	out->status = 200;
+	fprintf(out->f, "{\"ok\":%s,\"done\":%s,\"gone\":%s,\"state\":", res.done ? "true" : "false",
+	        res.done ? "true" : "false", res.gone ? "true" : "false");
+	json_str(out->f, res.gone ? NULL : res.state);
+	fputs(",\"message\":", out->f);
+	char msg[400];
+	snprintf(msg, sizeof msg, "pid %d: %s", pid, !res.done ? (res.warning[0] ? res.warning : "not done")
+	         : res.gone ? "the session is gone" : terminate ? "terminated" : "query cancelled");
+	json_str(out->f, msg);
+	fputs(",\"rows\":1}\n", out->f);
+}
+
+/* Splits "/api/<what>/<middle>/<verb>" with verb one of verbs: *middle (allocated) and the
+ * verb; false when the path is not of that form. middle may hold "/" (a queue name). */
+static bool split_action(const char *p, const char *prefix, const char *const *verbs, char **middle, const char **verb)
+{
+	size_t lp = strlen(prefix), n = strlen(p);
+	if (strncmp(p, prefix, lp) != 0)
+		return false;
+	for (const char *const *v = verbs; *v; v++) {
+		size_t lv = strlen(*v);
+		if (n > lp + lv + 1 && p[n - lv - 1] == '/' && strcmp(p + n - lv, *v) == 0) {
+			*middle = strndup(p + lp, n - lp - lv - 1);
+			*verb = *v;
+			return *middle != NULL;
+		}
+	}
+	return false;
+}
+
+static void web_actions(web_req *r, web_resp *out)
+{
+	const char *p = r->path;
+	static const char *const job_verbs[] = { "retry", "cancel", NULL };
+	static const char *const queue_verbs[] = { "pause", "resume", NULL };
+	static const char *const cron_verbs[] = { "pause", "resume", "trigger", NULL };
+	static const char *const session_verbs[] = { "cancel", "terminate", NULL };
+	char *middle = NULL;
+	const char *verb = NULL;
+	enum { NONE, BULK, JOB, QUEUE, CRON, SESSION } what = NONE;
+	if (strcmp(p, "/api/jobs/bulk") == 0)
+		what = BULK;
+	else if (split_action(p, "/api/jobs/", job_verbs, &middle, &verb))
+		what = JOB;
+	else if (split_action(p, "/api/queues/", queue_verbs, &middle, &verb))
+		what = QUEUE;
+	else if (split_action(p, "/api/schedules/", cron_verbs, &middle, &verb))
+		what = CRON;
+	else if (split_action(p, "/api/sessions/", session_verbs, &middle, &verb))
+		what = SESSION;
+	long long num = 0;
+	if ((what == JOB && !cli_parse_int(middle, 1, INT64_MAX, &num)) ||
+	    (what == SESSION && !cli_parse_int(middle, 1, 2147483647, &num)))
+		what = NONE;
+	if (what == NONE) {
+		free(middle);
+		web_error(out, 404, NULL, "no such action: POST %.200s", p);
+		return;
+	}
+	pgc_error err;
+	web_slot *s = web_pool_get(r->srv, &err);
+	if (s == NULL) {
+		free(middle);
+		db_error(r, out, &err);
+		return;
+	}
+	bool needs_queue = what == BULK || what == JOB || what == QUEUE;
+	if (needs_queue && web_slot_queue(r->srv, s, &err) != PGC_OK) {
+		free(middle);
+		db_error(r, out, &err);
+		web_pool_put(r->srv, s, &err);
+		return;
+	}
+	pgc_error_clear(&err);
+	switch (what) {
+	case BULK: act_bulk(r, out, s, &err); break;
+	case JOB: act_job(r, out, s, num, verb, &err); break;
+	case QUEUE: act_queue(r, out, s, middle, strcmp(verb, "pause") == 0, &err); break;
+	case CRON: act_schedule(r, out, s, middle, verb, &err); break;
+	case SESSION: act_session(r, out, s, (int)num, verb, &err); break;
+	case NONE: break;
+	}
+	free(middle);
+	web_pool_put(r->srv, s, &err);
+}
+
+/* ---- routing ---- */
+
+/* A job id from the text between "/api/jobs/" and the next "/" or the end; 0 if none. */
+static int64_t path_id(const char *p, const char **rest)
+{
+	char *end;
+	if (*p < '1' || *p > '9')
+		return 0;
+	long long v = strtoll(p, &end, 10);
+	if (*end != '\0' && *end != '/')
+		return 0;
+	*rest = end;
+	return v;
+}
+
+void web_api(web_req *r, web_resp *out)
+{
+	const char *p = r->path;
+	bool post = strcmp(r->method, "POST") == 0;
+	if (strcmp(p, "/api/config") == 0 && !post) {
+		api_config(r, out);
+		return;
+	}
+	enum { NONE, QUEUES, KEYS, WORKERS, JOBS, JOB, SCHEDULES, LEASES, LOCKS, BLOCKERS, DOCTOR, METRICS } what = NONE;
+	int64_t id = 0;
+	const char *rest = "";
+	if (strcmp(p, "/api/queues") == 0)
+		what = QUEUES;
+	else if (strcmp(p, "/api/keys") == 0)
+		what = KEYS;
+	else if (strcmp(p, "/api/workers") == 0)
+		what = WORKERS;
+	else if (strcmp(p, "/api/jobs") == 0)
+		what = JOBS;
+	else if (strncmp(p, "/api/jobs/", 10) == 0 && (id = path_id(p + 10, &rest)) > 0 && *rest == '\0')
+		what = JOB;
+	else if (strcmp(p, "/api/schedules") == 0)
+		what = SCHEDULES;
+	else if (strcmp(p, "/api/leases") == 0)
+		what = LEASES;
+	else if (strcmp(p, "/api/locks") == 0)
+		what = LOCKS;
+	else if (strcmp(p, "/api/blockers") == 0)
+		what = BLOCKERS;
+	else if (strcmp(p, "/api/doctor") == 0)
+		what = DOCTOR;
+	else if (strcmp(p, "/metrics") == 0)
+		what = METRICS;
+	if (post) {
+		web_actions(r, out);
+		return;
+	}
+	if (what == NONE) {
+		web_error(out, 404, NULL, "no such path: %.200s", p);
+		return;
+	}
+	pgc_error err;
+	web_slot *s = web_pool_get(r->srv, &err);
+	if (s == NULL) {
+		db_error(r, out, &err);
+		return;
+	}
+	/* The handler leaves in err what a failed call said, which may have broken the session. */
+	bool needs_queue = what == QUEUES || what == WORKERS || what == JOBS || what == JOB || what == METRICS;
+	if (needs_queue && web_slot_queue(r->srv, s, &err) != PGC_OK) {
+		db_error(r, out, &err);
+		web_pool_put(r->srv, s, &err);
+		return;
+	}
+	pgc_error_clear(&err);
+	switch (what) {
+	case QUEUES: api_queues(r, out, s, &err); break;
+	case KEYS: api_keys(r, out, s, &err); break;
+	case WORKERS: api_workers(r, out, s, &err); break;
+	case JOBS: api_jobs(r, out, s, &err); break;
+	case JOB: api_job(r, out, s, id, &err); break;
+	case SCHEDULES: api_schedules(r, out, s, &err); break;
+	case LEASES: api_leases(r, out, s, &err); break;
+	case LOCKS: api_locks(r, out, s, &err); break;
+	case BLOCKERS: api_blockers(r, out, s, &err); break;
+	case DOCTOR: api_doctor(r, out, s, &err); break;
+	case METRICS: api_metrics(r, out, s, &err); break;
+	case NONE: break;
+	}
+	web_pool_put(r->srv, s, &err);
+}
