@@ -15,30 +15,12 @@ static char schema[64];
 /* A fresh schema per test process. */
 static pgc_conn *setup(pgc_queue **q)
 {
-	snprintf(schema, sizeof schema, "pgc_queue_%d", (int)getpid());
-	pgc_conn *c = t_connect("pgcoord/test-queue");
-	pgc_error err;
-	T_ASSERT_INT_EQ(pgc_exec(c, "SET client_min_messages = warning", &err), PGC_OK);
-	char sql[128];
-	snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	T_ASSERT_INT_EQ(pgc_exec(c, sql, &err), PGC_OK);
-	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
-		T_FAIL("init: %s", err.message);
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = schema;
-	if (pgc_queue_open(c, &qo, q, &err) != PGC_OK)
-		T_FAIL("open: %s", err.message);
-	return c;
+	return pgt_queue_setup(schema, sizeof schema, "pgc_queue", "pgcoord/test-queue", q);
 }
 
 static void teardown(pgc_conn *c, pgc_queue *q)
 {
-	pgc_queue_close(q);
-	char sql[128];
-	snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	pgc_error err;
-	(void)!pgc_exec(c, sql, &err);
-	pgc_conn_close(c);
+	pgt_queue_teardown(c, q, schema);
 }
 
 /* Worker options for this process's schema: n queues on K handler threads. */

@@ -16,28 +16,12 @@ static char schema[64];
 
 static pgc_conn *setup(pgc_queue **q)
 {
-	snprintf(schema, sizeof schema, "pgc_qcancel_%d", (int)getpid());
-	pgc_conn *c = t_connect("pgcoord/test-queue-cancel");
-	pgc_error err;
-	T_ASSERT_INT_EQ(pgc_exec(c, "SET client_min_messages = warning", &err), PGC_OK);
-	sql(c, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
-		T_FAIL("init: %s", err.message);
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = schema;
-	if (pgc_queue_open(c, &qo, q, &err) != PGC_OK)
-		T_FAIL("open: %s", err.message);
-	return c;
+	return pgt_queue_setup(schema, sizeof schema, "pgc_qcancel", "pgcoord/test-queue-cancel", q);
 }
 
 static void teardown(pgc_conn *c, pgc_queue *q)
 {
-	pgc_queue_close(q);
-	char drop[128];
-	snprintf(drop, sizeof drop, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	pgc_error err;
-	(void)!pgc_exec(c, drop, &err);
-	pgc_conn_close(c);
+	pgt_queue_teardown(c, q, schema);
 }
 
 /* The status of job id in the history ('' when it is not there), as a small integer code for

@@ -17,28 +17,12 @@ static char schema[64];
 
 static pgc_conn *setup(pgc_queue **q)
 {
-	snprintf(schema, sizeof schema, "pgc_deps_%d", (int)getpid());
-	pgc_conn *c = t_connect("pgcoord/test-queue-deps");
-	pgc_error err;
-	T_ASSERT_INT_EQ(pgc_exec(c, "SET client_min_messages = warning", &err), PGC_OK);
-	sql(c, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
-		T_FAIL("init: %s", err.message);
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = schema;
-	if (pgc_queue_open(c, &qo, q, &err) != PGC_OK)
-		T_FAIL("open: %s", err.message);
-	return c;
+	return pgt_queue_setup(schema, sizeof schema, "pgc_deps", "pgcoord/test-queue-deps", q);
 }
 
 static void teardown(pgc_conn *c, pgc_queue *q)
 {
-	pgc_queue_close(q);
-	pgc_error err;
-	char s[128];
-	snprintf(s, sizeof s, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	(void)!pgc_exec(c, s, &err);
-	pgc_conn_close(c);
+	pgt_queue_teardown(c, q, schema);
 }
 
 /* Enqueues one job into queue after the n ids of after (none when n is 0). */

@@ -18,28 +18,12 @@ static char schema[64];
 
 static pgc_conn *setup(pgc_queue **q)
 {
-	snprintf(schema, sizeof schema, "pgc_keys_%d", (int)getpid());
-	pgc_conn *c = t_connect("pgcoord/test-queue-keys");
-	pgc_error err;
-	T_ASSERT_INT_EQ(pgc_exec(c, "SET client_min_messages = warning", &err), PGC_OK);
-	sql(c, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	if (pgc_schema_init(c, schema, NULL, NULL, &err) != PGC_OK)
-		T_FAIL("init: %s", err.message);
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = schema;
-	if (pgc_queue_open(c, &qo, q, &err) != PGC_OK)
-		T_FAIL("open: %s", err.message);
-	return c;
+	return pgt_queue_setup(schema, sizeof schema, "pgc_keys", "pgcoord/test-queue-keys", q);
 }
 
 static void teardown(pgc_conn *c, pgc_queue *q)
 {
-	pgc_queue_close(q);
-	pgc_error err;
-	char s[128];
-	snprintf(s, sizeof s, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
-	(void)!pgc_exec(c, s, &err);
-	pgc_conn_close(c);
+	pgt_queue_teardown(c, q, schema);
 }
 
 static int reap(pgc_queue *q, pgc_reap_result *rr, pgc_error *err)
