@@ -16,8 +16,9 @@
  * nothing the command does can come before), and the parent sends the id back, negated, once
  * the child has exited and its group has been killed and before the child is reaped (so the id
  * cannot have been reused). When the parent is gone, however it died, the guard reads end of
- * file and SIGKILLs every group still registered: every process of a running job that stayed in
- * its group, grandchildren included. */
+ * file and stops every group still registered (SIGTERM, SIGKILL after a grace shorter than what
+ * is left of the jobs' leases): every process of a running job that stayed in its group,
+ * grandchildren included. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -444,7 +445,7 @@ void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd)
 
 /* The guard's life: registered process groups in an array (at most one per running command),
  * killed at end of file. */
-static _Noreturn void guard_main(int fd)
+static _Noreturn void guard_main(int fd, int64_t grace_ms)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -504,12 +505,30 @@ static _Noreturn void guard_main(int fd)
 				}
 		}
 	}
+	/* SIGTERM first, as the commands got from a worker that stopped (and their direct child
+	 * from the parent-death signal), then SIGKILL to whatever is left after grace_ms. */
+	for (size_t i = 0; i < n; i++) {
+		kill(-ids[i], SIGTERM);
+		kill(-ids[i], SIGCONT); /* a stopped group cannot act on SIGTERM */
+	}
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		size_t left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += kill(-ids[i], 0) == 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t el = (int64_t)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (left == 0 || el >= grace_ms)
+			break;
+		nanosleep(&(struct timespec){ 0, 20 * 1000000 }, NULL);
+	}
 	for (size_t i = 0; i < n; i++)
 		kill(-ids[i], SIGKILL);
 	_exit(0);
 }
 
-int cli_child_guard_start(void)
+int cli_child_guard_start(int64_t grace_ms)
 {
 	if (guard_fd >= 0)
 		return 0;
@@ -528,7 +547,7 @@ int cli_child_guard_start(void)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		guard_main(sv[1]);
+		guard_main(sv[1], grace_ms);
 	}
 	close(sv[1]);
 	guard_fd = sv[0];

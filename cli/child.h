@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct cli_child {
@@ -79,11 +80,12 @@ void cli_child_terminate(cli_child *c, int grace_ms);
 void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd);
 
 /* Starts the guard of this process's commands: a process of its own that, when this process
- * dies (by any signal, SIGKILL included), SIGKILLs the process group of every command started
- * after this call and not yet released. Call it once, before any thread starts. Returns 0, or
+ * dies (by any signal, SIGKILL included), sends SIGTERM to the process group of every command
+ * started after this call and still running, then SIGKILL after grace_ms to what is left of
+ * them, and exits. Call it once, before any thread starts. Returns 0, or
  * EXIT_SOFTWARE with one line on stderr. Once it runs, a command that cannot be registered
  * with it (the guard was killed) is not started: cli_child_spawn() returns EXIT_SOFTWARE. */
-int cli_child_guard_start(void);
+int cli_child_guard_start(int64_t grace_ms);
 
 /* Reaps the child if it exited, never blocking, after killing what is left of its process
  * group (and telling the guard) while the exited child still holds the group's id. Returns
