@@ -7,7 +7,18 @@
  * back through a close-on-exec pipe, so the parent knows synchronously whether the command
  * started (127 not found, 126 not executable, as env(1) reports). Signals
  * are turned into bytes on a self-pipe, so callers keep one poll() loop over the child, their
- * database socket and their timers. */
+ * database socket and their timers.
+ *
+ * The guard (pgcoord worker, pgcoord cron run): a small process forked once, before any thread,
+ * that outlives its parent for as long as it takes to kill what the parent's commands left.
+ * It holds one end of a socket pair whose only other end is the parent's (close-on-exec, so no
+ * command inherits it). Each child sends its own process group id on it before it execs (so
+ * nothing the command does can come before), and the parent sends the id back, negated, once
+ * the child has exited and its group has been killed and before the child is reaped (so the id
+ * cannot have been reused). When the parent is gone, however it died, the guard reads end of
+ * file and stops every group still registered (SIGTERM, SIGKILL after a grace shorter than what
+ * is left of the jobs' leases): every process of a running job that stayed in its group,
+ * grandchildren included. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,11 +26,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +44,9 @@
 extern char **environ;
 
 static int sig_pipe[2] = { -1, -1 };
+/* The parent's end of the guard's socket, -1 without a guard; the guard's pid. */
+static int guard_fd = -1;
+static pid_t guard_pid;
 /* Atomic, not only volatile: the worker's threads take it (finding nothing) while they
  * terminate their own children. */
 static atomic_int pending_signal;
@@ -149,6 +165,17 @@ static int spawn_child(void *arg)
 {
 	spawn_args *a = arg;
 	setpgid(0, 0);
+	/* Registered with the guard before anything of the command runs; a child that cannot be
+	 * registered does not run (the errno goes back negated). */
+	if (guard_fd >= 0) {
+		int32_t id = (int32_t)getpid();
+		if (send(guard_fd, &id, sizeof id, MSG_NOSIGNAL) != (ssize_t)sizeof id) {
+			int e = -errno;
+			ssize_t n = write(a->errfd, &e, sizeof e);
+			(void)n;
+			_exit(EXIT_SOFTWARE);
+		}
+	}
 	/* If pgcoord dies (even by SIGKILL) the command is told to stop. (pgcoord run also
 	 * hands the command its lock's session, so that the lock outlives pgcoord for as long as
 	 * anything the command started still runs.) */
@@ -208,6 +235,51 @@ static int spawn_child(void *arg)
 #ifndef SPAWN_WITH_CLONE
 #define SPAWN_WITH_CLONE 1
 #endif
+
+/* Tells the guard that c's group is no more its business. */
+static void guard_release(const cli_child *c)
+{
+	if (guard_fd < 0 || c->pid <= 0)
+		return;
+	int32_t id = -(int32_t)c->pid;
+	ssize_t n;
+	do
+		n = send(guard_fd, &id, sizeof id, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+}
+
+/* Reaps c if it exited (waiting for it when block). With a guard, or when kill_group, what is
+ * left of its group is killed first and the guard is told, both while the exited child still
+ * holds its id (a zombie's pid is never reused). Returns whether c has exited; false with errno
+ * set when waiting failed. */
+static bool reap(cli_child *c, bool block, bool kill_group)
+{
+	if (c->exited)
+		return true;
+	if (guard_fd >= 0 || kill_group) {
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOWAIT | (block ? 0 : WNOHANG)) != 0 ||
+		    si.si_pid != c->pid)
+			return false;
+		kill(-c->pid, SIGKILL);
+		guard_release(c);
+	}
+	int st;
+	pid_t r;
+	while ((r = waitpid(c->pid, &st, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (r != c->pid)
+		return false;
+	c->exited = true;
+	c->status = st;
+	return true;
+}
+
+bool cli_child_reap(cli_child *c)
+{
+	return reap(c, false, true);
+}
 
 int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const cli_child_io *io)
 {
@@ -277,10 +349,14 @@ int cli_child_spawn(cli_child *c, char *const argv[], char *const env[], const c
 	close(errpipe[0]);
 	if (n == (ssize_t)sizeof e) {
 		/* exec failed: reap the child and report like env(1). */
-		while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR)
+		while (!reap(c, true, false) && errno == EINTR)
 			;
 		c->exited = true;
 		cli_child_poll(c);
+		if (e < 0) {
+			cli_errorf("cannot start %s: the process guard is gone: %s", argv[0], strerror(-e));
+			return EXIT_SOFTWARE;
+		}
 		cli_errorf("%s: %s", argv[0], strerror(e));
 		return e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC;
 	}
@@ -303,14 +379,8 @@ static void give_back_tty(cli_child *c)
 bool cli_child_poll(cli_child *c)
 {
 	drain_signal_pipe();
-	if (c->pid > 0 && !c->exited) {
-		int st;
-		pid_t r = waitpid(c->pid, &st, WNOHANG);
-		if (r == c->pid) {
-			c->exited = true;
-			c->status = st;
-		}
-	}
+	if (c->pid > 0 && !c->exited)
+		reap(c, false, false);
 	if (c->exited) {
 		give_back_tty(c);
 		return true;
@@ -364,21 +434,142 @@ void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd)
 		kill(-c->pid, SIGCONT); /* a stopped group cannot act on SIGTERM */
 		if (!cli_child_wait(c, grace_ms < 0 ? 0 : grace_ms, wake_fd)) {
 			kill(-c->pid, SIGKILL);
-			while (!c->exited) {
-				int st;
-				pid_t r = waitpid(c->pid, &st, 0);
-				if (r == c->pid) {
-					c->exited = true;
-					c->status = st;
-				} else if (r < 0 && errno != EINTR) {
-					break;
-				}
-			}
+			while (!reap(c, true, false) && errno == EINTR)
+				;
 			give_back_tty(c);
 		}
 	}
 	/* Whatever the child left behind in its group goes too. */
 	kill(-c->pid, SIGKILL);
+}
+
+/* The guard's life: registered process groups in an array (at most one per running command),
+ * killed at end of file. */
+static _Noreturn void guard_main(int fd, int64_t grace_ms)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	for (int sig = 1; sig < NSIG; sig++) {
+		sa.sa_handler = SIG_DFL;
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGPIPE ||
+		    sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU || sig == SIGUSR1 || sig == SIGUSR2)
+			sa.sa_handler = SIG_IGN;
+		sigaction(sig, &sa, NULL);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Its own group, so that a signal to the worker's group (a terminal's ^C, kill -- -PGID)
+	 * leaves it to do its job; nothing open but the socket and stderr, so that it holds no
+	 * database session, no terminal input and no pipe a reader waits on. */
+	setpgid(0, 0);
+	prctl(PR_SET_NAME, "pgcoord-guard");
+	int null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+	}
+	if (fd != 3) {
+		dup2(fd, 3);
+		fd = 3;
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	close_range(4, ~0U, 0);
+	pid_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	for (;;) {
+		int32_t id;
+		ssize_t r = recv(fd, &id, sizeof id, MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN) {
+			/* Woken at most every 2 ms, with what came meanwhile: a worker that starts
+			 * thousands of commands a second does not pay a context switch for each. */
+			struct pollfd p = { fd, POLLIN, 0 };
+			poll(&p, 1, -1);
+			nanosleep(&(struct timespec){ 0, 2 * 1000000 }, NULL);
+			continue;
+		}
+		if (r != (ssize_t)sizeof id)
+			break; /* end of file: the parent is gone */
+		if (id > 0) {
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				pid_t *p = realloc(ids, nc * sizeof *p);
+				if (p == NULL) {
+					/* Cannot keep it: stop it rather than leave it unguarded. */
+					kill(-id, SIGKILL);
+					continue;
+				}
+				ids = p;
+				cap = nc;
+			}
+			ids[n++] = id;
+		} else {
+			for (size_t i = 0; i < n; i++)
+				if (ids[i] == -id) {
+					ids[i] = ids[--n];
+					break;
+				}
+		}
+	}
+	/* SIGTERM first, as the commands got from a worker that stopped (and their direct child
+	 * from the parent-death signal), then SIGKILL to whatever is left after grace_ms. */
+	for (size_t i = 0; i < n; i++) {
+		kill(-ids[i], SIGTERM);
+		kill(-ids[i], SIGCONT); /* a stopped group cannot act on SIGTERM */
+	}
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		size_t left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += kill(-ids[i], 0) == 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t el = (int64_t)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (left == 0 || el >= grace_ms)
+			break;
+		nanosleep(&(struct timespec){ 0, 20 * 1000000 }, NULL);
+	}
+	for (size_t i = 0; i < n; i++)
+		kill(-ids[i], SIGKILL);
+	_exit(0);
+}
+
+int cli_child_guard_start(int64_t grace_ms)
+{
+	if (guard_fd >= 0)
+		return 0;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		cli_errorf("cannot start the process guard: %s", strerror(errno));
+		return EXIT_SOFTWARE;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		cli_errorf("cannot start the process guard: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return EXIT_SOFTWARE;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		guard_main(sv[1], grace_ms);
+	}
+	close(sv[1]);
+	guard_fd = sv[0];
+	guard_pid = pid;
+	return 0;
+}
+
+bool cli_child_guard_alive(void)
+{
+	if (guard_fd < 0)
+		return true;
+	siginfo_t si;
+	si.si_pid = 0;
+	return waitid(P_PID, (id_t)guard_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
 int cli_child_exit_code(const cli_child *c)

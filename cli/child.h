@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct cli_child {
@@ -77,6 +78,23 @@ void cli_child_terminate(cli_child *c, int grace_ms);
  * a thread whose SIGCHLD wake-up another thread may take from the shared self-pipe. Several
  * threads may call it at once, each for a child of its own. */
 void cli_child_terminate_fd(cli_child *c, int grace_ms, int wake_fd);
+
+/* Starts the guard of this process's commands: a process of its own that, when this process
+ * dies (by any signal, SIGKILL included), sends SIGTERM to the process group of every command
+ * started after this call and still running, then SIGKILL after grace_ms to what is left of
+ * them, and exits. Call it once, before any thread starts. Returns 0, or
+ * EXIT_SOFTWARE with one line on stderr. Once it runs, a command that cannot be registered
+ * with it (the guard was killed) is not started: cli_child_spawn() returns EXIT_SOFTWARE. */
+int cli_child_guard_start(int64_t grace_ms);
+
+/* Reaps the child if it exited, never blocking, after killing what is left of its process
+ * group (and telling the guard) while the exited child still holds the group's id. Returns
+ * true once the child has exited (its wait status in c->status). Thread-safe for distinct
+ * children. */
+bool cli_child_reap(cli_child *c);
+
+/* Whether the guard still runs (true without one). */
+bool cli_child_guard_alive(void);
 
 /* The exit code pgcoord should report for the child: its status, or 128 + signal. */
 int cli_child_exit_code(const cli_child *c);

@@ -1280,6 +1280,10 @@ static int cron_run(int argc, char **argv)
 		cli_errorf("cannot set up signal handling");
 		return EXIT_SOFTWARE;
 	}
+	/* Before any thread or connection: if this process dies, even by SIGKILL, the guard kills
+	 * what the schedules' commands still run (cli/child.c). */
+	if (!a.no_commands && (rc = cli_child_guard_start(2000)) != 0)
+		return rc;
 	signal(SIGPIPE, SIG_IGN);
 	char host[256] = "?", id[300];
 	if (gethostname(host, sizeof host) != 0)

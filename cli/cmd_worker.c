@@ -269,6 +269,13 @@ int cmd_worker(int argc, char **argv)
 	ctx.path = path;
 	ctx.grace_ms = grace;
 
+	/* Before any thread: if this process dies, even by SIGKILL, the guard kills what its
+	 * commands still run, so that no job runs on after its claim is gone. Their grace ends
+	 * before a third of the lease: a lease renewed every third expires no sooner than two
+	 * thirds after the worker's death, and only then can another worker claim the job. */
+	if ((rc = cli_child_guard_start(o.lease_ms / 3 < 2000 ? o.lease_ms / 3 : 2000)) != 0)
+		return rc;
+
 	/* Every thread inherits this mask: only the main thread takes these signals. */
 	sigset_t stop_sigs;
 	cli_stop_signals(&stop_sigs);

@@ -5,7 +5,10 @@
  * a retry later, anything else fails it (retried with backoff until max_attempts); the tail of
  * its stderr becomes the error text. Each command runs in its own process group (cli/child.c)
  * and the whole group is killed when the job times out or its lease is lost, and when the job
- * is cancelled (then with the worker's --grace between SIGTERM and SIGKILL). */
+ * is cancelled (then with the worker's --grace between SIGTERM and SIGKILL), and what is left
+ * of it is killed when the command exits. The caller starts the guard (cli_child_guard_start)
+ * before its threads: if the worker dies, even by SIGKILL, the guard kills the group of every
+ * command still running, so nothing left in a job's group outlives the worker that claimed it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -96,6 +99,9 @@ static void tail_lines(const tail *t, char *out, size_t size)
 	out[n] = '\0';
 }
 
+/* Set once the guard is found gone: the stop is asked for once. */
+static atomic_bool guard_lost;
+
 void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 {
 	cli_jobcmd *ctx = arg;
@@ -152,6 +158,18 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	int src = cli_child_spawn(&c, argv, env, &io);
 	close(errp[1]);
 	errp[1] = -1;
+	if (src == EXIT_SOFTWARE && !cli_child_guard_alive()) {
+		/* Someone killed it: no command runs unguarded, so this worker stops (gracefully, as
+		 * on SIGTERM) and whoever supervises it starts a new one. */
+		res->outcome = PGC_JOB_RETRY_LATER;
+		res->delay_ms = ctx->retry_delay_ms;
+		snprintf(res->error, sizeof res->error, "worker: the process guard is gone");
+		if (!atomic_exchange(&guard_lost, true)) {
+			cli_errorf("the process guard is gone: stopping");
+			kill(getpid(), SIGTERM);
+		}
+		goto out;
+	}
 	if (src != 0) {
 		res->outcome = PGC_JOB_FAIL;
 		snprintf(res->error, sizeof res->error, "%s: %s", argv[0],
@@ -174,10 +192,9 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 		poll(p, 2, timeout);
 		if (!eof && drain_stderr(errp[0], &t) == 0)
 			eof = true;
-		pid_t r = waitpid(c.pid, &status, WNOHANG);
-		if (r == c.pid) {
+		if (cli_child_reap(&c)) { /* the leftovers of its group are killed */
+			status = c.status;
 			exited = true;
-			kill(-c.pid, SIGKILL); /* leftovers of its group */
 			break;
 		}
 		if (ctx->timeout_ms > 0 && pgc__now_ms() - t0 >= ctx->timeout_ms)

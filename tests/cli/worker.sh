@@ -93,11 +93,14 @@ while alive "$sleeper" && [ $SECONDS -lt $end ]; do sleep 0.1; done
 ! alive "$sleeper" || fail "the timed-out command's child $sleeper survived"
 
 # SIGKILL a worker mid-job: its command gets SIGTERM at once (the kernel's parent-death
-# signal), and the job comes back after its lease and runs again elsewhere.
+# signal, and the worker's guard's to its whole group), and the job comes back after its lease
+# and runs again elsewhere. (Its stderr is a pipe to the dead worker: the shell's report of its
+# killed sleep there would end it by SIGPIPE before its trap runs.)
 cat >"$TMP/slow.sh" <<'SH'
 #!/bin/sh
 echo run >>"$OUT2"
 if [ "$(wc -l <"$OUT2")" -eq 1 ]; then
+	exec 2>/dev/null
 	trap 'echo TERM >"$PIDF.term"; exit 0' TERM
 	echo $$ >"$PIDF"
 	i=0
