@@ -34,7 +34,7 @@ static void usage(FILE *f)
 	      "                       print the next N fire times of SCHEDULE, in ZONE's\n"
 	      "                       local time with its offset (needs no database)\n"
 	      "  add NAME SCHEDULE --queue Q [--tz ZONE] [--payload JSON] [--replace]\n"
-	      "      [--catch-up POLICY] [--catch-up-window D] [--catch-up-max N]\n"
+	      "      [--catch-up skip|once|all] [--catch-up-window D] [--catch-up-max N]\n"
 	      "      [--overlap allow|skip] [--jitter D] [--max-attempts N]\n"
 	      "                       add a schedule whose ticks enqueue jobs into Q\n"
 	      "  add NAME SCHEDULE [OPTIONS] -- COMMAND [ARGS...]\n"

@@ -68,9 +68,11 @@ static void usage(FILE *f)
 	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
 	      "      --backoff-max=D    longest retry delay (default 1h)\n"
 	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
-	      "      --once             exit 0 once no runnable job is left (none pending\n"
-	      "                         and due in an unpaused queue) and the running ones\n"
-	      "                         are finished; jobs scheduled later do not count\n"
+	      "      --once             drain the queues, then exit 0: wait for the running\n"
+	      "                         jobs, the starts a rate allows, and jobs due within\n"
+	      "                         --once-wait; then say what is left and why\n"
+	      "      --once-wait=D      with --once, wait for jobs scheduled (run_at, a\n"
+	      "                         retry's backoff) up to D ahead (default 0: none)\n"
 	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
 	      "                         (default 20000; 0: leave it to autovacuum)\n"
 	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
@@ -98,6 +100,7 @@ typedef struct second_arg {
 	pgc_worker **ws;
 	int n;
 	int64_t grace;  /* --once: the first signal's grace */
+	atomic_bool signalled; /* --once: stopped by a signal, not drained */
 } second_arg;
 
 /* With --once the main thread waits for the workers to finish by themselves, and this thread
@@ -111,6 +114,7 @@ static void *once_signals(void *arg)
 		int sig;
 		if (sigwait(&s, &sig) != 0)
 			break;
+		atomic_store(&sa->signalled, true);
 		char gd[PGC_DURATION_FORMAT_MAX];
 		if (!g_cli.quiet && round == 0)
 			fprintf(stderr, "pgcoord worker: %s: stopping (grace %s)\n", strsignal(sig),
@@ -138,10 +142,96 @@ static void *second_signal(void *arg)
 	return NULL;
 }
 
+/* --once, drained: the jobs left in its queues, by why none of them could start. Failed jobs
+ * are finished, not left. A count that cannot be read is said, and the exit stays 0: the
+ * drain itself went well. */
+static void once_report(const pgc_worker_options *o)
+{
+	pgc_conn *conn = NULL;
+	pgc_queue *q = NULL;
+	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
+	pgc_conn_options co = PGC_CONN_OPTIONS_INIT;
+	pgc_error err = PGC_ERROR_INIT;
+	co.application_name = "pgcoord/worker";
+	qo.schema = o->schema;
+	qo.prepare = false;
+	long sched = 0, deps = 0, paused = 0, at_limit = 0, running = 0, pending = 0;
+	int rc = pgc_connect(o->dsn, &co, &conn, &err);
+	if (rc == PGC_OK)
+		rc = pgc_queue_open(conn, &qo, &q, &err);
+	for (size_t i = 0; rc == PGC_OK && i < o->n_queues; i++) {
+		pgc_queue_stat *st = NULL;
+		size_t n = 0;
+		rc = pgc_queue_stats(q, o->queues[i], &st, &n, NULL, &err);
+		if (rc == PGC_ENOTFOUND) { /* never had a job */
+			rc = PGC_OK;
+			continue;
+		}
+		for (size_t k = 0; rc == PGC_OK && k < n; k++) {
+			deps += st[k].waiting;
+			running += st[k].running;
+			if (st[k].paused) {
+				paused += st[k].pending + st[k].scheduled;
+				continue;
+			}
+			sched += st[k].scheduled;
+			pending += st[k].pending;
+			pgc_queue_flow f;
+			if (st[k].pending == 0 || (rc = pgc_queue_flow_get(q, st[k].queue, &f, &err)) != PGC_OK ||
+			    !f.flow)
+				continue;
+			pgc_queue_key_info *ki = NULL;
+			size_t nk = 0;
+			if ((rc = pgc_queue_keys(q, st[k].queue, NULL, &ki, &nk, &err)) != PGC_OK)
+				continue;
+			for (size_t j = 0; j < nk; j++)
+				if (ki[j].at_limit)
+					at_limit += ki[j].pending;
+			pgc_free(ki);
+		}
+		pgc_free(st);
+	}
+	pgc_queue_close(q);
+	pgc_conn_close(conn);
+	if (rc != PGC_OK) {
+		fprintf(stderr, "pgcoord worker: cannot count the jobs left: %s\n", err.message);
+		return;
+	}
+	if (at_limit > pending)
+		at_limit = pending; /* a key's figures and the queue's come from two statements */
+	pending -= at_limit;
+	long total = sched + deps + paused + at_limit + running + pending;
+	if (total == 0) {
+		fputs("pgcoord worker: left no job in its queues\n", stderr);
+		return;
+	}
+	char wd[PGC_DURATION_FORMAT_MAX];
+	char line[512];
+	int len = snprintf(line, sizeof line, "left %ld job%s:", total, total == 1 ? "" : "s");
+	const char *sep = " ";
+	struct { long n; const char *why; } reasons[] = {
+		{ sched, "scheduled later than --once-wait" },
+		{ deps, "waiting for dependencies" },
+		{ at_limit, "of keys at their limit, held by other workers" },
+		{ paused, "in a paused queue" },
+		{ running, "running in other workers" },
+		{ pending, "pending, taken by no claim (enqueued since, or held back by flow control)" },
+	};
+	for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+		if (reasons[i].n == 0 || len >= (int)sizeof line)
+			continue;
+		len += snprintf(line + len, sizeof line - (size_t)len, "%s%ld %s", sep, reasons[i].n, reasons[i].why);
+		sep = ", ";
+	}
+	fprintf(stderr, "pgcoord worker: %s (--once-wait %s; failed jobs are not counted)\n", line,
+	        cli_duration_str(o->once_wait_ms, wd));
+}
+
 int cmd_worker(int argc, char **argv)
 {
 	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE, O_METRICS };
+	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE, O_METRICS,
+	       O_ONCE_WAIT };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, 'q' },
 		{ "concurrency", required_argument, NULL, 'c' },
@@ -155,6 +245,7 @@ int cmd_worker(int argc, char **argv)
 		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
 		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
 		{ "once", no_argument, NULL, O_ONCE },
+		{ "once-wait", required_argument, NULL, O_ONCE_WAIT },
 		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
 		{ "connections", required_argument, NULL, O_CONNECTIONS },
 		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
@@ -170,7 +261,7 @@ int cmd_worker(int argc, char **argv)
 	bool mloop;
 	size_t nq = 0;
 	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	int64_t grace = 30000, dbwait_ms = CLI_DBWAIT_OFF;
+	int64_t grace = 30000, dbwait_ms = CLI_DBWAIT_OFF, once_wait = -1;
 	int urc;
 	int nconn = 1;
 	cli_jobcmd ctx = CLI_JOBCMD_INIT;
@@ -235,6 +326,7 @@ int cmd_worker(int argc, char **argv)
 		case O_GRACE: dur = &grace; name = "--grace"; break;
 		case O_LEASE: dur = &o.lease_ms; name = "--lease"; break;
 		case O_POLL: dur = &o.poll_ms; name = "--poll"; break;
+		case O_ONCE_WAIT: dur = &once_wait; name = "--once-wait"; break;
 		case O_RETRY_DELAY: dur = &ctx.retry_delay_ms; name = "--retry-delay"; break;
 		case O_BACKOFF: dur = &o.backoff.base_ms; name = "--backoff"; break;
 		case O_BACKOFF_MAX: dur = &o.backoff.max_ms; name = "--backoff-max"; break;
@@ -260,6 +352,10 @@ int cmd_worker(int argc, char **argv)
 		return cli_usage_error("worker", "--lease must be at least 100ms");
 	if (o.poll_ms < 1)
 		return cli_usage_error("worker", "--poll must be at least 1ms");
+	if (once_wait >= 0 && !o.once)
+		return cli_usage_error("worker", "--once-wait is for --once");
+	if (once_wait >= 0)
+		o.once_wait_ms = once_wait;
 	ctx.argv = argv + optind;
 	/* Found once, not at every job's start. */
 	char path[4096];
@@ -367,7 +463,7 @@ int cmd_worker(int argc, char **argv)
 		        (int)getpid(), total_k, nconn, nconn == 1 ? "" : "s",
 		        st.listening ? "woken by LISTEN/NOTIFY" : "polling", ctx.argv[0]);
 	}
-	second_arg sa = { ws, nconn, grace };
+	second_arg sa = { ws, nconn, grace, false };
 	pthread_t second;
 	bool have_second;
 	if (o.once) {
@@ -407,6 +503,8 @@ int cmd_worker(int argc, char **argv)
 		fprintf(stderr, "pgcoord worker: stopped: %ld completed, %ld failed, %ld retried later, "
 		        "%ld released, %ld stale, %ld cancelled\n", sum.completed, sum.failed, sum.retried,
 		        sum.released, sum.stale, sum.cancelled);
+	if (o.once && rc == 0 && !atomic_load(&sa.signalled) && !g_cli.quiet)
+		once_report(&o);
 	web_http_stop(mserver);
 	for (int i = 0; i < nconn; i++)
 		pgc_worker_free(ws[i]);

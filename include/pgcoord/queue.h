@@ -752,23 +752,28 @@ typedef struct pgc_worker_options {
 	                               when it has this many dead tuples, checked every second;
 	                               default 20000; 0: leave it to autovacuum (as behind a
 	                               transaction-mode pooler, whatever this says) */
-	bool once;                  /* stop by itself once no runnable job is left in its queues
-	                               (none pending with run_at <= now in a queue that is not
-	                               paused) and the jobs it holds are finished: for batches and
-	                               tests. Jobs scheduled later (a retry's backoff included),
-	                               jobs running in other workers, and pending jobs that flow
-	                               control holds back (their key at its limit, a rate used
-	                               up) do not keep it going.
+	bool once;                  /* stop by itself once no job of its queues could start
+	                               within once_wait_ms and the jobs it holds are finished:
+	                               for batches and tests. It waits for the next start a rate
+	                               allows (so a rate-limited queue is drained at its pace), for
+	                               keys at their limit while it holds jobs of theirs, and for
+	                               jobs scheduled (run_at, a retry's backoff) within
+	                               once_wait_ms of the moment it would stop. Jobs scheduled
+	                               later, jobs waiting for dependencies or running in other
+	                               workers, pending jobs of keys at the limit others hold, and
+	                               paused queues do not keep it going.
 	                               pgc_worker_wait() then returns PGC_OK. Default false. */
 	bool cron;                  /* also be a cron scheduler: a thread with a session of its own
 	                               fires the due ticks of the schema's schedules, as pgcoord
 	                               cron run does (pgc_cron_fire_due, see <pgcoord/cron.h>),
 	                               whatever queues this worker works on; until the worker
 	                               stops. Default false. */
+	int64_t once_wait_ms;       /* with once: how far ahead a scheduled job keeps the worker
+	                               waiting for it; default 0 (only jobs due now count) */
 } pgc_worker_options;
 
 #define PGC_WORKER_OPTIONS_INIT { NULL, NULL, NULL, 0, 4, 0, 30000, 2000, 1, 1000, \
-		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false, false }
+		PGC_BACKOFF_INIT, true, NULL, NULL, NULL, NULL, 20000, false, false, 0 }
 
 /* Schedules the cron thread of a worker (opts.cron) fires per transaction. */
 #define PGC_CRON_WORKER_BATCH 100

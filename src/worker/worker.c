@@ -364,6 +364,7 @@ typedef struct dstate {
 	wjob *pending_done;  /* completions taken from the threads, not yet committed */
 	int64_t first_done_at;
 	int running, ready;  /* the threads' counts when the finished jobs were taken */
+	bool once_waiting;   /* --once: idle, waiting for a rate or a job due within once_wait_ms */
 	char last_error[PGC_ERROR_MESSAGE_MAX];
 	int64_t last_error_at;
 } dstate;
@@ -774,6 +775,60 @@ static int64_t next_run_ms(pgc_worker *w)
 	return ms;
 }
 
+/* --once, with nothing held and every claim short: how long to wait before claiming again, or
+ * -1 to stop. A start that a rate allows later is always waited for (the drain goes at the
+ * rate's pace); a scheduled job (run_at, a retry's backoff) only when it is due within
+ * once_wait_ms. A rate's next start counts while it is at most one interval old, not only
+ * while it is ahead as in next_run_ms(): a claim that came back short an instant before it
+ * must not end the drain, and with the keys held by others as well the wait ends after one
+ * interval. Paused queues and keys at their limit count for nothing: what frees them is not
+ * this worker's doing. On an error it stops: --once must end. */
+static int64_t once_next_ms(pgc_worker *w)
+{
+	const char *v[1] = { w->queues_lit };
+	int rc;
+	pgc_error e;
+	PGresult *res = pgc__queue_run_text(w->q,
+	        "SELECT (SELECT extract(epoch FROM (min(x.run_at) - clock_timestamp())) * 1000"
+	        "          FROM unnest($1::text[]) AS u(q)"
+	        "         CROSS JOIN LATERAL (SELECT j.run_at FROM @S@.jobs j WHERE j.queue = u.q"
+	        "                               AND j.status = 'scheduled' ORDER BY j.run_at LIMIT 1) x"
+	        "         WHERE NOT EXISTS (SELECT 1 FROM @S@.queues s WHERE s.name = u.q AND s.paused)),"
+	        "       (SELECT extract(epoch FROM (min(z.t) - clock_timestamp())) * 1000 FROM ("
+	        "        SELECT s.rate_next - s.rate_ms * 0.05 * interval '1 millisecond' AS t"
+	        "          FROM @S@.queues s"
+	        "         WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused"
+	        "           AND s.rate_next > clock_timestamp() - s.rate_ms * interval '1 millisecond'"
+	        "           AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = s.name AND j.status = 'pending')"
+	        "        UNION ALL"
+	        "        SELECT k.rate_next - coalesce(k.rate_ms, s.key_rate_ms) * 0.05 * interval '1 millisecond'"
+	        "          FROM @S@.queues s JOIN @S@.job_keys k ON k.queue = s.name"
+	        "         WHERE s.name = ANY ($1::text[]) AND s.flow AND NOT s.paused"
+	        "           AND k.rate_next > clock_timestamp()"
+	        "                             - coalesce(k.rate_ms, s.key_rate_ms) * interval '1 millisecond'"
+	        "           AND (k.lim IS NULL OR k.running < k.lim)"
+	        "           AND EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.queue = k.queue AND j.key = k.key"
+	        "                          AND j.status = 'pending')) z)",
+	        1, v, &rc, &e);
+	if (res == NULL) {
+		wlog(w, PGC_LOG_WARN, "cannot tell what is due soon: %s", e.message);
+		return -1;
+	}
+	int64_t sched = PQgetisnull(res, 0, 0) ? -1 : (int64_t)atof(PQgetvalue(res, 0, 0));
+	int64_t rate = PQgetisnull(res, 0, 1) ? -1 : (int64_t)atof(PQgetvalue(res, 0, 1));
+	bool has_sched = !PQgetisnull(res, 0, 0);
+	bool has_rate = !PQgetisnull(res, 0, 1);
+	PQclear(res);
+	if (has_sched && sched < 0)
+		sched = 0;
+	if (has_rate && rate < 0)
+		rate = 0;
+	int64_t wait = has_rate ? rate : -1;
+	if (has_sched && sched <= w->o.once_wait_ms && (wait < 0 || sched < wait))
+		wait = sched;
+	return wait;
+}
+
 /* Registers (or refreshes) this worker's channel and free slots. Errors are logged, not fatal:
  * without a registration the worker is still woken by the broadcast and the poll. */
 static void register_self(pgc_worker *w, int slots)
@@ -1009,7 +1064,7 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 	if (w->o.once && !d->stopping && d->pending_done == NULL && !any_more(w, d)) {
 		/* Once, with nothing held: one more claim of every queue decides whether to stop. */
 		pthread_mutex_lock(&w->mu);
-		recheck = w->n_held == 0;
+		recheck = w->n_held == 0 && !d->once_waiting;
 		pthread_mutex_unlock(&w->mu);
 	}
 	/* The claim timer starts a sweep: every queue is worth a claim again. A sweep may take
@@ -1040,6 +1095,8 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 	if (d->pending_done == NULL && !do_hb && !want_claim)
 		return STEP_ON;
 	bool any_more_before = any_more(w, d);
+	if (want_claim)
+		d->once_waiting = false;
 	*rc = round_trip(w, d, &d->pending_done, do_hb, want_claim, e);
 	if (*rc == PGC_OK && do_hb) {
 		d->next_hb = pgc__now_ms() + d->hb_every;
@@ -1051,6 +1108,15 @@ static step trip_step(pgc_worker *w, dstate *d, int64_t now, int *rc, pgc_error 
 		pthread_mutex_lock(&w->mu);
 		bool idle = w->n_held == 0;
 		pthread_mutex_unlock(&w->mu);
+		int64_t wait = idle ? once_next_ms(w) : -1;
+		if (idle && wait >= 0) {
+			/* A rate's next start, or a job due within once_wait_ms: claim again then (or
+			 * sooner, on a notification). */
+			wlog(w, PGC_LOG_DEBUG, "once: claiming again in %lld ms", (long long)wait);
+			d->once_waiting = true;
+			d->next_claim = pgc__now_ms() + (wait < 5 ? 5 : wait);
+			return STEP_ON;
+		}
 		if (idle) {
 			wlog(w, PGC_LOG_INFO, "no runnable job left in its queues: stopping");
 			pgc_worker_stop(w, 0);
@@ -1361,6 +1427,8 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: lease >= 100 ms, poll >= 1 ms, flush and reap >= 0");
 	if (opts->backoff.base_ms < 0 || opts->backoff.max_ms < 0 || opts->vacuum_dead_tuples < 0)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: backoff and vacuum_dead_tuples must not be negative");
+	if (opts->once_wait_ms < 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: once_wait_ms must not be negative");
 
 	pgc_worker *w = calloc(1, sizeof *w);
 	if (w == NULL)

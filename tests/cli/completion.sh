@@ -1,5 +1,6 @@
 # completion.sh - the generated bash and zsh completion, loaded in a real shell: commands,
-# subcommands and options as the tool's --help names them (and as the man pages do); zsh is
+# subcommands (nested ones too) and options as the tool's --help names them (and as the man
+# pages do), option values of fixed sets, queue and schedule names from the database; zsh is
 # checked when it is installed (in CI, where .ci/run installs it, it must be)
 . "$(dirname "$0")/lib.sh"
 BUILD=${PGCOORD_BUILD:?}
@@ -40,6 +41,84 @@ what="pgcoord run NAME -- ech"; comp pgcoord run NAME -- ech
 has echo
 what="pgcoord help wo"; comp pgcoord help wo
 has worker
+
+# Nested subcommands.
+what="pgcoord queue group "; comp pgcoord queue group ""
+for s in add close show list remove; do has "$s"; done
+lacks enqueue; lacks group
+what="pgcoord cron "; comp pgcoord cron ""
+for s in next add list show pause resume trigger remove history sync run; do has "$s"; done
+what="pgcoord queue group add --"; comp pgcoord queue group add --
+has --on-complete-queue
+
+# The values of an option whose set is fixed, as the command's --help gives them: "S (--status)
+# is a, b or c", "--catch-up skip|once|all". Both "--opt V" and "--opt=V" (which bash splits
+# into three words: --opt, =, V).
+run 0 "$PG" queue --help
+statuses=$(tr '\n' ' ' <"$TMP/out" | sed -n 's/.*S (--status) is \([a-z, ]*\) or \([a-z]*\);.*/\1, \2/p' | tr -d ,)
+[ "$(echo $statuses | wc -w)" -eq 7 ] || fail "pgcoord queue --help does not list the statuses: \"$statuses\""
+what="pgcoord queue list --status "; comp pgcoord queue list --status ""
+for v in $statuses; do has "$v"; done
+[ "$(wc -l <"$TMP/out")" -eq 7 ] || { cat "$TMP/out"; fail "--status offers more than the statuses"; }
+what="pgcoord queue purge --status=fa"; comp pgcoord queue purge --status=fa
+has failed; lacks pending
+what="pgcoord queue cancel --all q --status = sch"; comp pgcoord queue cancel --all q --status = sch
+has scheduled; lacks failed
+what="pgcoord cron add N S --catch-up "; comp pgcoord cron add N "* * * * *" --catch-up ""
+has skip; has once; has all
+what="pgcoord cron add N S --overlap "; comp pgcoord cron add N "* * * * *" --overlap ""
+has allow; has skip; lacks all
+what="pgcoord queue config q --fair "; comp pgcoord queue config q --fair ""
+has on; has off
+what="pgcoord queue enqueue q --on-dep-failure "; comp pgcoord queue enqueue q --on-dep-failure ""
+has cancel; has run
+# A value that is not a fixed set is not guessed: after --status failed, options again.
+what="pgcoord queue list --status failed --l"; comp pgcoord queue list --status failed --l
+has --limit
+
+# Names from the database, through pgcoord itself, on the command line's DSN and schema.
+if [ -n "${PGCOORD_TEST_DSN:-}" ]; then
+	export PGCOORD_DSN=$PGCOORD_TEST_DSN
+	own_schema pgc_compl
+	run 0 "$PG" queue enqueue mail --schema "$S"
+	run 0 "$PG" queue enqueue thumbs --schema "$S"
+	# A payload with a "name" key must not pass for a schedule.
+	run 0 "$PG" cron add nightly "0 2 * * *" --queue mail --payload '{"name":"payload-name"}' --schema "$S"
+	what="pgcoord queue list --schema S "; comp "$PG" queue list --schema "$S" ""
+	has mail; has thumbs
+	what="pgcoord queue pause --schema=S m"; comp "$PG" queue pause --schema = "$S" m
+	has mail; lacks thumbs
+	what="pgcoord queue cancel --all "; comp "$PG" queue cancel --all --schema "$S" ""
+	has mail
+	what="pgcoord worker -q "; comp "$PG" worker --schema "$S" -q ""
+	has mail; has thumbs
+	what="pgcoord worker --queue=t"; comp "$PG" worker --schema "$S" --queue=t
+	has thumbs; lacks mail
+	what="pgcoord cron add N S --queue "; comp "$PG" cron add N "* * * * *" --schema "$S" --queue ""
+	has mail
+	for sub in show pause resume trigger remove history; do
+		what="pgcoord cron $sub "; comp "$PG" cron "$sub" --schema "$S" ""
+		has nightly; lacks payload-name
+	done
+	# The first argument only: a queue's second argument is not a queue.
+	what="pgcoord queue list mail "; comp "$PG" queue list --schema "$S" mail ""
+	lacks thumbs
+	# cron add names a new schedule: no existing names.
+	what="pgcoord cron add "; comp "$PG" cron add --schema "$S" ""
+	lacks nightly
+	# No database: nothing offered, nothing printed, and soon.
+	start=$SECONDS
+	what="pgcoord -d unreachable cron show "
+	comp "$PG" -d "host=127.0.0.1 port=1 connect_timeout=1" cron show --schema "$S" ""
+	! grep -q . "$TMP/out" || { cat "$TMP/out"; fail "names offered without a database"; }
+	[ $((SECONDS - start)) -le 10 ] || fail "completing without a database took $((SECONDS - start)) s"
+	what="pgcoord queue list (no schema) "; comp "$PG" queue list --schema nosuch_schema ""
+	! grep -q . "$TMP/out" || { cat "$TMP/out"; fail "names offered from a missing schema"; }
+elif [ "${PGCOORD_CI:-}" = 1 ]; then
+	fail "PGCOORD_TEST_DSN is not set: names from the database are not checked"
+else
+	echo "no database: names from the database not checked" >&2
+fi
 
 # Against the man pages, written by hand: every long option offered for a command (or one of
 # its subcommands) is on its page, and every option the page's OPTIONS section names is offered.

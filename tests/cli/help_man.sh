@@ -1,6 +1,7 @@
 # help_man.sh - every command's --help and its man page name the same options (and the global
 # ones, pgcoord --help and pgcoord(1)); queue per subcommand, as its help lists them; the
-# lab's experiments; every command has a page and a place in pgcoord(1); help fits 80 columns
+# lab's experiments; every command has a page and a place in pgcoord(1), which man -l renders
+# from the source tree; help fits 80 columns
 . "$(dirname "$0")/lib.sh"
 
 DOCS="$SRC/docs"
@@ -95,9 +96,18 @@ for c in $commands; do
 	[ -f "$page" ] || { drift "$c: no man page docs/pgcoord-$c.1"; continue; }
 	grep -qx "\.BR pgcoord\\\\-$c (1),\?" "$DOCS/pgcoord.1" || drift "$c: pgcoord(1) SEE ALSO lacks pgcoord-$c(1)"
 	grep -qx "install_man('docs/pgcoord-$c.1')" "$SRC/meson.build" || drift "$c: meson.build does not install pgcoord-$c.1"
-	# A page that is only ".so man1/other.1" (terminate's) is the other page.
-	so=$(sed -n 's|^\.so man1/||p' "$page")
-	[ -n "$so" ] && page="$DOCS/$so"
+	# The page renders by itself: man -l from the source tree as after installing, so no .so
+	# (its path resolves against the current directory under man -l, the manual's top when
+	# installed). Any warning of man or groff fails too.
+	grep -q '^\.so ' "$page" && drift "$c: docs/pgcoord-$c.1 is a .so include: man -l cannot render it"
+	if command -v man >/dev/null 2>&1; then
+		(cd "$SRC" && MANWIDTH=80 MAN_KEEP_FORMATTING= man -l "docs/pgcoord-$c.1") >"$TMP/rendered" 2>"$TMP/manerr"
+		grep -q "^NAME" "$TMP/rendered" && grep -qi "pgcoord-$c" "$TMP/rendered" ||
+			drift "$c: man -l docs/pgcoord-$c.1 renders no page: $(head -c 300 "$TMP/manerr")"
+		[ ! -s "$TMP/manerr" ] || drift "$c: man -l docs/pgcoord-$c.1: $(head -c 300 "$TMP/manerr")"
+	elif [ "${PGCOORD_CI:-}" = 1 ]; then
+		fail "man is not installed: the pages are not rendered"
+	fi
 	run 0 "$PG" "$c" --help
 	cp "$TMP/out" "$TMP/help"
 	wide "$c" <"$TMP/help"

@@ -1,7 +1,9 @@
 # systemd_units.sh - the units in contrib/systemd, as meson builds them: systemd-analyze verify
 # when it is installed (any complaint fails), and always their content: ExecStart runs the
 # installed pgcoord with options that exist in its --help, no DSN or password on the command
-# line, KillMode=mixed, the exit codes that must not restart, a stop timeout above --grace
+# line, KillMode=mixed, the exit codes that must not restart, a stop timeout above --grace;
+# the dedicated user and the sandbox, rated below 5.0 by systemd-analyze security when it is
+# installed
 . "$(dirname "$0")/lib.sh"
 BUILD=${PGCOORD_BUILD:?}
 checks="content"
@@ -45,6 +47,17 @@ for kind in worker elect; do
 		[ -n "$grace" ] || fail "worker: no --grace=Ns in ExecStart"
 		[ "$stop" -ge $((grace + 5)) ] || fail "worker: TimeoutStopSec=${stop}s leaves no margin over --grace=${grace}s"
 	fi
+	# Run as the dedicated user, in a sandbox that still lets commands fork and exec and reach
+	# the database over TCP or /run/postgresql's unix socket.
+	[ "$(key "$unit" User)" = pgcoord ] || fail "$kind: User is not pgcoord"
+	for kv in ProtectSystem=strict ProtectHome=yes PrivateTmp=yes PrivateDevices=yes NoNewPrivileges=yes \
+		SystemCallFilter=@system-service CapabilityBoundingSet= RestrictSUIDSGID=yes UMask=0077; do
+		grep -qx -- "$kv" "$unit" || fail "$kind: no $kv"
+	done
+	[ "$(key "$unit" RestrictAddressFamilies)" = "AF_UNIX AF_INET AF_INET6" ] ||
+		fail "$kind: RestrictAddressFamilies is \"$(key "$unit" RestrictAddressFamilies)\""
+	grep -qE '^(TasksMax|LimitNPROC)=|^SystemCallFilter=~.*(@process|fork|exec)|^InaccessiblePaths=.*/run' "$unit" &&
+		fail "$kind: the sandbox stops commands from starting or the socket from being reached"
 	# The source's placeholder was replaced.
 	grep -q '@[A-Z]*@' "$unit" && fail "$kind: a placeholder was left in the unit"
 done
@@ -60,7 +73,17 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 		>"$TMP/verify" 2>&1
 	rc=$?
 	[ "$rc" -eq 0 ] && [ ! -s "$TMP/verify" ] || { cat "$TMP/verify"; fail "systemd-analyze verify: exit $rc"; }
-	checks="systemd-analyze verify and content"
+	# The sandbox: systemd-analyze security rates each unit below 5.0 ("MEDIUM" or better).
+	for kind in worker elect; do
+		(cd "$TMP" && systemd-analyze security --offline=yes --no-pager "./pgcoord-$kind@check.service") \
+			>"$TMP/security" 2>&1
+		level=$(sed -n 's/^→ Overall exposure level for .*: \([0-9][0-9]*\.[0-9]\).*/\1/p' "$TMP/security")
+		[ -n "$level" ] || { cat "$TMP/security"; fail "$kind: systemd-analyze security gave no exposure level"; }
+		awk -v l="$level" 'BEGIN { exit !(l < 5.0) }' ||
+			{ grep '^✗' "$TMP/security"; fail "$kind: exposure $level, not below 5.0"; }
+		echo "$kind: exposure $level"
+	done
+	checks="systemd-analyze verify, security and content"
 elif [ "${PGCOORD_CI:-}" = 1 ]; then
 	fail "systemd-analyze is not installed (Debian package systemd): the units are not verified"
 fi

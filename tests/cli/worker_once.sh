@@ -1,5 +1,6 @@
 # worker_once.sh - pgcoord worker --once: drains the runnable jobs, finishes the running ones,
-# exits 0; jobs scheduled later, a paused queue and a retry's backoff do not keep it going;
+# exits 0; jobs scheduled later, a paused queue and a retry's backoff do not keep it going
+# unless due within --once-wait; a rate is waited for; what is left is reported by reason;
 # a command that always exits 75 is bounded by max_deferrals
 . "$(dirname "$0")/lib.sh"
 
@@ -58,6 +59,66 @@ out_has '"deferrals":3,"max_deferrals":3'
 q enqueue later2
 run 0 "$PG" --json queue list later2 --schema "$S"
 out_has '"deferrals":0,"max_deferrals":100'
+
+# ---- --once-wait: what is due soon ----------------------------------------------------------
+# A job due in 4 s: with --once-wait 0 (the default) it is left, and said to be.
+q enqueue soon --payload '{"n":"soon"}' --delay 4s
+run 0 timeout 60 "$PG" worker --once --once-wait 0 --schema "$S" --queue soon -- true
+err_has "no runnable job left"
+err_has "stopped: 0 completed"
+err_has "left 1 job: 1 scheduled later than --once-wait (--once-wait 0"
+[ "$(psql_q "SELECT status FROM $S.jobs WHERE queue = 'soon'")" = scheduled ] || fail "the job due later was run"
+# With --once-wait 10s the worker waits for it (a job of its own, not due yet when it starts).
+q enqueue soon2 --payload '{"n":"soon2"}' --delay 4s
+run 0 timeout 60 "$PG" worker --once --once-wait 10s --schema "$S" --queue soon2 -- true
+err_has "stopped: 1 completed"
+err_has "left no job in its queues"
+[ "$(psql_q "SELECT count(*) FROM $S.job_history WHERE queue = 'soon2' AND status = 'succeeded'")" = 1 ] ||
+	fail "the job due within --once-wait did not run"
+# A retry's backoff within the bound plays out: the first attempt fails, the second succeeds.
+q enqueue flaky --payload '{"n":"flaky"}'
+run 0 timeout 60 "$PG" worker --once --once-wait 10s --backoff 1s --schema "$S" --queue flaky -- \
+	sh -c '[ "$PGCOORD_JOB_ATTEMPT" -gt 1 ]'
+err_has "stopped: 1 completed, 1 failed"
+[ "$(psql_q "SELECT status || ':' || attempts FROM $S.job_history WHERE queue = 'flaky'")" = succeeded:2 ] ||
+	fail "flaky: $(psql_q "SELECT status || ':' || attempts FROM $S.job_history WHERE queue = 'flaky'")"
+# --once-wait without --once, and a bad duration: usage errors.
+run 64 "$PG" worker --once-wait 1s --schema "$S" --queue soon -- true
+err_has "--once-wait is for --once"
+run 64 "$PG" worker --once --once-wait soon --schema "$S" --queue soon -- true
+err_has "--once-wait"
+
+# ---- a rate: drained at its pace ------------------------------------------------------------
+# 5 jobs at 2/s: the claims come back empty between starts, and --once waits for each.
+q config rated --rate 2/1s
+seq 1 5 | sed 's/.*/{"r":&}/' >"$TMP/rated.jsonl"
+q enqueue rated --file "$TMP/rated.jsonl"
+run 0 timeout 90 "$PG" worker --once --schema "$S" --queue rated -c 4 -- true
+err_has "stopped: 5 completed"
+err_has "left no job in its queues"
+[ "$(psql_q "SELECT count(*) FROM $S.job_history WHERE queue = 'rated' AND status = 'succeeded'")" = 5 ] ||
+	fail "rated: $(psql_q "SELECT count(*) FROM $S.jobs WHERE queue = 'rated'") left"
+
+# ---- what is left, and why ------------------------------------------------------------------
+# A key at its limit held by another worker, a job waiting for a dependency scheduled an hour
+# ahead: none of them can start, and the report counts each reason.
+q config keyed --key-limit 1
+q enqueue keyed --key k --payload '{"k":1}'
+"$PG" worker --schema "$S" --queue keyed --grace 200ms -- sleep 30 2>/dev/null &
+opid=$!
+wait_query 20 "SELECT count(*) FROM $S.jobs WHERE queue = 'keyed' AND status = 'running'" 1
+q enqueue keyed --key k --payload '{"k":2}'
+q enqueue keyed --payload '{"dep":1}' --delay 1h
+dep=$(psql_q "SELECT id FROM $S.jobs WHERE queue = 'keyed' AND payload->>'dep' = '1'")
+q enqueue keyed --payload '{"after":1}' --after "$dep"
+run 0 timeout 60 "$PG" worker --once --schema "$S" --queue keyed -- true
+kill -TERM "$opid"
+wait "$opid"
+err_has "stopped: 0 completed"
+err_has "left 4 jobs: 1 scheduled later than --once-wait, 1 waiting for dependencies, 1 of keys at their limit, held by other workers, 1 running in other workers"
+# -q: no report.
+run 0 timeout 60 "$PG" -q worker --once --schema "$S" --queue keyed -- true
+[ ! -s "$TMP/err" ] || { cat "$TMP/err"; fail "-q: the worker wrote to stderr"; }
 
 # A signal still stops it gracefully.
 q enqueue slow --payload '{}'
