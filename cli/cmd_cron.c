@@ -459,16 +459,12 @@ static int want_args(const cron_args *a, int n, const char *what)
 	return 0;
 }
 
-/* The exit code of a failed library call: 1 for "no such schedule" and "exists", 64 for a
- * bad name, expression, zone or value, as cli_report says otherwise. */
+/* The exit code of a failed library call, as cli_report's table says; a bad name, expression,
+ * zone or value also gets the usage hint. */
 static int report(const char *sub, const pgc_error *err)
 {
 	if (err->code == PGC_EUSAGE)
 		return cli_usage_error(sub, "%s", err->message);
-	if (err->code == PGC_ENOTFOUND || err->code == PGC_EDUPLICATE) {
-		cli_report(err);
-		return EXIT_CONFLICT;
-	}
 	return cli_report(err);
 }
 

@@ -120,10 +120,6 @@ static int do_show(pgc_conn *conn, const pgc_lease_options *o, const char *name)
 	if (name != NULL) {
 		pgc_lease_info l;
 		int rc = pgc_lease_get(conn, name, o, &l, &err);
-		if (rc == PGC_ENOTFOUND) {
-			cli_errorf("%s", err.message);
-			return EXIT_CONFLICT;
-		}
 		if (rc != PGC_OK)
 			return cli_report(&err);
 		if (g_cli.json)
@@ -153,10 +149,6 @@ static int do_release(pgc_conn *conn, const pgc_lease_options *o, const char *na
 {
 	pgc_error err = PGC_ERROR_INIT;
 	int rc = pgc_lease_release(conn, name, token, o, &err);
-	if (rc == PGC_ESTALE || rc == PGC_ENOTFOUND) {
-		cli_errorf("%s", err.message);
-		return EXIT_CONFLICT;
-	}
 	if (rc != PGC_OK)
 		return cli_report(&err);
 	if (g_cli.json) {

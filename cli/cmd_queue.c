@@ -127,19 +127,6 @@ typedef struct qargs {
 	int npos;
 } qargs;
 
-static int qreport(const pgc_error *err)
-{
-	int code = cli_report(err);
-	switch (err->code) {
-	case PGC_EDUPLICATE:
-	case PGC_EFINISHED:
-	case PGC_EBUSY: return EXIT_CONFLICT;
-	case PGC_ENOTFOUND: return EXIT_DATAERR;
-	case PGC_ENOSCHEMA: return EXIT_UNAVAILABLE;
-	default: return code;
-	}
-}
-
 static bool parse_duration(const char *sub, const char *opt, const char *text, int64_t *out, int *rc)
 {
 	char cmd[40];
@@ -479,7 +466,7 @@ static int open_queue(const char *sub, const char *schema, pgc_conn **conn, pgc_
 	qo.prepare = false; /* one-shot commands */
 	pgc_error err;
 	if (pgc_queue_open(*conn, &qo, q, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 		pgc_conn_close(*conn);
 		return rc;
 	}
@@ -552,7 +539,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	/* One transaction: all or nothing. */
 	if (pgc_exec(conn, "BEGIN", &err) != PGC_OK) {
 		cli_lines_free(&l);
-		rc = qreport(&err);
+		rc = cli_report(&err);
 		cli_errorf("nothing was enqueued");
 		return rc;
 	}
@@ -575,7 +562,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 				cli_lines_free(&l);
 				return EXIT_DATAERR;
 			}
-			rc = qreport(&err);
+			rc = cli_report(&err);
 			cli_errorf("nothing was enqueued");
 			cli_lines_free(&l);
 			return rc;
@@ -589,7 +576,7 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 	if (pgc_exec(conn, "COMMIT", &err) != PGC_OK) {
 		size_t n = l.n;
 		cli_lines_free(&l);
-		rc = qreport(&err);
+		rc = cli_report(&err);
 		/* A session lost while COMMIT was on its way leaves the outcome unknown: say so,
 		 * rather than let a script retry a batch that may have landed. */
 		if (err.code == PGC_ECONNLOST)
@@ -694,7 +681,7 @@ static int do_enqueue(int argc, char **argv)
 				snprintf(err.message, sizeof err.message, "%s", msg);
 			}
 			bool standby = strcmp(err.sqlstate, "25006") == 0 || strcmp(err.sqlstate, "55000") == 0;
-			rc = qreport(&err);
+			rc = cli_report(&err);
 			/* The statement commits by itself: a session lost while it was on its way leaves
 			 * the outcome unknown (a standby's refusal is known: nothing was written). */
 			if (err.code == PGC_ECONNLOST && !standby)
@@ -842,7 +829,7 @@ static int do_stats(int argc, char **argv)
 		pgc_queue_health h;
 		pgc_error err;
 		if (pgc_queue_stats(q, queue, &st, &n, &h, &err) != PGC_OK) {
-			rc = qreport(&err);
+			rc = cli_report(&err);
 			break;
 		}
 		pgc_queue_key_info *k;
@@ -850,7 +837,7 @@ static int do_stats(int argc, char **argv)
 		if (cli_flow_keys(q, st, n, &k, &nk, &err) != PGC_OK) {
 			pgc_free(st);
 			free(k);
-			rc = qreport(&err);
+			rc = cli_report(&err);
 			break;
 		}
 		bool screen = a.watch_ms > 0 && !g_cli.json && !a.prometheus;
@@ -915,7 +902,7 @@ static int do_list(int argc, char **argv)
 	size_t n;
 	pgc_error err;
 	if (pgc_queue_list(q, queue, a.status, (long)a.limit, &list, &n, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else {
 		if (!g_cli.json)
 			printf("%-10s %-16s %-10s %5s %8s %-20s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
@@ -957,7 +944,7 @@ static int do_show(int argc, char **argv)
 	pgc_job_info *j;
 	pgc_error err;
 	if (pgc_queue_show(q, id, &j, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else {
 		if (g_cli.json) {
 			print_info_json(j);
@@ -1074,7 +1061,7 @@ static int do_bulk(const char *sub, const qargs *a)
 		[PGC_BULK_PURGE] = "finished job%s from the history",
 	};
 	if (pgc_queue_bulk_count(q, &b, &count, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 		goto out;
 	}
 	char where[PGC_QUEUE_NAME_MAX + 32] = " of every queue";
@@ -1109,7 +1096,7 @@ static int do_bulk(const char *sub, const qargs *a)
 		if (tty)
 			fputc('\n', stderr);
 		if (rc != PGC_OK) {
-			rc = qreport(&err);
+			rc = cli_report(&err);
 			cli_errorf("%ld job%s %s before the error (each batch commits on its own)", r.done,
 			           r.done == 1 ? "" : "s", verb[b.op]);
 			goto out;
@@ -1161,7 +1148,7 @@ static int do_id_action(const char *sub, int argc, char **argv)
 	bool retry = strcmp(sub, "retry") == 0, was_running = false;
 	int r = retry ? pgc_queue_retry(q, id, &err) : pgc_queue_cancel_job(q, id, &was_running, &err);
 	if (r != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (g_cli.json && retry) {
 		printf("{\"id\":%lld,\"status\":\"pending\"}\n", (long long)id);
 	} else if (g_cli.json) {
@@ -1211,7 +1198,7 @@ static int do_pause(const char *sub, int argc, char **argv)
 	pgc_error err;
 	bool pause = strcmp(sub, "pause") == 0;
 	if (pgc_queue_pause(q, a.pos[0], pause, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (g_cli.json) {
 		fputs("{\"queue\":", stdout);
 		json_str(stdout, a.pos[0]);
@@ -1245,9 +1232,9 @@ static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 	f.fair = a->fair;
 	bool change = f.key_limit >= 0 || f.rate.n >= 0 || f.key_rate.n >= 0 || f.fair >= 0;
 	if (change && pgc_queue_flow_set(q, queue, &f, &err) != PGC_OK)
-		return qreport(&err);
+		return cli_report(&err);
 	if (pgc_queue_flow_get(q, queue, &f, &err) != PGC_OK)
-		return qreport(&err);
+		return cli_report(&err);
 	char r1[48], r2[48];
 	if (g_cli.json) {
 		fputs("{\"queue\":", stdout);
@@ -1297,9 +1284,9 @@ static int do_config(int argc, char **argv)
 	if (queue != NULL) {
 		rc = config_flow(q, queue, &a);
 	} else if (global && pgc_queue_config_set(q, &cfg, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (pgc_queue_config_get(q, &cfg, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (g_cli.json) {
 		printf("{\"aging_ms\":%lld,\"succeeded_retention_ms\":%lld,\"failed_retention_ms\":%lld,"
 		       "\"max_payload_bytes\":%d}\n", (long long)cfg.aging_ms,
@@ -1388,7 +1375,7 @@ static int do_limit(int argc, char **argv)
 	size_t n = 0;
 	if (a.remove) {
 		if (pgc_queue_key_reset(q, queue, key, &err) != PGC_OK)
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		else if (g_cli.json) {
 			fputs("{\"queue\":", stdout);
 			json_str(stdout, queue);
@@ -1398,9 +1385,9 @@ static int do_limit(int argc, char **argv)
 		} else if (!g_cli.quiet)
 			printf("removed the settings of key %s in queue %s\n", cli_esc(key), cli_esc(queue));
 	} else if (change && pgc_queue_key_set(q, queue, key, &ks, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (pgc_queue_keys(q, queue, key, &k, &n, &err) != PGC_OK) {
-		rc = qreport(&err);
+		rc = cli_report(&err);
 	} else if (g_cli.json) {
 		for (size_t i = 0; i < n; i++) {
 			render_key(stdout, &k[i]);
@@ -1518,7 +1505,7 @@ static int do_group(int argc, char **argv)
 	int64_t fired = 0;
 	if (add) {
 		if (pgc_queue_group_add(q, name, a.on_complete_queue, a.payload, &err) != PGC_OK)
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		else if (g_cli.json) {
 			fputs("{\"group\":", stdout);
 			json_str(stdout, name);
@@ -1527,7 +1514,7 @@ static int do_group(int argc, char **argv)
 			printf("added group %s (on complete: queue %s)\n", cli_esc(name), cli_esc(a.on_complete_queue));
 	} else if (strcmp(what, "close") == 0) {
 		if (pgc_queue_group_close(q, name, &fired, &err) != PGC_OK)
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		else if (g_cli.json) {
 			fputs("{\"group\":", stdout);
 			json_str(stdout, name);
@@ -1545,7 +1532,7 @@ static int do_group(int argc, char **argv)
 		}
 	} else if (strcmp(what, "remove") == 0) {
 		if (pgc_queue_group_remove(q, name, &err) != PGC_OK)
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		else if (g_cli.json) {
 			fputs("{\"group\":", stdout);
 			json_str(stdout, name);
@@ -1555,7 +1542,7 @@ static int do_group(int argc, char **argv)
 	} else if (!list) {
 		pgc_job_group *g;
 		if (pgc_queue_group_show(q, name, &g, &err) != PGC_OK) {
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		} else {
 			print_group(g);
 			pgc_free(g);
@@ -1564,7 +1551,7 @@ static int do_group(int argc, char **argv)
 		pgc_job_group *g;
 		size_t n;
 		if (pgc_queue_group_list(q, &g, &n, &err) != PGC_OK) {
-			rc = qreport(&err);
+			rc = cli_report(&err);
 		} else {
 			if (!g_cli.json)
 				printf("%-24s %-20s %7s %9s %6s %9s %-7s %s\n", "GROUP", "ON_COMPLETE", "MEMBERS",

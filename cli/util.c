@@ -96,8 +96,14 @@ int cli_exit_code(const pgc_error *err)
 	case PGC_ECONNLOST:
 	case PGC_ENOSCHEMA: return EXIT_UNAVAILABLE;
 	case PGC_EUSAGE: return EXIT_USAGE;
+	/* Something is in the way: held, taken, finished, no longer current. */
 	case PGC_ETIMEDOUT:
-	case PGC_EBUSY: return EXIT_CONFLICT;
+	case PGC_EBUSY:
+	case PGC_EDUPLICATE:
+	case PGC_EFINISHED:
+	case PGC_ESTALE: return EXIT_CONFLICT;
+	/* The named job, schedule, lease or group does not exist: bad input, as a bad id is. */
+	case PGC_ENOTFOUND: return EXIT_DATAERR;
 	case PGC_ELOCKLOST: return EXIT_LOCKLOST;
 	case PGC_EAUTH: return EXIT_NOPERM;
 	case PGC_ECONFIG:

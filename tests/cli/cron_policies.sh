@@ -114,7 +114,7 @@ sleep 1.5
 n=$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live2'")
 sleep 2
 [ "$(q "SELECT count(*) FROM $S.jobs WHERE queue = 'q_live2'")" = "$n" ] || fail "a removed schedule fired"
-run 1 "$PG" cron show live --schema "$S"
+run 65 "$PG" cron show live --schema "$S"
 err_has "no schedule live"
 kill -TERM "$wpid"
 wait "$wpid" || { cat "$TMP/sched"; fail "the scheduler did not stop cleanly"; }

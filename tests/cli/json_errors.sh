@@ -55,9 +55,9 @@ python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["
 # A database that does not exist: 78.
 run 78 "$PG" --json -d "$(dsn_with_db "$DSN" no_such_db_$$)" info
 json_error 78 config
-# An error of the tool's own after connecting (a lease that does not exist): exit 1.
-run 1 "$PG" --json -d "$DSN" lease show --schema "$SCHEMA" "no-such-lease-$$"
-json_error 1
+# A lease that does not exist: exit 65, as every "not found" (cli_exit_code's table).
+run 65 "$PG" --json -d "$DSN" lease show --schema "$SCHEMA" "no-such-lease-$$"
+json_error 65
 # A schema that is not there: the hint names it.
 run 69 "$PG" --json -d "$DSN" queue list --schema "nosuch_$$"
 json_error 69

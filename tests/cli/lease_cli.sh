@@ -24,7 +24,7 @@ l --schema "" show
 
 run 0 "$PG" lease show --schema "$SCHEMA"
 out_has "no leases"
-run 1 "$PG" lease show --schema "$SCHEMA" nosuch
+run 65 "$PG" lease show --schema "$SCHEMA" nosuch
 err_has 'no lease or token named "nosuch"'
 
 timeout 30 "$PG" elect --schema "$SCHEMA" --ttl 5s --holder "the-leader" job -- "$CHILD" "$LOG" 0 2>/dev/null &
@@ -46,8 +46,8 @@ run 0 "$PG" --json lease show --schema "$SCHEMA"
 [ "$(wc -l <"$TMP/out")" -eq 2 ] || { cat "$TMP/out"; fail "expected one JSON line per name"; }
 out_has '"kind":"lock"'
 
-# Releasing needs the current token.
-run 1 "$PG" lease release --schema "$SCHEMA" job --token 9
+# Releasing needs the current token: one never granted is not found (65).
+run 65 "$PG" lease release --schema "$SCHEMA" job --token 9
 err_has "has no token 9"
 run 0 "$PG" lease release --schema "$SCHEMA" job --token 1
 out_has 'released "job" (token 1)'
