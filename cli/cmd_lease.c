@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "diag_out.h"
+#include "render.h"
 
 static void usage(FILE *f)
 {
@@ -23,60 +24,12 @@ static void usage(FILE *f)
 	      "  -h, --help         show this help and exit\n", f);
 }
 
-/* ISO 8601 UTC with microseconds, or "" for 0. */
-static void iso(char *buf, size_t n, int64_t us)
-{
-	if (us == 0) {
-		buf[0] = '\0';
-		return;
-	}
-	time_t s = (time_t)(us / 1000000);
-	int64_t frac = us % 1000000;
-	if (frac < 0) {
-		frac += 1000000;
-		s--;
-	}
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	char d[32];
-	strftime(d, sizeof d, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, n, "%s.%06" PRId64 "Z", d, frac);
-}
-
-static void json_time(const char *key, int64_t us)
-{
-	char b[64];
-	printf(",\"%s\":", key);
-	if (us == 0) {
-		fputs("null", stdout);
-		return;
-	}
-	iso(b, sizeof b, us);
-	json_str(stdout, b);
-}
-
+/* One lease per line. */
 static void print_json(const pgc_lease_info *l)
 {
-	fputs("{\"name\":", stdout);
-	json_str(stdout, l->name);
-	printf(",\"token\":%" PRId64 ",\"kind\":", l->token);
-	json_str(stdout, l->kind);
-	fputs(",\"holder\":", stdout);
-	json_str(stdout, l->holder);
-	printf(",\"held\":%s", l->held ? "true" : "false");
-	if (l->ttl_ms > 0)
-		printf(",\"ttl_ms\":%" PRId64, l->ttl_ms);
-	else
-		fputs(",\"ttl_ms\":null", stdout);
-	json_time("granted_at", l->granted_at_us);
-	json_time("renewed_at", l->renewed_at_us);
-	json_time("expires_at", l->expires_at_us);
-	json_time("released_at", l->released_at_us);
-	if (l->expires_at_us != 0)
-		printf(",\"expires_in_ms\":%" PRId64, (l->expires_at_us - l->db_now_us) / 1000);
-	else
-		fputs(",\"expires_in_ms\":null", stdout);
-	fputs("}\n", stdout);
+	json_w w = json_w_on(stdout);
+	render_lease(&w, NULL, l);
+	fputc('\n', stdout);
 }
 
 static void state_of(const pgc_lease_info *l, char *buf, size_t n)

@@ -1,7 +1,9 @@
 /* render.c - one JSON rendering per library object, used by the commands' --json and by the
  * web API alike, so that an object has one shape wherever it is read */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "render.h"
 
@@ -76,4 +78,44 @@ int cli_flow_keys(pgc_queue *q, const pgc_queue_stat *st, size_t n, pgc_queue_ke
 		pgc_free(k);
 	}
 	return PGC_OK;
+}
+
+void render_time_us(json_w *w, const char *key, int64_t us)
+{
+	if (us == 0) {
+		json_null(w, key);
+		return;
+	}
+	time_t s = (time_t)(us / 1000000);
+	int64_t frac = us % 1000000;
+	if (frac < 0) {
+		frac += 1000000;
+		s--;
+	}
+	struct tm tm;
+	char d[32], b[48];
+	if (gmtime_r(&s, &tm) == NULL || strftime(d, sizeof d, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		json_null(w, key);
+		return;
+	}
+	snprintf(b, sizeof b, "%s.%06" PRId64 "Z", d, frac);
+	json_s(w, key, b);
+}
+
+void render_lease(json_w *w, const char *key, const pgc_lease_info *l)
+{
+	json_obj(w, key);
+	json_s(w, "name", l->name);
+	json_i(w, "token", l->token);
+	json_s(w, "kind", l->kind);
+	json_s(w, "holder", l->holder);
+	json_b(w, "held", l->held);
+	json_i_or_null(w, "ttl_ms", l->ttl_ms > 0, l->ttl_ms);
+	render_time_us(w, "granted_at", l->granted_at_us);
+	render_time_us(w, "renewed_at", l->renewed_at_us);
+	render_time_us(w, "expires_at", l->expires_at_us);
+	render_time_us(w, "released_at", l->released_at_us);
+	/* By the server's clock: negative once it has run out. */
+	json_i_or_null(w, "expires_in_ms", l->expires_at_us != 0, (l->expires_at_us - l->db_now_us) / 1000);
+	json_obj_end(w);
 }

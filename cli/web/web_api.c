@@ -450,29 +450,14 @@ static void api_leases(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"leases\":[", f);
-	for (size_t i = 0; i < n; i++) {
-		const pgc_lease_info *l = &ls[i];
-		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		json_str(f, l->name);
-		fputs(",\"holder\":", f);
-		json_str(f, l->holder);
-		fputs(",\"kind\":", f);
-		json_str(f, l->kind);
-		fprintf(f, ",\"token\":%" PRId64 ",\"held\":%s,\"ttl_ms\":%" PRId64 ",\"granted_at\":", l->token,
-		        l->held ? "true" : "false", l->ttl_ms);
-		json_time_us(f, l->granted_at_us);
-		fputs(",\"renewed_at\":", f);
-		json_time_us(f, l->renewed_at_us);
-		fputs(",\"expires_at\":", f);
-		json_time_us(f, l->expires_at_us);
-		fputs(",\"released_at\":", f);
-		json_time_us(f, l->released_at_us);
-		fprintf(f, ",\"remaining_s\":%.3f}", l->held && l->expires_at_us > l->db_now_us
-		        ? (double)(l->expires_at_us - l->db_now_us) / 1e6 : 0.0);
-	}
-	fputs("]}\n", f);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_arr(&w, "leases");
+	for (size_t i = 0; i < n; i++)
+		render_lease(&w, NULL, &ls[i]);
+	json_arr_end(&w);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pgc_free(ls);
 	out->status = 200;
 }

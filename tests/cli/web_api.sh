@@ -129,8 +129,13 @@ req 404 "$URL/api/keys?queue=tenant&key=nokey"
 req 200 "$URL/api/schedules"
 [ "$(json "[(s['name'], s['schedule'], s['paused']) for s in j['schedules']]")" = "[('nightly', '0 3 * * *', False)]" ] ||
 	fail "schedules: $(cat "$TMP/body")"
+# A lease has one JSON shape: the API's is lease show --json's.
+psql_q "SELECT $S.fence_next('web-fence-$$', 'web-api-test')" >/dev/null || fail "fence_next"
 req 200 "$URL/api/leases"
 body_has '"leases":['
+"$PG" --json lease show --schema "$S" "web-fence-$$" >"$TMP/lease.json" || fail "lease show --json"
+[ "$(json "sorted(j['leases'][0])")" = "$(python3 -c "import json,sys; print(sorted(json.load(open(sys.argv[1]))))" "$TMP/lease.json")" ] ||
+	fail "/api/leases and lease show --json differ: $(cat "$TMP/body") / $(cat "$TMP/lease.json")"
 req 200 "$URL/api/locks"
 [ "$(json "[l['application'] for l in j['locks'] if l['key'] == '4242$$']")" = "['web-api-holder-$$']" ] ||
 	fail "locks: $(cat "$TMP/body")"

@@ -431,7 +431,7 @@ async function pageLeaders(main) {
     return table(['name', 'holder', 'kind', 'token#', 'state', 'granted', 'renewed', 'expires in#'],
       r.leases.map(l => h('tr', {}, td(l.name, 'wrap'), td(l.holder, 'wrap'), td(l.kind), td(l.token, 'num'),
         td(l.held ? badge('held', 'ok') : badge('free')), td(fmtTime(l.granted_at)), td(fmtTime(l.renewed_at)),
-        td(l.held ? fmtDur(l.remaining_s) : '-', 'num'))), 'No leases.');
+        td(l.held ? fmtDur(Math.max(0, l.expires_in_ms) / 1000) : '-', 'num'))), 'No leases.');
   });
   const locks = await section('Advisory locks', async () => {
     const r = await api('/api/locks');
