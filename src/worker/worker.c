@@ -76,8 +76,8 @@ int pgc_worker_new(const pgc_worker_options *opts, pgc_job_handler handler, void
 	if (out == NULL || opts == NULL || handler == NULL)
 		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: opts, handler and out must not be NULL");
 	*out = NULL;
-	if (opts->queues == NULL || opts->n_queues == 0 || opts->n_queues > 64)
-		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: give 1 to 64 queues");
+	if (opts->queues == NULL || opts->n_queues == 0 || opts->n_queues > PGC_WORKER_QUEUES_MAX)
+		return pgc__err(err, PGC_EUSAGE, "pgc_worker_new: give 1 to %d queues", PGC_WORKER_QUEUES_MAX);
 	for (size_t i = 0; i < opts->n_queues; i++) {
 		pgc_error e;
 		if (opts->queues[i] == NULL || *opts->queues[i] == '\0' ||

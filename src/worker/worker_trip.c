@@ -100,11 +100,12 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 		do_hb = false;
 
 	/* Which queues to claim from, and how many (none when only completions and the heartbeat
-	 * are due). */
+	 * are due): at most one claim per queue, and pgc_worker_new() bounds the queues by
+	 * PGC_WORKER_QUEUES_MAX, which sizes the arrays of the batch. */
 	size_t nq = w->o.n_queues;
 	int slots = d->stopping || !claim ? 0 : pgc__worker_free_slots(w);
-	int claim_n[64];
-	size_t claim_q[64], n_claims = 0;
+	int claim_n[PGC_WORKER_QUEUES_MAX];
+	size_t claim_q[PGC_WORKER_QUEUES_MAX], n_claims = 0;
 	int eligible = 0;
 	for (size_t i = 0; i < nq; i++)
 		eligible += d->more[i];
@@ -143,11 +144,13 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 		goto out;
 	}
 	/* The parameters stay valid until the batch has run. */
-	char lease[24], maxs[64][16];
+	char lease[24], maxs[PGC_WORKER_QUEUES_MAX][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
 	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
-	const char *qv[64][4];
-	int i_done = 0, i_hb = 0, i_claim[64], i_flow[64], i_promote[64], added = 0;
+	const char *qv[PGC_WORKER_QUEUES_MAX][4];
+	int i_done = 0, i_hb = 0, added = 0;
+	int i_claim[PGC_WORKER_QUEUES_MAX], i_flow[PGC_WORKER_QUEUES_MAX],
+	    i_promote[PGC_WORKER_QUEUES_MAX];
 	if (n_done > 0)
 		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
 	if (do_hb)
@@ -168,7 +171,9 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	}
 	/* Every answer counts only once the whole batch (one implicit transaction) committed. */
 	rc = added < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	PGresult *done_res = NULL, *hb_res = NULL, *claim_res[64], *flow_res[64], *promote_res[64];
+	PGresult *done_res = NULL, *hb_res = NULL;
+	PGresult *claim_res[PGC_WORKER_QUEUES_MAX], *flow_res[PGC_WORKER_QUEUES_MAX],
+	         *promote_res[PGC_WORKER_QUEUES_MAX];
 	if (rc == PGC_OK && n_done > 0)
 		done_res = pgc__queue_result(b, i_done, &rc, err);
 	if (rc == PGC_OK && do_hb)
