@@ -295,9 +295,7 @@ void pgc_worker_free(pgc_worker *w)
 		return;
 	if (w->started && !w->stopped) {
 		pgc_worker_stop(w, 0);
-		pgc_error e;
-		if (pgc_worker_wait(w, &e) != PGC_OK)
-			e.code = 0; /* the error was for the caller of wait */
+		(void)!pgc_worker_wait(w, NULL); /* its error is for the caller of wait */
 	}
 	pgc_queue_close(w->q);
 	pgc_conn_close(w->conn);
