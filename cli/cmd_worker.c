@@ -254,7 +254,7 @@ int cmd_worker(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *queues[64];
+	const char *queues[PGC_WORKER_QUEUES_MAX];
 	const char *metrics_at = NULL;
 	struct sockaddr_storage maddr;
 	socklen_t maddrlen;
@@ -281,8 +281,8 @@ int cmd_worker(int argc, char **argv)
 				return cli_usage_error("worker", "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
 			if (pgc_name_check("queue name", optarg, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
 				return cli_usage_error("worker", "--queue: %s", nerr.message);
-			if (nq == 64)
-				return cli_usage_error("worker", "at most 64 queues");
+			if (nq == PGC_WORKER_QUEUES_MAX)
+				return cli_usage_error("worker", "at most %d queues", PGC_WORKER_QUEUES_MAX);
 			queues[nq++] = optarg;
 			break;
 		case 'c':

@@ -727,11 +727,14 @@ typedef enum pgc_log_level { PGC_LOG_DEBUG = 0, PGC_LOG_INFO = 1, PGC_LOG_WARN =
 /* Receives the worker's log lines (one line, no newline). Called from the worker's threads. */
 typedef void (*pgc_log_fn)(pgc_log_level level, const char *message, void *arg);
 
+/* The most queues one worker serves (pgc_worker_options.n_queues). */
+#define PGC_WORKER_QUEUES_MAX 64
+
 typedef struct pgc_worker_options {
 	const char *dsn;            /* as pgc_connect; NULL: environment */
 	const char *schema;         /* NULL: "pgcoord" */
 	const char *const *queues;  /* queue names, n_queues of them (required) */
-	size_t n_queues;
+	size_t n_queues;            /* 1 to PGC_WORKER_QUEUES_MAX */
 	int concurrency;            /* handler threads; default 4 */
 	int prefetch;               /* claimed jobs held ready beyond the running ones; default 0:
 	                               claim only for idle threads, so that no job waits in one
