@@ -20,8 +20,11 @@
 
 #include "child.h"
 #include "cli.h"
+#include "opt.h"
 #include "util/sqllex.h"
 #include "util/util.h"
+
+static const cli_opt *tx_opts;
 
 static void usage(FILE *f)
 {
@@ -33,27 +36,9 @@ static void usage(FILE *f)
 	      "jitter). Other errors are reported as the server gave them. Prints how many\n"
 	      "attempts it took.\n"
 	      "\n"
-	      "Options:\n"
-	      "  -f, --file=FILE            read the script from FILE (\"-\": standard input)\n"
-	      "  -c, --command=SQL          run SQL (one or more statements)\n"
-	      "      --isolation=LEVEL      read-committed, repeatable-read or serializable\n"
-	      "                             (default: the server's default)\n"
-	      "      --read-only            start the transaction READ ONLY\n"
-	      "      --deferrable           with serializable and --read-only: wait for a\n"
-	      "                             snapshot that cannot fail\n"
-	      "      --retries=N            retry at most N times (default 9)\n"
-	      "      --retry-lock-timeout   also retry when a lock is not available (55P03)\n"
-	      "      --lock-timeout=D       SET LOCAL lock_timeout (D: 500ms, 2s, 5m, 1h, 1d)\n"
-	      "      --statement-timeout=D  SET LOCAL statement_timeout\n"
-	      "      --idle-timeout=D       SET LOCAL idle_in_transaction_session_timeout\n"
-	      "      --max-backoff=D        longest pause between attempts (default 1s)\n"
-	      "      --no-reconnect         fail instead of reconnecting when the session\n"
-	      "                             dies before COMMIT\n"
-	      "      --dry-run              run the script, then roll it back\n"
-	      "      --allow-lock-without-mode  run LOCK TABLE statements that name no mode\n"
-	      "                             (they take ACCESS EXCLUSIVE)\n"
-	      "  -h, --help                 show this help and exit\n"
-	      "\n"
+	      "Options:\n", f);
+	cli_opt_help(f, tx_opts, 29);
+	fputs("\n"
 	      "The script must not contain BEGIN, COMMIT, ROLLBACK (ROLLBACK TO SAVEPOINT is\n"
 	      "fine), psql meta-commands or COPY FROM STDIN. LOCK TABLE must name its mode\n"
 	      "(LOCK t IN SHARE MODE): without one it takes ACCESS EXCLUSIVE, which blocks\n"
@@ -357,12 +342,6 @@ static char *read_all(FILE *f, size_t *len)
 	return buf;
 }
 
-static bool parse_duration(const char *opt, const char *text, int64_t *out)
-{
-	int rc;
-	return cli_duration_opt("tx", opt, text, 1, INT32_MAX, out, &rc);
-}
-
 static void print_json(const char *status, const pgc_tx_stats *st, const script_run *r,
                        const pgc_error *err, bool dry_run)
 {
@@ -438,103 +417,73 @@ static int tx_exit_code(int rc, const pgc_error *err)
 
 int cmd_tx(int argc, char **argv)
 {
-	enum {
-		OPT_ISOLATION = 256, OPT_READ_ONLY, OPT_DEFERRABLE, OPT_RETRIES, OPT_RETRY_LOCK,
-		OPT_LOCK_TIMEOUT, OPT_STATEMENT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_MAX_BACKOFF,
-		OPT_NO_RECONNECT, OPT_DRY_RUN, OPT_ALLOW_BARE_LOCK
-	};
-	static const struct option longopts[] = {
-		{ "file", required_argument, NULL, 'f' },
-		{ "command", required_argument, NULL, 'c' },
-		{ "isolation", required_argument, NULL, OPT_ISOLATION },
-		{ "read-only", no_argument, NULL, OPT_READ_ONLY },
-		{ "deferrable", no_argument, NULL, OPT_DEFERRABLE },
-		{ "retries", required_argument, NULL, OPT_RETRIES },
-		{ "retry-lock-timeout", no_argument, NULL, OPT_RETRY_LOCK },
-		{ "lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT },
-		{ "statement-timeout", required_argument, NULL, OPT_STATEMENT_TIMEOUT },
-		{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
-		{ "max-backoff", required_argument, NULL, OPT_MAX_BACKOFF },
-		{ "no-reconnect", no_argument, NULL, OPT_NO_RECONNECT },
-		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
-		{ "allow-lock-without-mode", no_argument, NULL, OPT_ALLOW_BARE_LOCK },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	pgc_tx_options o = PGC_TX_OPTIONS_INIT;
-	const char *file = NULL, *command = NULL;
-	bool dry_run = false;
-	int64_t ms;
+	const char *file = NULL, *command = NULL, *isolation = NULL;
+	bool dry_run = false, read_only = false, deferrable = false, retry_lock = false;
+	bool no_reconnect = false;
+	int64_t lock_timeout = -1, statement_timeout = -1, idle_timeout = -1, max_backoff = -1;
 	long long retries = 9;
-	int ch, rc;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'f':
-			if (file != NULL || command != NULL)
-				return cli_usage_error("tx", "give one script: -f FILE or -c SQL, once");
-			file = optarg;
-			break;
-		case 'c':
-			if (file != NULL || command != NULL)
-				return cli_usage_error("tx", "give one script: -f FILE or -c SQL, once");
-			command = optarg;
-			break;
-		case OPT_ISOLATION:
-			if (!pgc_isolation_parse(optarg, &o.isolation))
-				return cli_usage_error("tx", "unknown isolation level \"%s\" (use read-committed, repeatable-read or serializable)", optarg);
-			break;
-		case OPT_READ_ONLY:
-			o.read_only = true;
-			break;
-		case OPT_DEFERRABLE:
-			o.deferrable = true;
-			break;
-		case OPT_RETRIES:
-			if (!cli_parse_int(optarg, 0, 1000, &retries))
-				return cli_usage_error("tx", "--retries: \"%s\" is not a number from 0 to 1000", optarg);
-			break;
-		case OPT_RETRY_LOCK:
-			o.retry_lock_not_available = true;
-			break;
-		case OPT_LOCK_TIMEOUT:
-			if (!parse_duration("--lock-timeout", optarg, &ms))
-				return EXIT_USAGE;
-			o.lock_timeout_ms = ms;
-			break;
-		case OPT_STATEMENT_TIMEOUT:
-			if (!parse_duration("--statement-timeout", optarg, &ms))
-				return EXIT_USAGE;
-			o.statement_timeout_ms = ms;
-			break;
-		case OPT_IDLE_TIMEOUT:
-			if (!parse_duration("--idle-timeout", optarg, &ms))
-				return EXIT_USAGE;
-			o.idle_in_transaction_timeout_ms = ms;
-			break;
-		case OPT_MAX_BACKOFF:
-			if (!parse_duration("--max-backoff", optarg, &ms))
-				return EXIT_USAGE;
-			o.backoff_max_ms = (int)ms;
-			if (o.backoff_base_ms > o.backoff_max_ms)
-				o.backoff_base_ms = o.backoff_max_ms;
-			break;
-		case OPT_NO_RECONNECT:
-			o.reconnect = false;
-			break;
-		case OPT_DRY_RUN:
-			dry_run = true;
-			break;
-		case OPT_ALLOW_BARE_LOCK:
-			allow_bare_lock = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return cli_getopt_error("tx", ch, argv);
-		}
+	int rc;
+	const cli_opt opts[] = {
+		CLI_OPT('f', "file", CLI_OPT_STR, &file, "FILE",
+		        "read the script from FILE (\"-\": standard input)", .flags = CLI_OPT_ONCE),
+		CLI_OPT('c', "command", CLI_OPT_STR, &command, "SQL",
+		        "run SQL (one or more statements)", .flags = CLI_OPT_ONCE),
+		CLI_OPT(0, "isolation", CLI_OPT_STR, &isolation, "LEVEL",
+		        "read-committed, repeatable-read or serializable\n(default: the server's default)"),
+		CLI_OPT(0, "read-only", CLI_OPT_BOOL, &read_only, NULL,
+		        "start the transaction READ ONLY"),
+		CLI_OPT(0, "deferrable", CLI_OPT_BOOL, &deferrable, NULL,
+		        "with serializable and --read-only: wait for a\nsnapshot that cannot fail"),
+		CLI_OPT(0, "retries", CLI_OPT_INT, &retries, "N",
+		        "retry at most N times (default 9)", .min = 0, .max = 1000),
+		CLI_OPT(0, "retry-lock-timeout", CLI_OPT_BOOL, &retry_lock, NULL,
+		        "also retry when a lock is not available (55P03)"),
+		CLI_OPT(0, "lock-timeout", CLI_OPT_DURATION, &lock_timeout, "D",
+		        "SET LOCAL lock_timeout (D: 500ms, 2s, 5m, 1h, 1d)",
+		        .min = 1, .max = INT32_MAX),
+		CLI_OPT(0, "statement-timeout", CLI_OPT_DURATION, &statement_timeout, "D",
+		        "SET LOCAL statement_timeout", .min = 1, .max = INT32_MAX),
+		CLI_OPT(0, "idle-timeout", CLI_OPT_DURATION, &idle_timeout, "D",
+		        "SET LOCAL idle_in_transaction_session_timeout",
+		        .min = 1, .max = INT32_MAX),
+		CLI_OPT(0, "max-backoff", CLI_OPT_DURATION, &max_backoff, "D",
+		        "longest pause between attempts (default 1s)", .min = 1, .max = INT32_MAX),
+		CLI_OPT(0, "no-reconnect", CLI_OPT_BOOL, &no_reconnect, NULL,
+		        "fail instead of reconnecting when the session\ndies before COMMIT"),
+		CLI_OPT(0, "dry-run", CLI_OPT_BOOL, &dry_run, NULL,
+		        "run the script, then roll it back"),
+		CLI_OPT(0, "allow-lock-without-mode", CLI_OPT_BOOL, &allow_bare_lock, NULL,
+		        "run LOCK TABLE statements that name no mode\n(they take ACCESS EXCLUSIVE)"),
+		CLI_OPT('h', "help", CLI_OPT_HELP, NULL, NULL, "show this help and exit"),
+		CLI_OPT_TABLE_END,
+	};
+	tx_opts = opts;
+	cli_opt_usage_set(usage);
+	int first;
+	if ((rc = cli_opt_parse("tx", opts, argc, argv, &first)) != 0)
+		return rc < 0 ? 0 : rc;
+	if (file != NULL && command != NULL)
+		return cli_usage_error("tx", "give one script: -f FILE or -c SQL, once");
+	if (isolation != NULL && !pgc_isolation_parse(isolation, &o.isolation))
+		return cli_usage_error("tx", "unknown isolation level \"%s\" (use read-committed, repeatable-read or serializable)", isolation);
+	o.read_only = read_only;
+	o.deferrable = deferrable;
+	o.retry_lock_not_available = retry_lock;
+	if (lock_timeout >= 0)
+		o.lock_timeout_ms = lock_timeout;
+	if (statement_timeout >= 0)
+		o.statement_timeout_ms = statement_timeout;
+	if (idle_timeout >= 0)
+		o.idle_in_transaction_timeout_ms = idle_timeout;
+	if (max_backoff >= 0) {
+		o.backoff_max_ms = (int)max_backoff;
+		if (o.backoff_base_ms > o.backoff_max_ms)
+			o.backoff_base_ms = o.backoff_max_ms;
 	}
+	if (no_reconnect)
+		o.reconnect = false;
+	optind = first;
 	if (optind < argc)
 		return cli_usage_error("tx", "unexpected argument \"%s\"", argv[optind]);
 	if (file == NULL && command == NULL)
