@@ -30,11 +30,14 @@
 
 #include "child.h"
 #include "cli.h"
+#include "opt.h"
 #include "dbwait.h"
 #include "jobcmd.h"
 #include "util/util.h"
 #include "web/web.h"
 #include "cmd_worker_metrics.h"
+
+static const cli_opt *worker_opts;
 
 static void usage(FILE *f)
 {
@@ -51,37 +54,9 @@ static void usage(FILE *f)
 	      "become the job's error. SIGINT or SIGTERM stops gracefully; a second one\n"
 	      "at once.\n"
 	      "\n"
-	      "Options:\n"
-	      "  -q, --queue=Q          queue to take jobs from (repeat for more)\n"
-	      "  -c, --concurrency=K    commands at once (default 4)\n"
-	      "      --connections=N    database connections sharing the K slots (default 1;\n"
-	      "                         more use more server cores for short jobs)\n"
-	      "      --prefetch=N       jobs claimed ahead beyond K (default 0; more for\n"
-	      "                         short jobs: bigger batches)\n"
-	      "      --timeout=D        kill a command's process group after D (default none)\n"
-	      "      --grace=D          on stop, wait D for running commands (default 30s),\n"
-	      "                         then kill them and return their jobs to pending;\n"
-	      "                         a cancelled job's command: SIGKILL D after SIGTERM\n"
-	      "      --lease=D          job lease, renewed every D/3 (default 30s)\n"
-	      "      --poll=D           fallback poll interval (default 2s)\n"
-	      "      --retry-delay=D    delay after exit 75 (default 10s)\n"
-	      "      --backoff=D        first retry delay after a failure, doubling (1s)\n"
-	      "      --backoff-max=D    longest retry delay (default 1h)\n"
-	      "      --no-listen        poll instead of LISTEN/NOTIFY\n"
-	      "      --once             drain the queues, then exit 0: wait for the running\n"
-	      "                         jobs, the starts a rate allows, and jobs due within\n"
-	      "                         --once-wait; then say what is left and why\n"
-	      "      --once-wait=D      with --once, wait for jobs scheduled (run_at, a\n"
-	      "                         retry's backoff) up to D ahead (default 0: none)\n"
-	      "      --vacuum-threshold=N  vacuum the jobs table when it has N dead tuples\n"
-	      "                         (default 20000; 0: leave it to autovacuum)\n"
-	      "      --wait-for-db[=D]  if the database is not reachable at start, retry until\n"
-	      "                         it is (or for at most D, then exit 69); default: 69\n"
-	      "      --metrics=ADDR:PORT  serve Prometheus metrics of its jobs on\n"
-	      "                         http://ADDR:PORT/metrics (port 0: a free one)\n"
-	      "      --schema=NAME      pgcoord schema (default: pgcoord)\n"
-	      "  -h, --help             show this help and exit\n"
-	      "\n"
+	      "Options:\n", f);
+	cli_opt_help(f, worker_opts, 25);
+	fputs("\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 after a stop on a signal\n"
 	      "or, with --once, when the queues are drained;\n"
 	      "64 usage; 69 database unavailable or schema missing; 70 internal error;\n"
@@ -227,131 +202,141 @@ static void once_report(const pgc_worker_options *o)
 	        cli_duration_str(o->once_wait_ms, wd));
 }
 
+/* -q, --queue: checked and added to the worker's queues. */
+typedef struct queue_list {
+	const char *names[PGC_WORKER_QUEUES_MAX];
+	size_t n;
+} queue_list;
+
+static int opt_queue(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	queue_list *l = dest;
+	pgc_error nerr;
+	if (*value == '\0')
+		return cli_usage_error(cmd, "%s must not be empty", opt);
+	if (strlen(value) > PGC_QUEUE_NAME_MAX)
+		return cli_usage_error(cmd, "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
+	if (pgc_name_check("queue name", value, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
+		return cli_usage_error(cmd, "%s: %s", opt, nerr.message);
+	if (l->n == PGC_WORKER_QUEUES_MAX)
+		return cli_usage_error(cmd, "at most %d queues", PGC_WORKER_QUEUES_MAX);
+	l->names[l->n++] = value;
+	return 0;
+}
+
+static int opt_schema(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	if (*value == '\0')
+		return cli_usage_error(cmd, "%s must not be empty", opt);
+	*(const char **)dest = value;
+	return 0;
+}
+
+static int opt_dbwait(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	(void)opt;
+	int rc;
+	return cli_dbwait_opt(cmd, value, dest, &rc) ? 0 : rc;
+}
+
+typedef struct metrics_at {
+	const char *text;
+	struct sockaddr_storage addr;
+	socklen_t len;
+	bool loopback;
+} metrics_at;
+
+static int opt_metrics(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	metrics_at *m = dest;
+	if (!web_parse_listen(value, &m->addr, &m->len, &m->loopback))
+		return cli_usage_error(cmd, "%s: \"%s\" is not ADDR:PORT (an IPv4 address, "
+		                       "localhost, or [IPv6], and a port 0-65535)", opt, cli_esc(value));
+	m->text = value;
+	return 0;
+}
+
 int cmd_worker(int argc, char **argv)
 {
-	enum { O_SCHEMA = 256, O_PREFETCH, O_TIMEOUT, O_GRACE, O_LEASE, O_POLL, O_RETRY_DELAY,
-	       O_BACKOFF, O_BACKOFF_MAX, O_NO_LISTEN, O_VACUUM, O_CONNECTIONS, O_DBWAIT, O_ONCE, O_METRICS,
-	       O_ONCE_WAIT };
-	static const struct option longopts[] = {
-		{ "queue", required_argument, NULL, 'q' },
-		{ "concurrency", required_argument, NULL, 'c' },
-		{ "prefetch", required_argument, NULL, O_PREFETCH },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "grace", required_argument, NULL, O_GRACE },
-		{ "lease", required_argument, NULL, O_LEASE },
-		{ "poll", required_argument, NULL, O_POLL },
-		{ "retry-delay", required_argument, NULL, O_RETRY_DELAY },
-		{ "backoff", required_argument, NULL, O_BACKOFF },
-		{ "backoff-max", required_argument, NULL, O_BACKOFF_MAX },
-		{ "no-listen", no_argument, NULL, O_NO_LISTEN },
-		{ "once", no_argument, NULL, O_ONCE },
-		{ "once-wait", required_argument, NULL, O_ONCE_WAIT },
-		{ "vacuum-threshold", required_argument, NULL, O_VACUUM },
-		{ "connections", required_argument, NULL, O_CONNECTIONS },
-		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
-		{ "schema", required_argument, NULL, O_SCHEMA },
-		{ "metrics", required_argument, NULL, O_METRICS },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *queues[PGC_WORKER_QUEUES_MAX];
-	const char *metrics_at = NULL;
-	struct sockaddr_storage maddr;
-	socklen_t maddrlen;
-	bool mloop;
-	size_t nq = 0;
+	queue_list ql = { .n = 0 };
+	const char **queues = ql.names;
+	metrics_at ma = { .text = NULL };
 	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
 	int64_t grace = 30000, dbwait_ms = CLI_DBWAIT_OFF, once_wait = -1;
-	int urc;
-	int nconn = 1;
+	long long concurrency = o.concurrency, prefetch = o.prefetch, nconn_ll = 1;
+	long long vacuum = o.vacuum_dead_tuples;
+	bool no_listen = false;
 	cli_jobcmd ctx = CLI_JOBCMD_INIT;
-	pgc_error nerr;
-	long long v;
-	int ch;
-	opterr = 0;
-	/* "+": stop at COMMAND so that its own options stay its own. */
-	while ((ch = getopt_long(argc, argv, "+:q:c:h", longopts, NULL)) != -1) {
-		int64_t *dur = NULL;
-		const char *name = NULL;
-		switch (ch) {
-		case 'q':
-			if (*optarg == '\0')
-				return cli_usage_error("worker", "--queue must not be empty");
-			if (strlen(optarg) > PGC_QUEUE_NAME_MAX)
-				return cli_usage_error("worker", "queue name is longer than %d bytes", PGC_QUEUE_NAME_MAX);
-			if (pgc_name_check("queue name", optarg, PGC_QUEUE_NAME_MAX, &nerr) != PGC_OK)
-				return cli_usage_error("worker", "--queue: %s", nerr.message);
-			if (nq == PGC_WORKER_QUEUES_MAX)
-				return cli_usage_error("worker", "at most %d queues", PGC_WORKER_QUEUES_MAX);
-			queues[nq++] = optarg;
-			break;
-		case 'c':
-			if (!cli_parse_int(optarg, 1, 1024, &v))
-				return cli_usage_error("worker", "--concurrency must be an integer from 1 to 1024, not \"%s\"", optarg);
-			o.concurrency = (int)v;
-			break;
-		case O_PREFETCH:
-			if (!cli_parse_int(optarg, 0, 100000, &v))
-				return cli_usage_error("worker", "--prefetch must be an integer from 0 to 100000, not \"%s\"", optarg);
-			o.prefetch = (int)v;
-			break;
-		case O_NO_LISTEN: o.listen = false; break;
-		case O_ONCE: o.once = true; break;
-		case O_CONNECTIONS:
-			if (!cli_parse_int(optarg, 1, 16, &v))
-				return cli_usage_error("worker", "--connections must be an integer from 1 to 16, not \"%s\"", optarg);
-			nconn = (int)v;
-			break;
-		case O_VACUUM:
-			if (!cli_parse_int(optarg, 0, 1000000000, &v))
-				return cli_usage_error("worker", "--vacuum-threshold must be a number of dead tuples, not \"%s\"", optarg);
-			o.vacuum_dead_tuples = (long)v;
-			break;
-		case O_DBWAIT:
-			if (!cli_dbwait_opt("worker", optarg, &dbwait_ms, &urc))
-				return urc;
-			break;
-		case O_SCHEMA:
-			if (*optarg == '\0')
-				return cli_usage_error("worker", "--schema must not be empty");
-			o.schema = optarg;
-			break;
-		case O_METRICS:
-			if (!web_parse_listen(optarg, &maddr, &maddrlen, &mloop))
-				return cli_usage_error("worker", "--metrics: \"%s\" is not ADDR:PORT (an IPv4 address, "
-				                       "localhost, or [IPv6], and a port 0-65535)", optarg);
-			metrics_at = optarg;
-			break;
-		case O_TIMEOUT: dur = &ctx.timeout_ms; name = "--timeout"; break;
-		case O_GRACE: dur = &grace; name = "--grace"; break;
-		case O_LEASE: dur = &o.lease_ms; name = "--lease"; break;
-		case O_POLL: dur = &o.poll_ms; name = "--poll"; break;
-		case O_ONCE_WAIT: dur = &once_wait; name = "--once-wait"; break;
-		case O_RETRY_DELAY: dur = &ctx.retry_delay_ms; name = "--retry-delay"; break;
-		case O_BACKOFF: dur = &o.backoff.base_ms; name = "--backoff"; break;
-		case O_BACKOFF_MAX: dur = &o.backoff.max_ms; name = "--backoff-max"; break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return cli_getopt_error("worker", ch, argv);
-		}
-		if (dur != NULL) {
-			pgc_error e;
-			if (pgc_duration_parse(optarg, dur, &e) != PGC_OK)
-				return cli_usage_error("worker", "%s: %s", name, e.message);
-		}
-	}
+	const cli_opt opts[] = {
+		CLI_OPT('q', "queue", CLI_OPT_CALL, &ql, "Q", "queue to take jobs from (repeat for more)",
+		        .call = opt_queue),
+		CLI_OPT('c', "concurrency", CLI_OPT_INT, &concurrency, "K", "commands at once (default 4)",
+		        .min = 1, .max = 1024),
+		CLI_OPT(0, "connections", CLI_OPT_INT, &nconn_ll, "N",
+		        "database connections sharing the K slots (default 1;\n"
+		        "more use more server cores for short jobs)", .min = 1, .max = 16),
+		CLI_OPT(0, "prefetch", CLI_OPT_INT, &prefetch, "N",
+		        "jobs claimed ahead beyond K (default 0; more for\nshort jobs: bigger batches)",
+		        .min = 0, .max = 100000),
+		CLI_OPT(0, "timeout", CLI_OPT_DURATION, &ctx.timeout_ms, "D",
+		        "kill a command's process group after D (default none)", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "grace", CLI_OPT_DURATION, &grace, "D",
+		        "on stop, wait D for running commands (default 30s),\n"
+		        "then kill them and return their jobs to pending;\n"
+		        "a cancelled job's command: SIGKILL D after SIGTERM", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "lease", CLI_OPT_DURATION, &o.lease_ms, "D", "job lease, renewed every D/3 (default 30s)",
+		        .min = 100, .max = INT64_MAX),
+		CLI_OPT(0, "poll", CLI_OPT_DURATION, &o.poll_ms, "D", "fallback poll interval (default 2s)",
+		        .min = 1, .max = INT64_MAX),
+		CLI_OPT(0, "retry-delay", CLI_OPT_DURATION, &ctx.retry_delay_ms, "D",
+		        "delay after exit 75 (default 10s)", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "backoff", CLI_OPT_DURATION, &o.backoff.base_ms, "D",
+		        "first retry delay after a failure, doubling (1s)", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "backoff-max", CLI_OPT_DURATION, &o.backoff.max_ms, "D",
+		        "longest retry delay (default 1h)", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "no-listen", CLI_OPT_BOOL, &no_listen, NULL, "poll instead of LISTEN/NOTIFY"),
+		CLI_OPT(0, "once", CLI_OPT_BOOL, &o.once, NULL,
+		        "drain the queues, then exit 0: wait for the running\n"
+		        "jobs, the starts a rate allows, and jobs due within\n"
+		        "--once-wait; then say what is left and why"),
+		CLI_OPT(0, "once-wait", CLI_OPT_DURATION, &once_wait, "D",
+		        "with --once, wait for jobs scheduled (run_at, a\n"
+		        "retry's backoff) up to D ahead (default 0: none)", .min = 0, .max = INT64_MAX),
+		CLI_OPT(0, "vacuum-threshold", CLI_OPT_INT, &vacuum, "N",
+		        "vacuum the jobs table when it has N dead tuples\n"
+		        "(default 20000; 0: leave it to autovacuum)", .min = 0, .max = 1000000000),
+		CLI_OPT(0, "wait-for-db", CLI_OPT_CALL, &dbwait_ms, "D",
+		        "if the database is not reachable at start, retry until\n"
+		        "it is (or for at most D, then exit 69); default: 69",
+		        .call = opt_dbwait, .flags = CLI_OPT_OPTIONAL),
+		CLI_OPT(0, "metrics", CLI_OPT_CALL, &ma, "ADDR:PORT",
+		        "serve Prometheus metrics of its jobs on\n"
+		        "http://ADDR:PORT/metrics (port 0: a free one)", .call = opt_metrics),
+		CLI_OPT(0, "schema", CLI_OPT_CALL, &o.schema, "NAME", "pgcoord schema (default: pgcoord)",
+		        .call = opt_schema),
+		CLI_OPT('h', "help", CLI_OPT_HELP, NULL, NULL, "show this help and exit"),
+		CLI_OPT_TABLE_END,
+	};
+	worker_opts = opts;
+	cli_opt_usage_set(usage);
+	int first, prc;
+	if ((prc = cli_opt_parse_ex("worker", opts, CLI_PARSE_STOP_AT_OPERAND, argc, argv, &first)) != 0)
+		return prc < 0 ? 0 : prc;
+	optind = first;
+	size_t nq = ql.n;
+	o.concurrency = (int)concurrency;
+	o.prefetch = (int)prefetch;
+	o.vacuum_dead_tuples = (long)vacuum;
+	if (no_listen)
+		o.listen = false;
+	int nconn = (int)nconn_ll;
+	const char *metrics_at = ma.text;
 	if (nq == 0)
 		return cli_usage_error("worker", "at least one --queue is required");
 	if (optind < argc && strcmp(argv[optind], "--") == 0)
 		optind++;
 	if (optind >= argc)
 		return cli_usage_error("worker", "no COMMAND given (pgcoord worker --queue Q -- COMMAND)");
-	if (o.lease_ms < 100)
-		return cli_usage_error("worker", "--lease must be at least 100ms");
-	if (o.poll_ms < 1)
-		return cli_usage_error("worker", "--poll must be at least 1ms");
 	if (once_wait >= 0 && !o.once)
 		return cli_usage_error("worker", "--once-wait is for --once");
 	if (once_wait >= 0)
@@ -441,7 +426,7 @@ int cmd_worker(int argc, char **argv)
 		worker_metrics_metrics_set_workers(metrics, ws, nconn);
 		unsigned mport = 0;
 		char why[WEB_START_REASON_MAX];
-		mserver = web_metrics_start(&maddr, &mport, worker_metrics_metrics_write, metrics, why);
+		mserver = web_metrics_start(&ma.addr, &mport, worker_metrics_metrics_write, metrics, why);
 		if (mserver == NULL) {
 			cli_errorf("worker: cannot listen on %s for --metrics: %s", metrics_at, why);
 			for (int i = 0; i < nconn; i++)
@@ -449,7 +434,7 @@ int cmd_worker(int argc, char **argv)
 			worker_metrics_metrics_free(metrics);
 			return EXIT_CONFIG;
 		}
-		if (!mloop)
+		if (!ma.loopback)
 			cli_errorf("warning: --metrics listens on %s: whoever reaches it reads the worker's counters",
 			           metrics_at);
 		if (!g_cli.quiet)

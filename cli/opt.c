@@ -43,8 +43,8 @@ static int store(const char *cmd, const cli_opt *o, const char *value, bool *see
 		return 0;
 	case CLI_OPT_INT:
 		if (!cli_parse_int(value, o->min, o->max, (long long *)o->dest))
-			return cli_usage_error(cmd, "%s: \"%s\" is not a number from %lld to %lld", name,
-			                       cli_esc(value), o->min, o->max);
+			return cli_usage_error(cmd, "%s must be an integer from %lld to %lld, not \"%s\"", name,
+			                       o->min, o->max, cli_esc(value));
 		return 0;
 	case CLI_OPT_DURATION:
 		if (!cli_duration_opt(cmd, name, value, o->min, o->max, (int64_t *)o->dest, &rc))
@@ -61,19 +61,29 @@ static int store(const char *cmd, const cli_opt *o, const char *value, bool *see
 
 int cli_opt_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, int *first)
 {
+	return cli_opt_parse_ex(cmd, opts, 0, argc, argv, first);
+}
+
+int cli_opt_parse_ex(const char *cmd, const cli_opt *opts, unsigned how, int argc, char **argv,
+                     int *first)
+{
 	struct option longopts[OPTS_MAX + 1];
 	char shortopts[2 * OPTS_MAX + 2];
 	bool seen[OPTS_MAX];
 	size_t n = 0, nl = 0, ns = 0;
+	/* "+": stop at the first operand (a COMMAND whose options are its own). */
+	if (how & CLI_PARSE_STOP_AT_OPERAND)
+		shortopts[ns++] = '+';
 	shortopts[ns++] = ':';
 	for (; opts[n].type != CLI_OPT_END; n++) {
 		const cli_opt *o = &opts[n];
 		if (n == OPTS_MAX)
 			abort(); /* a table this long is a programming error */
 		bool has_arg = o->type != CLI_OPT_BOOL && o->type != CLI_OPT_HELP;
+		int arg = !has_arg ? no_argument
+		          : (o->flags & CLI_OPT_OPTIONAL) ? optional_argument : required_argument;
 		if (o->long_name != NULL)
-			longopts[nl++] = (struct option){ o->long_name, has_arg ? required_argument : no_argument,
-			                                  NULL, 256 + (int)n };
+			longopts[nl++] = (struct option){ o->long_name, arg, NULL, 256 + (int)n };
 		if (o->short_name != 0) {
 			shortopts[ns++] = o->short_name;
 			if (has_arg)
@@ -122,7 +132,8 @@ void cli_opt_help(FILE *f, const cli_opt *opts, int col)
 			len = snprintf(left, sizeof left, "      --%s", o->long_name);
 		if (o->value != NULL && len < (int)sizeof left)
 			len += snprintf(left + len, sizeof left - (size_t)len,
-			                o->long_name != NULL ? "=%s" : " %s", o->value);
+			                (o->flags & CLI_OPT_OPTIONAL) ? "[=%s]" : o->long_name != NULL ? "=%s" : " %s",
+			                o->value);
 		fputs(left, f);
 		const char *h = o->help != NULL ? o->help : "";
 		/* The help starts at col, or two spaces after a longer left part. */

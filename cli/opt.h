@@ -23,6 +23,8 @@ typedef enum cli_opt_type {
 #define CLI_OPT_CLEARS 0x1u /* BOOL: sets false (--no-reconnect) */
 #define CLI_OPT_ONCE 0x2u   /* given twice is a usage error */
 #define CLI_OPT_HIDDEN 0x4u /* parsed, not shown in --help */
+#define CLI_OPT_OPTIONAL 0x8u /* the value is optional (--wait-for-db[=D]): NULL when left out;
+                                 only CALL options take this */
 
 typedef struct cli_opt {
 	char short_name;       /* 0: none */
@@ -47,6 +49,11 @@ typedef struct cli_opt {
  * (the help is printed, the caller exits 0); on a bad option or value returns the exit status
  * (64), the error and the hint printed. */
 int cli_opt_parse(const char *cmd, const cli_opt *opts, int argc, char **argv, int *first);
+
+/* As cli_opt_parse, with CLI_PARSE_* flags. */
+#define CLI_PARSE_STOP_AT_OPERAND 0x1u /* options end at the first operand (COMMAND [ARGS]) */
+int cli_opt_parse_ex(const char *cmd, const cli_opt *opts, unsigned how, int argc, char **argv,
+                     int *first);
 
 /* Prints the "Options:" lines of opts: "  -f, --file=FILE" and the help from column col. */
 void cli_opt_help(FILE *f, const cli_opt *opts, int col);

@@ -74,6 +74,39 @@ static void opt__refusals(void)
 	T_ASSERT_INT_EQ(parse(&v, 2, value_on_flag, &first), 64);
 }
 
+static int call_opt(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	(void)cmd;
+	(void)opt;
+	*(const char **)dest = value != NULL ? value : "(none)";
+	return 0;
+}
+
+/* A COMMAND's own options stay its own; an optional value is NULL when left out. */
+static void opt__stop_at_operand_and_optional(void)
+{
+	const char *q = NULL, *wait = NULL;
+	long long c = 0;
+	const cli_opt opts[] = {
+		CLI_OPT('q', "queue", CLI_OPT_STR, &q, "Q", "queue"),
+		CLI_OPT('c', "concurrency", CLI_OPT_INT, &c, "K", "at once", .min = 1, .max = 9),
+		CLI_OPT(0, "wait", CLI_OPT_CALL, &wait, "D", "wait", .call = call_opt, .flags = CLI_OPT_OPTIONAL),
+		CLI_OPT_TABLE_END,
+	};
+	char *argv[] = { "t", "-q", "a", "-c", "4", "--wait", "cmd", "-c", "x", NULL };
+	int first;
+	optind = 0;
+	T_ASSERT_INT_EQ(cli_opt_parse_ex("t", opts, CLI_PARSE_STOP_AT_OPERAND, 9, argv, &first), 0);
+	T_ASSERT_STR_EQ(q, "a");
+	T_ASSERT_INT_EQ(c, 4);
+	T_ASSERT_STR_EQ(wait, "(none)");
+	T_ASSERT_STR_EQ(argv[first], "cmd");
+	char *argv2[] = { "t", "--wait=5s", NULL };
+	optind = 0;
+	T_ASSERT_INT_EQ(cli_opt_parse_ex("t", opts, CLI_PARSE_STOP_AT_OPERAND, 2, argv2, &first), 0);
+	T_ASSERT_STR_EQ(wait, "5s");
+}
+
 static void opt__help_layout(void)
 {
 	static bool b;
@@ -102,6 +135,7 @@ int main(int argc, char **argv)
 	static const t_case cases[] = {
 		{ "opt__spellings", opt__spellings },
 		{ "opt__refusals", opt__refusals },
+		{ "opt__stop_at_operand_and_optional", opt__stop_at_operand_and_optional },
 		{ "opt__help_layout", opt__help_layout },
 		{ NULL, NULL },
 	};
