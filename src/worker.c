@@ -150,6 +150,22 @@ static void held_remove(pgc_worker *w, wjob *j)
 
 /* ---- handler threads ---------------------------------------------------------------------- */
 
+/* A handler's output as the server takes it: cut to its buffer, and every byte that is not
+ * part of valid UTF-8 replaced with '?', so that one handler's bytes cannot fail the
+ * completion batch of the others. */
+static void output_sanitize(char *s, size_t size)
+{
+	s[size - 1] = '\0';
+	unsigned char *p = (unsigned char *)s;
+	while (*p) {
+		size_t n = pgc__utf8_len(p);
+		if (n == 0)
+			*p++ = '?';
+		else
+			p += n;
+	}
+}
+
 static void *handler_main(void *arg)
 {
 	pgc_worker *w = arg;
@@ -170,8 +186,10 @@ static void *handler_main(void *arg)
 
 		memset(&j->result, 0, sizeof j->result);
 		j->result.outcome = PGC_JOB_COMPLETE;
+		j->result.exit_status = -1;
 		if (!atomic_load(&j->lost))
 			w->handler(&j->job, &j->result, w->handler_arg);
+		output_sanitize(j->result.output, sizeof j->result.output);
 
 		pthread_mutex_lock(&w->mu);
 		w->n_running--;
@@ -413,8 +431,8 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		} else {
 			bool dead = false;
 			j->result.error[sizeof j->result.error - 1] = '\0';
-			rc = pgc_queue_fail(w->q, j->job.id, j->job.token, j->result.error, &w->o.backoff,
-			                    &dead, err);
+			rc = pgc__queue_fail_run(w->q, j->job.id, j->job.token, j->result.error, j->result.exit_status,
+			                         j->result.output, &w->o.backoff, &dead, err);
 			if (rc == PGC_ESQL && strncmp(err->sqlstate, "22", 2) == 0) {
 				/* The server refused the text itself (not valid in its encoding): record the
 				 * failure anyway, or the job would stay running under our heartbeats. */
@@ -616,7 +634,7 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
 		n_done++;
-	pgc__sb cia = { 0 }, cta = { 0 }, hia = { 0 }, hta = { 0 };
+	pgc__sb cia = { 0 }, cta = { 0 }, cea = { 0 }, coa = { 0 }, hia = { 0 }, hta = { 0 };
 	int64_t *cids = NULL, *hb_ids = NULL;
 	size_t n_hb = 0;
 	pgc__batch *b = NULL;
@@ -631,6 +649,30 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 		}
 		pgc__sb_int_array(&cia, n_done, cids);
 		pgc__sb_int_array(&cta, n_done, cids + n_done);
+		/* What the commands ended with, only when a handler said (most say nothing). */
+		bool said = false;
+		for (wjob *j = *done; j; j = j->next)
+			said |= j->result.exit_status >= 0 || j->result.output[0] != '\0';
+		if (said) {
+			const char **outs = malloc(n_done * sizeof *outs);
+			if (outs == NULL) {
+				free(cids);
+				pgc__sb_free(&cia);
+				pgc__sb_free(&cta);
+				return pgc__err(err, PGC_ENOMEM, "out of memory");
+			}
+			k = 0;
+			pgc__sb_putc(&cea, '{');
+			for (wjob *j = *done; j; j = j->next, k++) {
+				char num[16];
+				snprintf(num, sizeof num, "%s%d", k ? "," : "", j->result.exit_status);
+				pgc__sb_puts(&cea, j->result.exit_status >= 0 ? num : k ? ",NULL" : "NULL");
+				outs[k] = j->result.output;
+			}
+			pgc__sb_putc(&cea, '}');
+			pgc__sb_text_array(&coa, n_done, outs);
+			free(outs);
+		}
 	}
 	if (do_hb && !heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
 		do_hb = false;
@@ -674,18 +716,18 @@ static int round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool cl
 
 	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
-	if (cia.oom || cta.oom || hia.oom || hta.oom || (b = pgc__batch_new(w->conn)) == NULL) {
+	if (cia.oom || cta.oom || cea.oom || coa.oom || hia.oom || hta.oom || (b = pgc__batch_new(w->conn)) == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto out;
 	}
 	/* The parameters stay valid until the batch has run. */
 	char lease[24], maxs[64][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
-	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
+	const char *cv[4] = { cia.buf, cta.buf, cea.buf, coa.buf }, *hv[3] = { hia.buf, hta.buf, lease };
 	const char *qv[64][4];
 	int i_done = 0, i_hb = 0, i_claim[64], i_flow[64], i_promote[64], added = 0;
 	if (n_done > 0)
-		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
+		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 4, cv);
 	if (do_hb)
 		added |= i_hb = pgc__queue_batch_add(w->q, b, QS_HEARTBEAT, 3, hv);
 	for (size_t c = 0; c < n_claims; c++) {
@@ -750,6 +792,8 @@ out:
 	pgc__batch_free(b);
 	pgc__sb_free(&cia);
 	pgc__sb_free(&cta);
+	pgc__sb_free(&cea);
+	pgc__sb_free(&coa);
 	pgc__sb_free(&hia);
 	pgc__sb_free(&hta);
 	free(cids);
