@@ -24,3 +24,24 @@ ALTER TABLE @S@.job_history
     ADD COLUMN output      text CONSTRAINT job_history_output_bounded CHECK (octet_length(output) <= 1024);
 
 CREATE INDEX cron_ticks_age ON @S@.cron_ticks (tick_at);
+
+-- A worker role granted its rights before this migration (pgcoord init --worker-role) may
+-- update a job's last_error: it gets the two new columns too, or its failures would be
+-- refused until init --worker-role ran again. Names come from the catalog, quoted by regclass
+-- and regrole; the table is found from the settings row's, so that no name is pasted.
+DO $pgc$
+DECLARE
+    jobs regclass;
+    r regrole;
+BEGIN
+    SELECT c.oid INTO jobs FROM pg_catalog.pg_class c
+     WHERE c.relname = 'jobs' AND c.relnamespace = (SELECT q.relnamespace FROM pg_catalog.pg_class q
+                                                     WHERE q.oid = (SELECT s.tableoid FROM @S@.queue_settings s LIMIT 1));
+    FOR r IN SELECT DISTINCT x.grantee::regrole FROM pg_catalog.pg_attribute a, aclexplode(a.attacl) x
+              WHERE a.attrelid = jobs AND a.attname = 'last_error' AND x.privilege_type = 'UPDATE'
+                AND x.grantee <> 0
+    LOOP
+        EXECUTE format('GRANT UPDATE (exit_status, output) ON TABLE %s TO %s', jobs, r);
+    END LOOP;
+END
+$pgc$;
