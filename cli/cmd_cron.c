@@ -47,7 +47,8 @@ static void usage(FILE *f)
 	      "  trigger NAME         enqueue one job now (next tick unchanged)\n"
 	      "  remove NAME          remove the schedule and its history\n"
 	      "  history NAME [--limit N] [--json]\n"
-	      "                       the latest ticks and what became of them\n"
+	      "                       the run log: the latest ticks and what became of\n"
+	      "                       their jobs (status, exit status, duration, output)\n"
 	      "  sync FILE [--dry-run] [--allow-empty]\n"
 	      "                       make the schedules those of FILE, in one transaction\n"
 	      "  run [--batch N] [--lookahead D] [--once] [--wait-for-db[=D]] [-c N]\n"
@@ -491,7 +492,60 @@ static void json_time(const pgc_cron *c, int64_t us)
 		json_str(stdout, local_us(c, us, b, sizeof b));
 }
 
-static void info_json(const pgc_cron_info *x)
+/* ---- the run log ---------------------------------------------------------------------------- */
+
+/* What a run's job ended with, in one line: the last line of its error when it has one and did
+ * not succeed (a traceback's exception), else of its output; escaped, at most size - 1 bytes. */
+static const char *run_line(const pgc_cron_run *r, char *buf, size_t size)
+{
+	char last[PGC_JOB_ERROR_MAX];
+	bool err = r->error != NULL && strcmp(r->job_status, "succeeded") != 0;
+	cli_last_line(err ? r->error : r->output, last, sizeof last);
+	return cli_escape(last, buf, size);
+}
+
+/* The job part of a run as JSON members (after others): job_status, attempts, exit_status,
+ * duration_ms, error, output. */
+static void run_json_members(const pgc_cron_run *r)
+{
+	fputs(",\"job_status\":", stdout);
+	json_str(stdout, r->job_status[0] ? r->job_status : NULL);
+	if (r->job_status[0] && strcmp(r->job_status, "gone") != 0)
+		printf(",\"attempts\":%d,\"max_attempts\":%d", r->attempts, r->max_attempts);
+	else
+		fputs(",\"attempts\":null,\"max_attempts\":null", stdout);
+	if (r->exit_status >= 0)
+		printf(",\"exit_status\":%d", r->exit_status);
+	else
+		fputs(",\"exit_status\":null", stdout);
+	if (r->duration_ms >= 0)
+		printf(",\"duration_ms\":%" PRId64, r->duration_ms);
+	else
+		fputs(",\"duration_ms\":null", stdout);
+	fputs(",\"error\":", stdout);
+	json_str(stdout, r->error);
+	fputs(",\"output\":", stdout);
+	json_str(stdout, r->output);
+}
+
+/* A run's job in words: "failed, exit 127, 12ms" (what is known of it). */
+static const char *run_words(const pgc_cron_run *r, char *buf, size_t size)
+{
+	if (r->job_status[0] == '\0')
+		return snprintf(buf, size, "-"), buf;
+	char d[PGC_DURATION_FORMAT_MAX], ex[24] = "", took[PGC_DURATION_FORMAT_MAX + 16] = "", retry[48] = "";
+	if (r->exit_status >= 0)
+		snprintf(ex, sizeof ex, ", exit %d", r->exit_status);
+	if (r->duration_ms >= 0)
+		snprintf(took, sizeof took, ", %s%s", cli_duration_str(r->duration_ms, d),
+		         strcmp(r->job_status, "running") == 0 ? " so far" : "");
+	if ((strcmp(r->job_status, "pending") == 0 || strcmp(r->job_status, "scheduled") == 0) && r->attempts > 0)
+		snprintf(retry, sizeof retry, " (retry after attempt %d of %d)", r->attempts, r->max_attempts);
+	snprintf(buf, size, "%s%s%s%s", r->job_status, retry, ex, took);
+	return buf;
+}
+
+static void info_json(const pgc_cron_info *x, const pgc_cron_run *last)
 {
 	pgc_cron *c = NULL;
 	pgc_error err;
@@ -528,6 +582,15 @@ static void info_json(const pgc_cron_info *x)
 	json_time(c, x->last_tick_us);
 	fputs(",\"last_outcome\":", stdout);
 	json_str(stdout, x->last_outcome);
+	/* The last run's job (the run log), or null when it has none. */
+	fputs(",\"last_job\":", stdout);
+	if (last != NULL && last->tick.job_id > 0) {
+		printf("{\"id\":%" PRId64, last->tick.job_id);
+		run_json_members(last);
+		putchar('}');
+	} else {
+		fputs("null", stdout);
+	}
 	fputs(",\"last_fired_at\":", stdout);
 	json_time(c, x->last_fired_us);
 	fputs(",\"last_success\":", stdout);
@@ -611,14 +674,35 @@ static int cron_list(int argc, char **argv)
 	if ((rc = open_conn(a.sub, &conn)) != 0)
 		return rc;
 	pgc_cron_info *xs;
-	size_t n;
+	size_t n, nr = 0;
 	pgc_error err;
+	pgc_cron_run *runs = NULL;
 	if (pgc_cron_list(conn, a.schema, show ? a.argv[0] : NULL, &xs, &n, &err) != PGC_OK) {
 		rc = report(a.sub, &err);
 		pgc_conn_close(conn);
 		return rc;
 	}
+	/* Each schedule's last run with its job (both lists are by name). */
+	if (!a.prometheus &&
+	    pgc_cron_runs(conn, a.schema, show ? a.argv[0] : NULL, 1, PGC_CRON_RUNS_COME, &runs, &nr, &err) != PGC_OK) {
+		rc = report(a.sub, &err);
+		pgc_cron_infos_free(xs, n);
+		pgc_conn_close(conn);
+		return rc;
+	}
 	pgc_conn_close(conn);
+	const pgc_cron_run **last = calloc(n ? n : 1, sizeof *last);
+	if (last == NULL) {
+		pgc_cron_runs_free(runs, nr);
+		pgc_cron_infos_free(xs, n);
+		return cli_errorf("out of memory"), EXIT_SOFTWARE;
+	}
+	for (size_t i = 0, k = 0; i < n && k < nr; i++) {
+		while (k < nr && strcmp(runs[k].schedule, xs[i].name) < 0)
+			k++;
+		if (k < nr && strcmp(runs[k].schedule, xs[i].name) == 0)
+			last[i] = &runs[k];
+	}
 	if (a.prometheus) {
 		cli_prom_cron(stdout, xs, n);
 	} else if (g_cli.json) {
@@ -627,7 +711,7 @@ static int cron_list(int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			if (i > 0)
 				putchar(',');
-			info_json(&xs[i]);
+			info_json(&xs[i], last[i]);
 		}
 		puts(show ? "" : "]}");
 	} else if (show) {
@@ -653,6 +737,12 @@ static int cron_list(int argc, char **argv)
 		printf("next run:       %s\n", x->paused ? "- (paused)" : local_us(c, x->next_tick_us, b, sizeof b));
 		printf("last run:       %s", local_us(c, x->last_tick_us, b, sizeof b));
 		printf("%s%s%s\n", x->last_outcome ? " (" : "", x->last_outcome ? x->last_outcome : "", x->last_outcome ? ")" : "");
+		if (last[0] != NULL && last[0]->tick.job_id > 0) {
+			char w[160], l[200];
+			printf("last job:       %" PRId64 " %s\n", last[0]->tick.job_id, run_words(last[0], w, sizeof w));
+			if (run_line(last[0], l, sizeof l)[0] != '\0')
+				printf("last output:    %s\n", l);
+		}
 		printf("last success:   %s\n", local_us(c, x->last_success_us, b, sizeof b));
 		printf("fired:          %" PRId64 "\nmissed:         %" PRId64 "\nskipped:        %" PRId64 "\n", x->fired,
 		       x->missed, x->skipped);
@@ -665,21 +755,30 @@ static int cron_list(int argc, char **argv)
 		if (!g_cli.quiet)
 			fprintf(stderr, "pgcoord: no schedules (add one with pgcoord cron add)\n");
 	} else {
-		printf("%-20s %-16s %-16s %-25s %-25s %-15s %6s %7s\n", "NAME", "SCHEDULE", "ZONE", "NEXT RUN", "LAST RUN",
-		       "OUTCOME", "MISSED", "SKIPPED");
+		printf("%-20s %-16s %-16s %-25s %-25s %-15s %-14s %6s %7s\n", "NAME", "SCHEDULE", "ZONE", "NEXT RUN",
+		       "LAST RUN", "OUTCOME", "JOB", "MISSED", "SKIPPED");
 		for (size_t i = 0; i < n; i++) {
 			const pgc_cron_info *x = &xs[i];
 			pgc_cron *c = NULL;
 			if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
 				c = NULL;
-			char nb[PGC_CRON_TIME_MAX], lb[PGC_CRON_TIME_MAX];
-			printf("%-20s %-16s %-16s %-25s %-25s %-15s %6" PRId64 " %7" PRId64 "\n", x->name, x->expr, x->tz,
-			       x->paused ? "paused" : local_us(c, x->next_tick_us, nb, sizeof nb),
-			       local_us(c, x->last_tick_us, lb, sizeof lb), x->last_outcome ? x->last_outcome : "-", x->missed,
-			       x->skipped);
+			char nb[PGC_CRON_TIME_MAX], lb[PGC_CRON_TIME_MAX], job[32] = "-";
+			/* The last run's job: its status, and its exit status when it has one. */
+			if (last[i] != NULL && last[i]->job_status[0] != '\0') {
+				if (last[i]->exit_status >= 0)
+					snprintf(job, sizeof job, "%s/%d", last[i]->job_status, last[i]->exit_status);
+				else
+					snprintf(job, sizeof job, "%s", last[i]->job_status);
+			}
+			printf("%-20s %-16s %-16s %-25s %-25s %-15s %-14s %6" PRId64 " %7" PRId64 "\n", x->name, x->expr,
+			       x->tz, x->paused ? "paused" : local_us(c, x->next_tick_us, nb, sizeof nb),
+			       local_us(c, x->last_tick_us, lb, sizeof lb), x->last_outcome ? x->last_outcome : "-", job,
+			       x->missed, x->skipped);
 			pgc_cron_free(c);
 		}
 	}
+	free(last);
+	pgc_cron_runs_free(runs, nr);
 	pgc_cron_infos_free(xs, n);
 	return 0;
 }
@@ -741,9 +840,10 @@ static int cron_history(int argc, char **argv)
 	pgc_error err;
 	pgc_cron_info *xs = NULL;
 	size_t nx = 0, n = 0;
-	pgc_cron_tick *t = NULL;
+	pgc_cron_run *t = NULL;
+	/* The ticks with their jobs: the run log. */
 	if (pgc_cron_list(conn, a.schema, a.argv[0], &xs, &nx, &err) != PGC_OK ||
-	    pgc_cron_history(conn, a.schema, a.argv[0], (int)a.limit, &t, &n, &err) != PGC_OK) {
+	    pgc_cron_runs(conn, a.schema, a.argv[0], (int)a.limit, 0, &t, &n, &err) != PGC_OK) {
 		rc = report(a.sub, &err);
 		pgc_cron_infos_free(xs, nx);
 		pgc_conn_close(conn);
@@ -757,36 +857,44 @@ static int cron_history(int argc, char **argv)
 	if (g_cli.json)
 		fputs("{\"schedule\":", stdout), json_str(stdout, xs[0].name), fputs(",\"ticks\":[", stdout);
 	else if (n > 0)
-		printf("%-25s %-25s %-15s %5s %s\n", "TICK", "FIRED AT", "OUTCOME", "TICKS", "JOB");
+		printf("%-25s %-25s %-15s %5s %-10s %-10s %4s %8s %s\n", "TICK", "FIRED AT", "OUTCOME", "TICKS", "JOB",
+		       "STATUS", "EXIT", "TOOK", "OUTPUT");
 	for (size_t i = 0; i < n; i++) {
+		const pgc_cron_tick *k = &t[i].tick;
 		if (g_cli.json) {
 			fputs(i ? ",{\"tick\":" : "{\"tick\":", stdout);
-			json_time(c, t[i].tick_us);
+			json_time(c, k->tick_us);
 			fputs(",\"fired_at\":", stdout);
-			json_time(c, t[i].fired_us);
+			json_time(c, k->fired_us);
 			fputs(",\"outcome\":", stdout);
-			json_str(stdout, t[i].outcome);
-			printf(",\"ticks\":%d,\"job_id\":", t[i].ticks);
-			if (t[i].job_id > 0)
-				printf("%" PRId64 "}", t[i].job_id);
+			json_str(stdout, k->outcome);
+			printf(",\"ticks\":%d,\"job_id\":", k->ticks);
+			if (k->job_id > 0)
+				printf("%" PRId64, k->job_id);
 			else
-				fputs("null}", stdout);
+				fputs("null", stdout);
+			run_json_members(&t[i]);
+			putchar('}');
 		} else {
-			char job[24] = "-";
-			if (t[i].job_id > 0)
-				snprintf(job, sizeof job, "%" PRId64, t[i].job_id);
-			printf("%-25s %-25s %-15s %5d %s\n", local_us(c, t[i].tick_us, b1, sizeof b1),
-			       local_us(c, t[i].fired_us, b2, sizeof b2), t[i].outcome, t[i].ticks, job);
+			char job[24] = "-", ex[16] = "-", took[PGC_DURATION_FORMAT_MAX] = "-", line[120];
+			if (k->job_id > 0)
+				snprintf(job, sizeof job, "%" PRId64, k->job_id);
+			if (t[i].exit_status >= 0)
+				snprintf(ex, sizeof ex, "%d", t[i].exit_status);
+			if (t[i].duration_ms >= 0)
+				cli_duration_str(t[i].duration_ms, took);
+			printf("%-25s %-25s %-15s %5d %-10s %-10s %4s %8s %s\n", local_us(c, k->tick_us, b1, sizeof b1),
+			       local_us(c, k->fired_us, b2, sizeof b2), k->outcome, k->ticks, job,
+			       t[i].job_status[0] ? t[i].job_status : "-", ex, took, run_line(&t[i], line, sizeof line));
 		}
 	}
 	if (g_cli.json)
 		puts("]}");
 	pgc_cron_free(c);
-	free(t);
+	pgc_cron_runs_free(t, n);
 	pgc_cron_infos_free(xs, nx);
 	return 0;
 }
-
 
 /* ---- sync ------------------------------------------------------------------------------------ */
 

@@ -30,8 +30,10 @@ static void usage(FILE *f)
 	      "                       counts by status, oldest pending job, last-minute\n"
 	      "                       throughput, dead tuples and the xmin horizon\n"
 	      "  list [QUEUE] [--status S] [--limit N]\n"
-	      "                       jobs, newest first (default limit 50)\n"
-	      "  show ID              one job with its payload and error history\n"
+	      "                       jobs, newest first (default limit 50), with the last\n"
+	      "                       line of each one's error\n"
+	      "  show ID              one job with its payload and error history, its\n"
+	      "                       command's exit status and output, why it waits\n"
 	      "  retry ID             run a failed or cancelled job again\n"
 	      "  retry --all QUEUE [--status S] [--older-than D] [--key-prefix P]\n"
 	      "          [--batch-size N] [--yes]\n"
@@ -861,7 +863,7 @@ static int do_stats(int argc, char **argv)
 
 /* ---- list and show -------------------------------------------------------------------------- */
 
-static void print_info_json(const pgc_job_info *j)
+static void print_info_json(const pgc_job_info *j, const pgc_job_wait *w)
 {
 	printf("{\"id\":%lld,\"queue\":", (long long)j->id);
 	json_str(stdout, j->queue);
@@ -877,6 +879,25 @@ static void print_info_json(const pgc_job_info *j)
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 		printf(",\"%s\":", keys[i]);
 		json_str(stdout, vals[i]);
+	}
+	char last[PGC_JOB_ERROR_MAX];
+	fputs(",\"error_line\":", stdout);
+	json_str(stdout, j->last_error != NULL ? cli_last_line(j->last_error, last, sizeof last) : NULL);
+	fputs(",\"exit_status\":", stdout);
+	if (j->exit_status >= 0)
+		printf("%d", j->exit_status);
+	else
+		fputs("null", stdout);
+	fputs(",\"duration_ms\":", stdout);
+	if (j->duration_ms >= 0)
+		printf("%lld", (long long)j->duration_ms);
+	else
+		fputs("null", stdout);
+	fputs(",\"output\":", stdout);
+	json_str(stdout, j->output);
+	if (w != NULL) {
+		fputs(",\"wait\":", stdout);
+		cli_job_wait_json(stdout, w);
 	}
 	/* errors and payload are JSON already. */
 	printf(",\"errors\":%s,\"payload\":%s}\n", j->errors ? j->errors : "[]", j->payload ? j->payload : "null");
@@ -910,13 +931,14 @@ static int do_list(int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			const pgc_job_info *j = list[i];
 			if (g_cli.json) {
-				print_info_json(j);
+				print_info_json(j, NULL);
 				continue;
 			}
 			char att[24];
 			snprintf(att, sizeof att, "%d/%d", j->attempts, j->max_attempts);
-			char errl[61], when[CLI_TIME_MAX];
-			cli_escape(j->last_error, errl, sizeof errl);
+			/* The error's last line: a traceback's exception, not its first line. */
+			char last[PGC_JOB_ERROR_MAX], errl[61], when[CLI_TIME_MAX];
+			cli_escape(cli_last_line(j->last_error, last, sizeof last), errl, sizeof errl);
 			cli_fmt_time(j->run_at, when, sizeof when);
 			printf("%-10lld %-16s %-10s %5d %8s %-20s %s\n", (long long)j->id, cli_esc(j->queue),
 			       j->status, j->priority, att, when, errl);
@@ -942,12 +964,19 @@ static int do_show(int argc, char **argv)
 	if ((rc = open_queue("show", a.schema, &conn, &q)) != 0)
 		return rc;
 	pgc_job_info *j;
+	pgc_job_wait w;
 	pgc_error err;
+	/* Why it waits: the library's one answer, which the dashboard gives too. */
 	if (pgc_queue_show(q, id, &j, &err) != PGC_OK) {
 		rc = cli_report(&err);
+	} else if (pgc_queue_job_wait(q, id, &w, &err) != PGC_OK && err.code != PGC_ENOTFOUND) {
+		rc = cli_report(&err);
+		pgc_free(j);
 	} else {
+		if (err.code == PGC_ENOTFOUND) /* gone between the two reads */
+			memset(&w, 0, sizeof w);
 		if (g_cli.json) {
-			print_info_json(j);
+			print_info_json(j, &w);
 		} else {
 			/* One label form, "name:" padded to one column; timestamps as everywhere. */
 			printf("%-14s%lld\n%-14s%s\n%-14s%s%s\n%-14s%d\n%-14s%d of %d\n", "id:",
@@ -955,19 +984,28 @@ static int do_show(int argc, char **argv)
 			       j->aged ? " (aged: runs ahead of newer work)" : "", "priority:", j->priority,
 			       "attempts:", j->attempts, j->max_attempts);
 			printf("%-14s%d of %d\n", "deferrals:", j->deferrals, j->max_deferrals);
+			if (w.reason[0] != '\0')
+				printf("%-14s%s\n", "why waiting:", cli_esc(w.reason));
+			if (j->exit_status >= 0)
+				printf("%-14s%d\n", "exit status:", j->exit_status);
+			if (j->duration_ms >= 0) {
+				char d[PGC_DURATION_FORMAT_MAX];
+				printf("%-14s%s%s\n", "duration:", cli_duration_str(j->duration_ms, d),
+				       strcmp(j->status, "running") == 0 ? " so far" : "");
+			}
 			const char *keys[] = { "run_at:", "created_at:", "started_at:", "finished_at:",
 			                       "lease_until:", "worker:", "unique_key:", "key:", "waiting:",
-			                       "last_error:", "errors:", "payload:" };
+			                       "last_error:", "output:", "errors:", "payload:" };
 			const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at,
 			                       j->lease_until, j->worker, j->unique_key, j->key, j->held,
-			                       j->last_error, j->errors, j->payload };
+			                       j->last_error, j->output, j->errors, j->payload };
 			for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 				char t[8192];
 				if (vals[i] == NULL)
 					continue;
 				/* errors and payload are JSON text, escaped already and as long as they are. */
 				printf("%-14s%s\n", keys[i], i < 5    ? cli_fmt_time(vals[i], t, sizeof t)
-				                              : i < 10 ? cli_escape(vals[i], t, sizeof t)
+				                              : i < 11 ? cli_escape(vals[i], t, sizeof t)
 				                                       : vals[i]);
 			}
 		}

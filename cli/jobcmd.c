@@ -3,7 +3,8 @@
  * The payload goes to the command's stdin (a memfd, so a payload of any size never blocks),
  * the job's id, queue and attempt go to its environment. Exit 0 completes the job, 75 asks for
  * a retry later, anything else fails it (retried with backoff until max_attempts); the tail of
- * its stderr becomes the error text. Each command runs in its own process group (cli/child.c)
+ * its stderr becomes the error text, and with its exit status goes to the run log (whatever
+ * the outcome). Each command runs in its own process group (cli/child.c)
  * and the whole group is killed when the job times out or its lease is lost, and when the job
  * is cancelled (then with the worker's --grace between SIGTERM and SIGKILL), and what is left
  * of it is killed when the command exits. The caller starts the guard (cli_child_guard_start)
@@ -174,6 +175,7 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 		res->outcome = PGC_JOB_FAIL;
 		snprintf(res->error, sizeof res->error, "%s: %s", argv[0],
 		         src == EXIT_NOTFOUND ? "command not found (exit 127)" : "cannot execute (exit 126)");
+		res->exit_status = src == EXIT_NOTFOUND ? EXIT_NOTFOUND : 126;
 		goto out;
 	}
 	int pidfd = (int)syscall(SYS_pidfd_open, c.pid, 0);
@@ -220,6 +222,10 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	tail_lines(&t, last, sizeof last);
 	utf8_sanitize(last);
 	int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	/* For the run log: the status as a shell gives it, and the end of the output. */
+	res->exit_status = WIFEXITED(status) ? code : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+	tail_lines(&t, res->output, sizeof res->output);
+	utf8_sanitize(res->output);
 	if (timed_out) {
 		res->outcome = PGC_JOB_FAIL;
 		char d[PGC_DURATION_FORMAT_MAX];

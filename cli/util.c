@@ -277,6 +277,48 @@ const char *cli_esc(const char *s)
 	return cli_escape(s, ring[next++ % 16], sizeof ring[0]);
 }
 
+const char *cli_last_line(const char *s, char *buf, size_t size)
+{
+	if (size == 0)
+		return buf;
+	buf[0] = '\0';
+	if (s == NULL)
+		return buf;
+	size_t end = strlen(s);
+	for (;;) {
+		while (end > 0 && (s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == ' ' || s[end - 1] == '\t'))
+			end--;
+		if (end == 0)
+			return buf;
+		size_t start = end;
+		while (start > 0 && s[start - 1] != '\n')
+			start--;
+		size_t n = end - start;
+		if (n > 0) {
+			if (n >= size) {
+				/* Cut on a character boundary. */
+				n = size - 1;
+				while (n > 0 && ((unsigned char)s[start + n] & 0xc0) == 0x80)
+					n--;
+			}
+			memcpy(buf, s + start, n);
+			buf[n] = '\0';
+			return buf;
+		}
+		end = start;
+	}
+}
+
+void cli_job_wait_json(FILE *f, const pgc_job_wait *w)
+{
+	fprintf(f, "{\"live\":%s,\"running\":%s,\"scheduled\":%s,\"run_in_s\":%.3f,\"paused\":%s,"
+	        "\"ahead\":%ld,\"workers\":%ld,\"free_slots\":%ld,\"reason\":",
+	        w->live ? "true" : "false", w->running ? "true" : "false", w->scheduled ? "true" : "false", w->run_in_s,
+	        w->paused ? "true" : "false", w->ahead, w->workers, w->free_slots);
+	json_str(f, w->reason[0] ? w->reason : NULL);
+	fputc('}', f);
+}
+
 const char *cli_fmt_time_us(int64_t us, char *buf, size_t size)
 {
 	if (us == 0) {

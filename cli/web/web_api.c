@@ -164,6 +164,22 @@ static void job_json(FILE *f, const web_server *srv, const pgc_job_info *j, bool
 		fprintf(f, ",\"%s\":", keys[i]);
 		json_str(f, vals[i]);
 	}
+	/* A failure's last line (a traceback's exception) for the lists; the whole in last_error. */
+	char last[PGC_JOB_ERROR_MAX];
+	fputs(",\"error_line\":", f);
+	json_str(f, j->last_error != NULL ? cli_last_line(j->last_error, last, sizeof last) : NULL);
+	if (j->exit_status >= 0)
+		fprintf(f, ",\"exit_status\":%d", j->exit_status);
+	else
+		fputs(",\"exit_status\":null", f);
+	if (j->duration_ms >= 0)
+		fprintf(f, ",\"duration_ms\":%" PRId64, j->duration_ms);
+	else
+		fputs(",\"duration_ms\":null", f);
+	if (full) {
+		fputs(",\"output\":", f);
+		json_str(f, j->output);
+	}
 	size_t bytes = j->payload ? strlen(j->payload) : 0;
 	fprintf(f, ",\"payload_bytes\":%zu,\"payload_hidden\":%s", bytes, srv->hide_payloads ? "true" : "false");
 	if (full) {
@@ -375,12 +391,9 @@ static void api_job(web_req *r, web_resp *out, web_slot *s, int64_t id, pgc_erro
 	FILE *f = out->f;
 	fputs("{\"job\":", f);
 	job_json(f, r->srv, j, true);
-	fprintf(f, ",\"wait\":{\"live\":%s,\"running\":%s,\"scheduled\":%s,\"run_in_s\":%.3f,\"paused\":%s,"
-	        "\"ahead\":%ld,\"workers\":%ld,\"free_slots\":%ld,\"reason\":",
-	        w.live ? "true" : "false", w.running ? "true" : "false", w.scheduled ? "true" : "false", w.run_in_s,
-	        w.paused ? "true" : "false", w.ahead, w.workers, w.free_slots);
-	json_str(f, w.reason[0] ? w.reason : NULL);
-	fputs("}}\n", f);
+	fputs(",\"wait\":", f);
+	cli_job_wait_json(f, &w);
+	fputs("}\n", f);
 	pgc_free(j);
 	out->status = 200;
 }

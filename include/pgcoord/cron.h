@@ -334,6 +334,41 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_cron_history(pgc_conn *conn, const char *schema
                                               int limit, pgc_cron_tick **out, size_t *n,
                                               pgc_error *err);
 
+/* One tick of the run log: the tick and what became of its job, read from the queue (the tick
+ * is joined to its job by id; nothing is copied). */
+typedef struct pgc_cron_run {
+	char *schedule;      /* the schedule's name */
+	pgc_cron_tick tick;
+	/* The job as the queue knows it now: "waiting", "scheduled", "pending", "running",
+	 * "succeeded", "failed" (for good: the dead letter), "cancelled"; "gone" when its row is
+	 * no longer kept (the history's retention, pgc_queue_config, or a purge); "" when the
+	 * tick has no job (skipped, missed). A pending or scheduled job with attempts > 0 is
+	 * waiting to be retried after a failed attempt, whose error and exit status these are. */
+	char job_status[16];
+	int attempts, max_attempts;
+	int exit_status;     /* of the last attempt's command; -1 for none */
+	int64_t duration_ms; /* the last attempt's, or the running one's so far; -1 unknown */
+	char *error;         /* the job's last error text (as long as it is), or NULL */
+	char *output;        /* the end of its command's standard error, or NULL */
+} pgc_cron_run;
+
+/* Flags of pgc_cron_runs(). */
+#define PGC_CRON_RUNS_COME 0x01u /* only ticks that have come (not those fired ahead) */
+
+/* The run log: the latest limit (1..PGC_CRON_TICKS_KEPT) ticks of the schedule called name,
+ * or of every schedule (name NULL; by name), newest first, with their jobs, into *out (free
+ * with pgc_cron_runs_free) and *n. With limit 1 and PGC_CRON_RUNS_COME: each schedule's last
+ * run. The log is bounded twice: a schedule keeps its PGC_CRON_TICKS_KEPT newest ticks, and
+ * the scheduler (pgc_cron_fire_due) deletes ticks older than the longer of the queue's two
+ * history retentions (pgc_queue_config: 7 days by default) whose jobs are not live; the jobs'
+ * history rows go after those retentions (the reaper).
+ * Errors: PGC_EUSAGE, PGC_ENOTFOUND (name given and no such schedule), PGC_ENOSCHEMA,
+ * PGC_ENOMEM, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_cron_runs(pgc_conn *conn, const char *schema, const char *name, int limit,
+                                           unsigned int flags, pgc_cron_run **out, size_t *n,
+                                           pgc_error *err);
+PGC_EXTERN void pgc_cron_runs_free(pgc_cron_run *runs, size_t n);
+
 /* What one pgc_cron_fire_due() did. */
 typedef struct pgc_cron_fire_result {
 	int schedules;       /* due schedules this call locked */

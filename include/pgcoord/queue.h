@@ -441,6 +441,13 @@ typedef struct pgc_job_info {
 	                        rate-limited until T", "queue Q is paused"; for a waiting job
 	                        "waiting for job N" (its lowest live dependency) and ", and M more";
 	                        NULL otherwise */
+	/* The last attempt's end, for the run log (migration 015): the exit status of the
+	 * command a worker ran (-1: none or not a command), the end of its standard error (at
+	 * most PGC_JOB_OUTPUT_MAX - 1 bytes, or NULL), and how long it took in ms (finished:
+	 * started_at to finished_at; running: so far; -1 otherwise). */
+	int exit_status;
+	const char *output;
+	int64_t duration_ms;
 } pgc_job_info;
 
 /* One job by id (live first, then history). *out is freed with pgc_free.
@@ -711,11 +718,19 @@ typedef enum pgc_job_outcome {
 } pgc_job_outcome;
 
 #define PGC_JOB_ERROR_MAX 2048
+#define PGC_JOB_OUTPUT_MAX 1024
 
+/* Filled by the handler; the worker allocates it (new fields are added at the end). */
 typedef struct pgc_job_result {
 	pgc_job_outcome outcome; /* preset to PGC_JOB_COMPLETE */
 	int64_t delay_ms;        /* for PGC_JOB_RETRY_LATER */
 	char error[PGC_JOB_ERROR_MAX]; /* for PGC_JOB_FAIL */
+	/* For the run log, recorded with a completion or a failure (pgc_job_info): the exit
+	 * status of the command the handler ran (preset to -1: none; 128 + N for signal N) and
+	 * the end of its output, valid UTF-8 (preset to ""; the worker cuts it at
+	 * PGC_JOB_OUTPUT_MAX - 1 bytes). */
+	int exit_status;
+	char output[PGC_JOB_OUTPUT_MAX];
 } pgc_job_result;
 
 /* Runs one job. Called on one of the worker's threads; must be thread-safe with itself. */

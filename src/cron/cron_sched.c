@@ -690,6 +690,97 @@ int pgc_cron_history(pgc_conn *conn, const char *schema, const char *name, int l
 	return PGC_OK;
 }
 
+/* The job of a tick (aliased t) as the queue knows it: live, else its history row. */
+#define RUN_JOB \
+	" LEFT JOIN LATERAL (SELECT x.status, x.attempts, x.max_attempts, x.exit_status," \
+	"  CASE WHEN x.status = 'running' THEN round(extract(epoch FROM clock_timestamp() - x.started_at) * 1000)::int8 END AS ms," \
+	"  x.last_error, x.output FROM @S@.jobs x WHERE x.id = t.job_id" \
+	" UNION ALL SELECT h.status, h.attempts, h.max_attempts, h.exit_status," \
+	"  round(extract(epoch FROM h.finished_at - h.started_at) * 1000)::int8, h.last_error, h.output" \
+	"  FROM @S@.job_history h WHERE h.id = t.job_id LIMIT 1) j ON true"
+
+int pgc_cron_runs(pgc_conn *conn, const char *schema, const char *name, int limit, unsigned int flags,
+                  pgc_cron_run **out, size_t *n, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (out == NULL || n == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_runs: out and n must not be NULL");
+	*out = NULL;
+	*n = 0;
+	if (limit < 1 || limit > PGC_CRON_TICKS_KEPT)
+		return pgc__err(err, PGC_EUSAGE, "limit must be 1 to %d, not %d", PGC_CRON_TICKS_KEPT, limit);
+	if ((flags & ~PGC_CRON_RUNS_COME) != 0)
+		return pgc__err(err, PGC_EUSAGE, "pgc_cron_runs: unknown flags 0x%x", flags);
+	int rc = name != NULL ? check_name(name, err) : PGC_OK;
+	if (rc != PGC_OK)
+		return rc;
+	ctx c;
+	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_runs", err)) != PGC_OK)
+		return rc;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *v[3] = { name, lim, (flags & PGC_CRON_RUNS_COME) ? "t" : "f" };
+	PGresult *r = run(&c, "SELECT s.name, " US("t.tick_at") ", " US("t.fired_at") ", t.outcome, t.ticks, t.job_id,"
+	                  " CASE WHEN t.job_id IS NOT NULL THEN coalesce(j.status, 'gone') END, j.attempts, j.max_attempts,"
+	                  " j.exit_status, j.ms, j.last_error, j.output"
+	                  " FROM @S@.cron_schedules s"
+	                  " LEFT JOIN LATERAL (SELECT * FROM @S@.cron_ticks k WHERE k.schedule = s.name"
+	                  "  AND (NOT $3::boolean OR k.tick_at <= now()) ORDER BY k.tick_at DESC LIMIT $2::int) t ON true"
+	                  RUN_JOB
+	                  " WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name, t.tick_at DESC", 3, v, &rc, err);
+	if (rc == PGC_OK && name != NULL && PQntuples(r) == 0)
+		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
+	size_t rows = 0;
+	pgc_cron_run *a = NULL;
+	if (rc == PGC_OK) {
+		a = calloc((size_t)PQntuples(r) + 1, sizeof *a);
+		if (a == NULL)
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	for (int i = 0; rc == PGC_OK && i < PQntuples(r); i++) {
+		if (PQgetisnull(r, i, 3))
+			continue; /* a schedule with no ticks yet */
+		pgc_cron_run *x = &a[rows++];
+		x->schedule = dup_or_null(r, i, 0);
+		x->tick.tick_us = get_i64(r, i, 1);
+		x->tick.fired_us = get_i64(r, i, 2);
+		snprintf(x->tick.outcome, sizeof x->tick.outcome, "%s", PQgetvalue(r, i, 3));
+		x->tick.ticks = (int)get_i64(r, i, 4);
+		x->tick.job_id = get_i64(r, i, 5);
+		snprintf(x->job_status, sizeof x->job_status, "%s", PQgetvalue(r, i, 6));
+		x->attempts = (int)get_i64(r, i, 7);
+		x->max_attempts = (int)get_i64(r, i, 8);
+		x->exit_status = PQgetisnull(r, i, 9) ? -1 : (int)get_i64(r, i, 9);
+		x->duration_ms = PQgetisnull(r, i, 10) ? -1 : get_i64(r, i, 10);
+		x->error = dup_or_null(r, i, 11);
+		x->output = dup_or_null(r, i, 12);
+		if (x->schedule == NULL || (x->error == NULL && !PQgetisnull(r, i, 11)) ||
+		    (x->output == NULL && !PQgetisnull(r, i, 12)))
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	PQclear(r);
+	ctx_end(&c);
+	if (rc != PGC_OK) {
+		pgc_cron_runs_free(a, rows);
+		return rc;
+	}
+	*out = a;
+	*n = rows;
+	return PGC_OK;
+}
+
+void pgc_cron_runs_free(pgc_cron_run *runs, size_t n)
+{
+	if (runs == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(runs[i].schedule);
+		free(runs[i].error);
+		free(runs[i].output);
+	}
+	free(runs);
+}
+
 int pgc_cron_command(pgc_conn *conn, const char *schema, const char *name, char ***argv_out, pgc_error *err)
 {
 	pgc_error_clear(err);
@@ -998,6 +1089,16 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 			else if (fresh)
 				out->skipped++;
 		}
+		PQclear(r);
+		r = NULL;
+		/* The run log's time bound (migration 015): ticks older than the longer history
+		 * retention, whose jobs are not live, go a thousand at a time as ticks fire. */
+		if (rc == PGC_OK)
+			r = run(&c, "DELETE FROM @S@.cron_ticks WHERE ctid = ANY (ARRAY("
+			        "SELECT k.ctid FROM @S@.cron_ticks k WHERE k.tick_at < now() -"
+			        " (SELECT greatest(s.succeeded_retention, s.failed_retention) FROM @S@.queue_settings s)"
+			        " AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.id = k.job_id)"
+			        " ORDER BY k.tick_at LIMIT 1000 FOR UPDATE SKIP LOCKED))", 0, NULL, &rc, err);
 		PQclear(r);
 		r = NULL;
 	}

@@ -52,10 +52,14 @@ static const char *const templates[QS_COUNT] = {
 	" RETURNING j.*),"
 	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
+	"  deferrals, max_deferrals, key, has_dependents, exit_status, output)"
 	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
 	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key,"
-	"  has_dependents FROM done"
+	"  has_dependents,"
+	/* $3 and $4 (NULL, or one element per job, in the order of $1): what a command ended
+	 * with (migration 015). */
+	"  ($3::int[])[array_position($1::bigint[], id)],"
+	"  nullif(($4::text[])[array_position($1::bigint[], id)], '') FROM done"
 	/* A job others wait for keeps its row whatever the retention: the row resolves them
 	 * (migration 012), and the reaper prunes it later. */
 	" WHERE has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
@@ -75,14 +79,15 @@ static const char *const templates[QS_COUNT] = {
 	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
 	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
 	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
+	"  deferrals, max_deferrals, key, has_dependents, exit_status, output)"
 	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
 	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
+	"  deferrals, max_deferrals, key, has_dependents, $6::int, nullif($7::text, '') FROM dead),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
 	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
+	"  exit_status = $6::int, output = nullif($7::text, ''),"
 	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
 	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
 	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
@@ -766,8 +771,8 @@ int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const in
 	int rc = id_token_arrays(n, ids, tokens, &ia, &ta, err);
 	if (rc != PGC_OK)
 		return rc;
-	const char *v[2] = { ia.buf, ta.buf };
-	PGresult *res = run_end(q, QS_COMPLETE, 2, v, &rc, err);
+	const char *v[4] = { ia.buf, ta.buf, NULL, NULL };
+	PGresult *res = run_end(q, QS_COMPLETE, 4, v, &rc, err);
 	pgc__sb_free(&ia);
 	pgc__sb_free(&ta);
 	if (res == NULL)
@@ -795,6 +800,12 @@ int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token, pgc_error *err)
 int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_text,
                    const pgc_backoff *backoff, bool *dead, pgc_error *err)
 {
+	return pgc__queue_fail_run(q, id, token, error_text, -1, NULL, backoff, dead, err);
+}
+
+int pgc__queue_fail_run(pgc_queue *q, int64_t id, int64_t token, const char *error_text, int exit_status,
+                        const char *output, const pgc_backoff *backoff, bool *dead, pgc_error *err)
+{
 	pgc_error_clear(err);
 	if (dead != NULL)
 		*dead = false;
@@ -810,9 +821,12 @@ int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_te
 	snprintf(toks, sizeof toks, "%lld", (long long)token);
 	snprintf(base, sizeof base, "%lld", (long long)backoff->base_ms);
 	snprintf(maxb, sizeof maxb, "%lld", (long long)backoff->max_ms);
-	const char *v[5] = { ids, toks, error_text ? error_text : "", base, maxb };
+	char ex[16];
+	snprintf(ex, sizeof ex, "%d", exit_status);
+	const char *v[7] = { ids, toks, error_text ? error_text : "", base, maxb, exit_status >= 0 ? ex : NULL,
+	                     output };
 	int rc;
-	PGresult *res = run_end(q, QS_FAIL, 5, v, &rc, err);
+	PGresult *res = run_end(q, QS_FAIL, 7, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	long d = atol(PQgetvalue(res, 0, 0)), again = atol(PQgetvalue(res, 0, 1));

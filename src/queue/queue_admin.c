@@ -799,7 +799,7 @@ int pgc_queue_stats(pgc_queue *q, const char *queue, pgc_queue_stat **stats, siz
 /* Columns: id queue status priority aged attempts max_attempts run_at created_at started_at
  * finished_at lease_until worker last_error errors unique_key payload deferrals
  * max_deferrals key held. */
-#define INFO_COLS 21
+#define INFO_COLS 24
 
 pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 {
@@ -814,7 +814,8 @@ pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 	                                  &info->run_at, &info->created_at, &info->started_at,
 	                                  &info->finished_at, &info->lease_until, &info->worker,
 	                                  &info->last_error, &info->errors, &info->unique_key,
-	                                  &info->payload, NULL, NULL, &info->key, &info->held };
+	                                  &info->payload, NULL, NULL, &info->key, &info->held, NULL,
+	                                  &info->output, NULL };
 	for (int c = 0; c < INFO_COLS; c++) {
 		if (slots[c] == NULL || PQgetisnull(res, r, c))
 			continue;
@@ -830,23 +831,29 @@ pgc_job_info *pgc__queue_info_from_row(PGresult *res, int r)
 	info->max_attempts = atoi(PQgetvalue(res, r, 6));
 	info->deferrals = atoi(PQgetvalue(res, r, 17));
 	info->max_deferrals = atoi(PQgetvalue(res, r, 18));
+	info->exit_status = PQgetisnull(res, r, 21) ? -1 : atoi(PQgetvalue(res, r, 21));
+	info->duration_ms = PQgetisnull(res, r, 23) ? -1 : atoll(PQgetvalue(res, r, 23));
 	return info;
 }
 
 #define TS(x) "to_json(" x ")#>>'{}'"
+/* Milliseconds from a to b, NULL when either is (a job cancelled before it started). */
+#define MS_SINCE(a, b) "round(extract(epoch FROM " b " - " a ") * 1000)::int8"
 const char pgc__queue_info_select[] =
 	"SELECT * FROM ("
 	" SELECT id, queue, status, priority, eff_priority > 32767 AS aged, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", NULL::text AS finished_at,"
 	"  " TS("lease_until") ", worker, last_error, errors::text, unique_key, payload::text,"
 	"  deferrals, max_deferrals, key,"
-	"  " PGC__QUEUE_HELD_SQL("x")
+	"  " PGC__QUEUE_HELD_SQL("x") ", exit_status, output,"
+	"  CASE WHEN status = 'running' THEN " MS_SINCE("started_at", "clock_timestamp()") " END"
 	" FROM @S@.jobs x WHERE %s"
 	" UNION ALL"
 	" SELECT id, queue, status, priority, false, attempts, max_attempts,"
 	"  " TS("run_at") ", " TS("created_at") ", " TS("started_at") ", " TS("finished_at") ","
 	"  NULL, worker, last_error, errors::text, unique_key, payload::text,"
-	"  deferrals, max_deferrals, key, NULL"
+	"  deferrals, max_deferrals, key, NULL, exit_status, output,"
+	"  " MS_SINCE("started_at", "finished_at")
 	" FROM @S@.job_history WHERE %s) x ORDER BY id DESC LIMIT %s";
 
 int pgc_queue_show(pgc_queue *q, int64_t id, pgc_job_info **out, pgc_error *err)

@@ -64,6 +64,11 @@ PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals,
                          pgc_error *err);
 
 /* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
+/* pgc_queue_fail with what a command ended with (migration 015): its exit status (< 0: none)
+ * and the tail of its output (NULL or "": none; at most 1023 bytes). */
+int pgc__queue_fail_run(pgc_queue *q, int64_t id, int64_t token, const char *error_text, int exit_status,
+                        const char *output, const pgc_backoff *backoff, bool *dead, pgc_error *err);
+
 int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals);
 
 /* Whether a session behind what pgc_conn_pooler() found keeps its server session (no pooler,

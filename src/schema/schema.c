@@ -210,7 +210,7 @@ static const char *const worker_grants[] = {
 	"GRANT SELECT ON @S@.queue_settings, @S@.queues TO @R@",
 	"GRANT SELECT, DELETE ON @S@.jobs TO @R@",
 	("GRANT UPDATE (status, attempts, token, lease_until, worker, started_at, last_error, errors,"
-	 " eff_priority, run_at, deferrals) ON @S@.jobs TO @R@"),
+	 " eff_priority, run_at, deferrals, exit_status, output) ON @S@.jobs TO @R@"),
 	"GRANT INSERT, DELETE ON @S@.job_history TO @R@",
 	"GRANT SELECT (id, queue, status, finished_at) ON @S@.job_history TO @R@",
 	"GRANT SELECT, INSERT, UPDATE, DELETE ON @S@.workers TO @R@",

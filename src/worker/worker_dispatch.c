@@ -23,6 +23,22 @@ static void wake(pgc_worker *w)
 
 /* ---- handler threads ---------------------------------------------------------------------- */
 
+/* A handler's output as the server takes it: cut to its buffer, and every byte that is not
+ * part of valid UTF-8 replaced with '?', so that one handler's bytes cannot fail the
+ * completion batch of the others. */
+static void output_sanitize(char *s, size_t size)
+{
+	s[size - 1] = '\0';
+	unsigned char *p = (unsigned char *)s;
+	while (*p) {
+		size_t n = pgc__utf8_len(p);
+		if (n == 0)
+			*p++ = '?';
+		else
+			p += n;
+	}
+}
+
 void *pgc__worker_handler_main(void *arg)
 {
 	pgc_worker *w = arg;
@@ -43,8 +59,10 @@ void *pgc__worker_handler_main(void *arg)
 
 		memset(&j->result, 0, sizeof j->result);
 		j->result.outcome = PGC_JOB_COMPLETE;
+		j->result.exit_status = -1;
 		if (!atomic_load(&j->lost))
 			w->handler(&j->job, &j->result, w->handler_arg);
+		output_sanitize(j->result.output, sizeof j->result.output);
 
 		pthread_mutex_lock(&w->mu);
 		w->n_running--;
@@ -200,8 +218,9 @@ static int settle_others(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
 		} else {
 			bool dead = false;
 			j->result.error[sizeof j->result.error - 1] = '\0';
-			rc = pgc_queue_fail(w->q, j->job.id, j->job.token, j->result.error, &w->o.backoff,
-			                    &dead, err);
+			rc = pgc__queue_fail_run(w->q, j->job.id, j->job.token, j->result.error,
+			                         j->result.exit_status, j->result.output, &w->o.backoff,
+			                         &dead, err);
 			if (rc == PGC_ESQL && strncmp(err->sqlstate, "22", 2) == 0) {
 				/* The server refused the text itself (not valid in its encoding): record the
 				 * failure anyway, or the job would stay running under our heartbeats. */

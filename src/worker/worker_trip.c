@@ -80,7 +80,7 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
 		n_done++;
-	pgc__sb cia = { 0 }, cta = { 0 }, hia = { 0 }, hta = { 0 };
+	pgc__sb cia = { 0 }, cta = { 0 }, cea = { 0 }, coa = { 0 }, hia = { 0 }, hta = { 0 };
 	int64_t *cids = NULL, *hb_ids = NULL;
 	size_t n_hb = 0;
 	pgc__batch *b = NULL;
@@ -95,6 +95,32 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 		}
 		pgc__sb_int_array(&cia, n_done, cids);
 		pgc__sb_int_array(&cta, n_done, cids + n_done);
+		/* What the commands ended with, only when a handler said (most say nothing). */
+		bool said = false;
+		for (wjob *j = *done; j; j = j->next)
+			said |= j->result.exit_status >= 0 || j->result.output[0] != '\0';
+		if (said) {
+			const char **outs = malloc(n_done * sizeof *outs);
+			if (outs == NULL) {
+				free(cids);
+				pgc__sb_free(&cia);
+				pgc__sb_free(&cta);
+	pgc__sb_free(&cea);
+	pgc__sb_free(&coa);
+				return pgc__err(err, PGC_ENOMEM, "out of memory");
+			}
+			k = 0;
+			pgc__sb_putc(&cea, '{');
+			for (wjob *j = *done; j; j = j->next, k++) {
+				char num[16];
+				snprintf(num, sizeof num, "%s%d", k ? "," : "", j->result.exit_status);
+				pgc__sb_puts(&cea, j->result.exit_status >= 0 ? num : k ? ",NULL" : "NULL");
+				outs[k] = j->result.output;
+			}
+			pgc__sb_putc(&cea, '}');
+			pgc__sb_text_array(&coa, n_done, outs);
+			free(outs);
+		}
 	}
 	if (do_hb && !pgc__worker_heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
 		do_hb = false;
@@ -139,20 +165,21 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 
 	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
-	if (cia.oom || cta.oom || hia.oom || hta.oom || (b = pgc__batch_new(w->conn)) == NULL) {
+	if (cia.oom || cta.oom || cea.oom || coa.oom || hia.oom || hta.oom ||
+	    (b = pgc__batch_new(w->conn)) == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto out;
 	}
 	/* The parameters stay valid until the batch has run. */
 	char lease[24], maxs[PGC_WORKER_QUEUES_MAX][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
-	const char *cv[2] = { cia.buf, cta.buf }, *hv[3] = { hia.buf, hta.buf, lease };
+	const char *cv[4] = { cia.buf, cta.buf, cea.buf, coa.buf }, *hv[3] = { hia.buf, hta.buf, lease };
 	const char *qv[PGC_WORKER_QUEUES_MAX][4];
 	int i_done = 0, i_hb = 0, added = 0;
 	int i_claim[PGC_WORKER_QUEUES_MAX], i_flow[PGC_WORKER_QUEUES_MAX],
 	    i_promote[PGC_WORKER_QUEUES_MAX];
 	if (n_done > 0)
-		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 2, cv);
+		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 4, cv);
 	if (do_hb)
 		added |= i_hb = pgc__queue_batch_add(w->q, b, QS_HEARTBEAT, 3, hv);
 	for (size_t c = 0; c < n_claims; c++) {
@@ -219,6 +246,8 @@ out:
 	pgc__batch_free(b);
 	pgc__sb_free(&cia);
 	pgc__sb_free(&cta);
+	pgc__sb_free(&cea);
+	pgc__sb_free(&coa);
 	pgc__sb_free(&hia);
 	pgc__sb_free(&hta);
 	free(cids);

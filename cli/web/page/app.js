@@ -296,7 +296,7 @@ function jobRow(j) {
     td(j.queue, 'wrap'), td(badge(j.status, j.status === 'failed' ? 'error' : j.status === 'succeeded' ? 'ok' : j.status === 'running' ? 'info' : '')),
     td(j.attempts + '/' + j.max_attempts, 'num'), td(fmtTime(j.run_at)), td(j.key || '', 'mono wrap'),
     td(j.unique_key || '', 'mono wrap'),
-    td(j.last_error || '', 'wrap error-text'),
+    td(j.error_line || '', 'wrap error-text'),
     td(j.payload_hidden ? h('span', { class: 'muted' }, j.payload_bytes + ' bytes, hidden') : (j.payload_preview || ''), 'mono wrap'));
 }
 
@@ -397,7 +397,9 @@ async function pageJob(main, params) {
     ['attempts', j.attempts + ' of ' + j.max_attempts], ['deferrals', j.deferrals + ' of ' + j.max_deferrals],
     ['run at', fmtTime(j.run_at)], ['created', fmtTime(j.created_at)], ['started', fmtTime(j.started_at)],
     ['finished', fmtTime(j.finished_at)], ['lease until', fmtTime(j.lease_until)], ['worker', j.worker || '-'],
-    ['concurrency key', j.key || '-'], ['unique key', j.unique_key || '-']];
+    ['concurrency key', j.key || '-'], ['unique key', j.unique_key || '-'],
+    ['exit status', j.exit_status === null || j.exit_status === undefined ? '-' : String(j.exit_status)],
+    ['duration', j.duration_ms === null || j.duration_ms === undefined ? '-' : fmtDur(j.duration_ms / 1000)]];
   if (w.reason) kv.unshift(['why waiting', w.reason]);
   const acts = [];
   if (state.config && state.config.actions) {
@@ -407,6 +409,7 @@ async function pageJob(main, params) {
   put(main, h('h2', {}, 'Job ' + j.id), h('div', { class: 'actions' }, acts), out,
     h('div', { class: 'card' }, h('dl', { class: 'kv' }, kv.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]))),
     h('h3', {}, 'Last error'), h('pre', {}, j.last_error || '(none)'),
+    h('h3', {}, 'Output (the end of its standard error)'), h('pre', {}, j.output || '(none)'),
     h('h3', {}, 'Error history'), table(['attempt#', 'error'], (j.errors || []).map(e => h('tr', {}, td(e.attempt, 'num'), td(e.error, 'wrap'))), 'no errors'),
     h('h3', {}, 'Payload'), j.payload_hidden ? h('p', { class: 'muted' }, j.payload_bytes + ' bytes, hidden (--hide-payloads)') : h('pre', {}, JSON.stringify(j.payload, null, 2)));
 }
