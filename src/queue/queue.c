@@ -49,20 +49,16 @@ static const char *const templates[QS_COUNT] = {
 	"WITH done AS ("
 	" DELETE FROM @S@.jobs j"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.*),"
-	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
-	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key,"
-	"  has_dependents FROM done"
+	" RETURNING j),"
+	" kept AS (INSERT INTO @S@.job_history SELECT h.* FROM done d,"
+	"  @S@.job_history_row(d.j, 'succeeded', NULL, (d.j).errors) h"
 	/* A job others wait for keeps its row whatever the retention: the row resolves them
-	 * (migration 012), and the reaper prunes it later. */
-	" WHERE has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
-	/* A keyed job's run ended: a row for the next claim of its key to fold (migration 010). */
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM done"
-	"  WHERE key IS NOT NULL)"
-	" SELECT id FROM done",
+	 * (job_ends_fold()), and the reaper prunes it later. */
+	" WHERE h.has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
+	/* A keyed job's run ended: a row for the next claim of its key to fold (claim_flow()). */
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM done d,"
+	"  @S@.job_key_ended((d.j).queue, (d.j).key) e)"
+	" SELECT (j).id FROM done",
 
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
@@ -72,20 +68,16 @@ static const char *const templates[QS_COUNT] = {
 	" FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d"
-	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
-	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
-	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
+	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d),"
+	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
+	"  @S@.job_history_row(x.d, 'failed', $3, @S@.push_error((x.d).errors, (x.d).attempts, $3)) h),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
 	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
 	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
 	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
@@ -95,21 +87,17 @@ static const char *const templates[QS_COUNT] = {
 	" SELECT id, queue, key, deferrals >= max_deferrals AS over FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
-	"  RETURNING d.*, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
+	"  RETURNING d, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
 	" and asked again: failed' AS why),"
-	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, why,"
-	"  @S@.push_error(errors, attempts, why), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
+	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
+	"  @S@.job_history_row(x.d, 'failed', x.why, @S@.push_error((x.d).errors, (x.d).attempts, x.why)) h),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
 	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
 	"  eff_priority = u.priority,"
 	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
 	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_HEARTBEAT] =
@@ -128,7 +116,7 @@ static const char *const templates[QS_COUNT] = {
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.queue, j.key),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM r WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM r, @S@.job_key_ended(r.queue, r.key) e)"
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 

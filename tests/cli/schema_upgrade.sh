@@ -52,7 +52,7 @@ run 0 "$PG" init --schema "$fresh"
 
 # Every function and trigger as in a fresh schema, the schema's name aside.
 defs() {
-	psql_q "SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') '
+	psql_q "SELECT replace(p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ', '$1', 'S')
 	               || md5(replace(pg_get_functiondef(p.oid), '$1', 'S'))
 	          FROM pg_proc p WHERE p.pronamespace = '$1'::regnamespace
 	        UNION ALL

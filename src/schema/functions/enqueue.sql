@@ -162,13 +162,10 @@ BEGIN
     END IF;
     IF doom IS NOT NULL THEN
         -- A dependency has already failed or been cancelled: the jobs end at once.
-        WITH gone AS (DELETE FROM @S@.jobs j WHERE j.id = ANY (ids) RETURNING j.*)
-        INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts, max_attempts,
-            worker, last_error, errors, unique_key, created_at, started_at, payload, deferrals,
-            max_deferrals, key, has_dependents)
-        SELECT g.id, g.queue, 'cancelled', g.priority, g.run_at, g.attempts, g.max_attempts,
-               g.worker, doom, g.errors, g.unique_key, g.created_at, g.started_at, g.payload,
-               g.deferrals, g.max_deferrals, g.key, g.has_dependents FROM gone g ORDER BY g.id;
+        WITH gone AS (DELETE FROM @S@.jobs j WHERE j.id = ANY (ids) RETURNING j)
+        INSERT INTO @S@.job_history
+        SELECT h.* FROM gone g, @S@.job_history_row(g.j, 'cancelled', doom, (g.j).errors) h
+         ORDER BY h.id;
     ELSIF cardinality(live) > 0 THEN
         INSERT INTO @S@.job_deps (dep, job, run_anyway)
         SELECT d, x, coalesce(p_run_anyway, false) FROM unnest(ids) x, unnest(live) d

@@ -59,14 +59,12 @@ BEGIN
                       WHERE r.st <> 'succeeded' AND NOT r.run_anyway ORDER BY r.job, r.dep),
              gone AS (DELETE FROM @S@.jobs j USING bad
                        WHERE j.id = bad.job AND j.status = 'waiting'
-                       RETURNING j.*, 'dependency ' || bad.dep
+                       RETURNING j, 'dependency ' || bad.dep
                                       || CASE WHEN bad.st = 'failed' THEN ' failed' ELSE ' was cancelled' END AS why),
-             hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,
-                          max_attempts, worker, last_error, errors, unique_key, created_at, started_at,
-                          payload, deferrals, max_deferrals, key, has_dependents)
-                      SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,
-                             why, errors, unique_key, created_at, started_at, payload, deferrals,
-                             max_deferrals, key, has_dependents FROM gone ORDER BY id
+             hist AS (INSERT INTO @S@.job_history
+                      SELECT h.* FROM gone x,
+                             @S@.job_history_row(x.j, 'cancelled', x.why, (x.j).errors) h
+                       ORDER BY h.id
                       RETURNING id)
         SELECT array_agg(id) INTO doomed FROM hist;
         IF doomed IS NOT NULL THEN
