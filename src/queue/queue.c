@@ -38,7 +38,7 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM picked))"
 	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key",
 
-	/* A flow queue's claim (migration 010): keys, rates, fair shares. Nothing for other queues,
+	/* A flow queue's claim (claim_flow()): keys, rates, fair shares. Nothing for other queues,
 	 * as the plain claim gives nothing for flow queues; it goes first in a batch, so that a
 	 * queue that turns into a flow queue between the two is claimed by one of them only. */
 	[QS_CLAIM_FLOW] =
@@ -130,7 +130,7 @@ static const char *const templates[QS_COUNT] = {
 	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
 
 	/* The next scheduled run_at, or the next start a rate allows to pending jobs, in ms
-	 * (migration 013: a function, so that its plan is made once per session). */
+	 * (next_run_ms(): a function, so that its plan is made once per session). */
 	[QS_NEXT_RUN] = "SELECT @S@.next_run_ms($1::text[])",
 };
 
@@ -159,7 +159,7 @@ PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals,
 
 /* A job's end (complete, fail) outside the caller's transaction, run again when it lost a
  * deadlock: it was its own transaction, so nothing of it happened. An enqueue with
- * dependencies locks the dependencies' rows in id order (migration 012), while a batch
+ * dependencies locks the dependencies' rows in id order (enqueue()), while a batch
  * completion deletes its rows in the order its plan reads them (a bitmap scan reads the heap's
  * order), so the two can wait for each other; the server breaks the cycle by aborting one.
  * Deleting in id order would remove the cycle at the price of a lock record per job on the
@@ -433,7 +433,7 @@ int pgc__queue_recode(int rc, pgc_error *err)
 {
 	if (rc != PGC_ESQL || err == NULL)
 		return rc;
-	/* The SQL functions of migration 012 say "not found" and "closed" with these. */
+	/* enqueue() and the group functions say "not found" and "closed" with these. */
 	if (strcmp(err->sqlstate, "P0002") == 0)
 		rc = PGC_ENOTFOUND;
 	else if (strcmp(err->sqlstate, "55000") == 0)
