@@ -10,7 +10,10 @@ static void usage(FILE *f)
 	      "\n"
 	      "Creates the pgcoord schema, or upgrades it by applying the migrations it lacks.\n"
 	      "Each migration runs in its own transaction under a transaction-scoped advisory\n"
-	      "lock, so any number of processes may run init at once.\n"
+	      "lock, so any number of processes may run init at once. Then re-creates each\n"
+	      "SQL function whose definition changed, and reports on stderr each migration\n"
+	      "whose recorded checksum differs from this pgcoord's (edited after it was\n"
+	      "applied): init cannot repair that, and still exits 0; pgcoord doctor says how.\n"
 	      "\n"
 	      "With --worker-role, also creates ROLE when missing (NOLOGIN unless --login) and\n"
 	      "grants it exactly what a queue worker needs on the schema: claim, heartbeat,\n"
@@ -76,6 +79,23 @@ int cmd_init(int argc, char **argv)
 		pgc_conn_close(conn);
 		return rc;
 	}
+	/* A migration edited after it was applied is reported, not repaired: the schema may differ
+	 * from a fresh one in what the edit changed, and only a person can tell how. */
+	pgc_schema_drift drift[16];
+	int ndrift = 0;
+	if (pgc_schema_check(conn, schema, drift, 16, &ndrift, &err) != PGC_OK) {
+		rc = cli_report(&err);
+		pgc_conn_close(conn);
+		return rc;
+	}
+	int shown = ndrift < 16 ? ndrift : 16;
+	for (int i = 0; i < shown; i++)
+		fprintf(stderr, "pgcoord: init: migration %03d_%s.sql was changed after schema %s applied it"
+		        " (recorded checksum %.12s, this pgcoord's %.12s): run pgcoord doctor\n",
+		        drift[i].version, drift[i].name, schema, drift[i].recorded, drift[i].shipped);
+	if (ndrift > shown)
+		fprintf(stderr, "pgcoord: init: %d more migrations were changed after they were applied\n",
+		        ndrift - shown);
 	bool created = false;
 	if (role != NULL) {
 		pgc_worker_role_options ro = PGC_WORKER_ROLE_OPTIONS_INIT;
@@ -90,7 +110,17 @@ int cmd_init(int argc, char **argv)
 	if (g_cli.json) {
 		fputs("{\"schema\":", stdout);
 		json_str(stdout, schema);
-		printf(",\"applied\":%d,\"version\":%d", applied, version);
+		printf(",\"applied\":%d,\"version\":%d,\"changed_migrations\":[", applied, version);
+		for (int i = 0; i < shown; i++) {
+			printf("%s{\"version\":%d,\"name\":", i ? "," : "", drift[i].version);
+			json_str(stdout, drift[i].name);
+			fputs(",\"recorded\":", stdout);
+			json_str(stdout, drift[i].recorded);
+			fputs(",\"shipped\":", stdout);
+			json_str(stdout, drift[i].shipped);
+			fputs("}", stdout);
+		}
+		fputs("]", stdout);
 		if (role != NULL) {
 			fputs(",\"worker_role\":", stdout);
 			json_str(stdout, role);

@@ -23,7 +23,11 @@ PGC_EXTERN int pgc_schema_latest(void);
 
 /* Creates the schema (when missing) and applies every migration newer than its current
  * version, each in its own transaction that first takes PGC_MIGRATION_LOCK_KEY. Safe to run
- * from many processes at once: each migration is applied exactly once. schema may be NULL for
+ * from many processes at once: each migration is applied exactly once. It records each
+ * migration's checksum (the baseline, for those applied before checksums were recorded), and
+ * (re)creates every SQL function whose definition differs from the one it last created, in
+ * the last migration's transaction or in one of its own under the same lock. A migration
+ * edited after it was applied is not an error here: see pgc_schema_check. schema may be NULL for
  * "pgcoord". applied (may be NULL) receives how many migrations this call applied; version
  * (may be NULL) the schema version afterwards. Must be called outside a transaction.
  * Errors: PGC_EUSAGE (empty or over-long schema name, a name with '$' or a control character,
@@ -31,6 +35,25 @@ PGC_EXTERN int pgc_schema_latest(void);
  * PGC_ESCHEMA_VERSION (the schema is newer than this library), PGC_ESQL, PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied,
                                              int *version, pgc_error *err);
+
+/* A migration whose text differs from the text the schema recorded when it applied it (the
+ * file was edited after it was applied there): the schema may lack, or hold, what the edit
+ * changed, and pgc_schema_init cannot repair that. */
+typedef struct pgc_schema_drift {
+	int version;       /* the migration's number */
+	const char *name;  /* its name in this library (static) */
+	const char *shipped; /* the SHA-256 of this library's text, in hex (static) */
+	char recorded[65]; /* the SHA-256 the schema recorded, in hex */
+} pgc_schema_drift;
+
+/* Compares the checksums schema (NULL for "pgcoord") recorded for its applied migrations with
+ * this library's. out receives the first max differing ones (out may be NULL when max is 0),
+ * in version order; count the number of differing ones. A migration applied before checksums
+ * were recorded counts as matching until pgc_schema_init records its baseline. Read-only.
+ * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_schema_check(pgc_conn *conn, const char *schema,
+                                              pgc_schema_drift *out, int max, int *count,
+                                              pgc_error *err);
 
 /* The installed version of schema (NULL for "pgcoord"): 0 when it is not installed.
  * Errors: PGC_EUSAGE, PGC_ESQL, PGC_ECONNLOST. */

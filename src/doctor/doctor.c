@@ -896,6 +896,36 @@ static void check_schema(doctor *d, const check *ck)
 	else
 		FINDING(d->out, ck->name, PGC_DOCTOR_OK, sv_s, "",
 		        "schema %s is at version %d, as this pgcoord expects", d->schema, sv);
+	if (sv == 0)
+		return;
+	/* A migration changed after it was applied here: the schema may lack what the change
+	 * added, and no init repairs it (functions are re-created; tables are not). */
+	pgc_schema_drift drift[8];
+	int n = 0;
+	if (pgc_schema_check(d->conn, d->schema, drift, 8, &n, &e) != PGC_OK) {
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "unknown",
+		        "grant this role SELECT on the schema's migrations table",
+		        "cannot read the migrations' checksums of schema %s: %s", d->schema, e.message);
+		return;
+	}
+	for (int i = 0; i < n && i < 8; i++) {
+		char fix[512];
+		snprintf(fix, sizeof fix,
+		         "compare schema %s with a fresh one (pg_dump --schema-only) for what"
+		         " src/schema/migrations/%03d_%s.sql does, repair the difference by hand, then"
+		         " record the shipped checksum: UPDATE %s.migrations SET checksum = '%s' WHERE"
+		         " version = %d", d->schema, drift[i].version, drift[i].name, d->schema,
+		         drift[i].shipped, drift[i].version);
+		char v[24];
+		snprintf(v, sizeof v, "%d", drift[i].version);
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, v, fix,
+		        "migration %03d_%s was changed after schema %s applied it: its recorded checksum"
+		        " %.12s is not this pgcoord's %.12s", drift[i].version, drift[i].name, d->schema,
+		        drift[i].recorded, drift[i].shipped);
+	}
+	if (n > 8)
+		FINDING(d->out, ck->name, PGC_DOCTOR_WARNING, "", "run doctor again after the fixes above",
+		        "%d more migrations of schema %s were changed after they were applied", n - 8, d->schema);
 }
 
 /* The cron schedules: stale (two ticks have come since the last success, or since it was

@@ -1,6 +1,6 @@
 /* lease.c - leases on the database clock, leader election and fencing tokens
  *
- * The decisions are made by SQL functions installed by migration 003 (lease_acquire,
+ * The decisions are made by SQL functions of src/schema/functions/ (lease_acquire,
  * lease_renew, lease_release, fence_next, fence_check), so that a holder written in any
  * language gets the same semantics; this file calls them with parameters, bounds every wait
  * and turns their answers into pgc codes.
@@ -194,7 +194,7 @@ static int acquire_once(call *c, const char *name, const char *holder, int64_t t
 	if (db_wait_ms != NULL)
 		*db_wait_ms = out->expires_at_us > now_us ? (out->expires_at_us - now_us + 999) / 1000 : 0;
 	double left = out->expires_at_us > now_us ? (out->expires_at_us - now_us) / 1e6 : 0;
-	if (out->token == 0) /* no row: held back after a promotion (migration 007) */
+	if (out->token == 0) /* no row: held back after a promotion (lease_acquire()) */
 		return pgc__err(e, PGC_EBUSY, "lease \"%.80s\" is held back for %.3f s more: the server was promoted, "
 		                "and a grant the old primary made may still be in use", name, left);
 	return pgc__err(e, PGC_EBUSY, "lease \"%.80s\" is held by %.80s (token %" PRId64 ") for %.3f s more",

@@ -38,7 +38,7 @@ static const char *const templates[QS_COUNT] = {
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM picked))"
 	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key",
 
-	/* A flow queue's claim (migration 010): keys, rates, fair shares. Nothing for other queues,
+	/* A flow queue's claim (claim_flow()): keys, rates, fair shares. Nothing for other queues,
 	 * as the plain claim gives nothing for flow queues; it goes first in a batch, so that a
 	 * queue that turns into a flow queue between the two is claimed by one of them only. */
 	[QS_CLAIM_FLOW] =
@@ -49,24 +49,20 @@ static const char *const templates[QS_COUNT] = {
 	"WITH done AS ("
 	" DELETE FROM @S@.jobs j"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.*),"
-	" kept AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents, exit_status, output)"
-	" SELECT id, queue, 'succeeded', priority, run_at, attempts, max_attempts, worker, NULL,"
-	"  errors, unique_key, created_at, started_at, payload, deferrals, max_deferrals, key,"
-	"  has_dependents,"
+	" RETURNING j),"
+	" kept AS (INSERT INTO @S@.job_history SELECT h.* FROM done d,"
 	/* $3 and $4 (NULL, or one element per job, in the order of $1): what a command ended
-	 * with (migration 015). */
-	"  ($3::int[])[array_position($1::bigint[], id)],"
-	"  nullif(($4::text[])[array_position($1::bigint[], id)], '') FROM done"
+	 * with (015_run_log.sql). */
+	"  @S@.job_history_row(d.j, 'succeeded', NULL, (d.j).errors,"
+	"   ($3::int[])[array_position($1::bigint[], (d.j).id)],"
+	"   nullif(($4::text[])[array_position($1::bigint[], (d.j).id)], '')) h"
 	/* A job others wait for keeps its row whatever the retention: the row resolves them
-	 * (migration 012), and the reaper prunes it later. */
-	" WHERE has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
-	/* A keyed job's run ended: a row for the next claim of its key to fold (migration 010). */
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM done"
-	"  WHERE key IS NOT NULL)"
-	" SELECT id FROM done",
+	 * (job_ends_fold()), and the reaper prunes it later. */
+	" WHERE h.has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
+	/* A keyed job's run ended: a row for the next claim of its key to fold (claim_flow()). */
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM done d,"
+	"  @S@.job_key_ended((d.j).queue, (d.j).key) e)"
+	" SELECT (j).id FROM done",
 
 	[QS_FAIL] =
 	"WITH j AS MATERIALIZED ("
@@ -76,13 +72,10 @@ static const char *const templates[QS_COUNT] = {
 	" FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d"
-	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d.*),"
-	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents, exit_status, output)"
-	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, $3,"
-	"  @S@.push_error(errors, attempts, $3), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents, $6::int, nullif($7::text, '') FROM dead),"
+	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d),"
+	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
+	"  @S@.job_history_row(x.d, 'failed', $3, @S@.push_error((x.d).errors, (x.d).attempts, $3),"
+	"   $6::int, nullif($7::text, '')) h),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
 	"   ELSE 'pending' END,"
@@ -90,7 +83,7 @@ static const char *const templates[QS_COUNT] = {
 	"  exit_status = $6::int, output = nullif($7::text, ''),"
 	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
 	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
@@ -100,21 +93,18 @@ static const char *const templates[QS_COUNT] = {
 	" SELECT id, queue, key, deferrals >= max_deferrals AS over FROM @S@.jobs"
 	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
 	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
-	"  RETURNING d.*, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
+	"  RETURNING d, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
 	" and asked again: failed' AS why),"
-	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker, why,"
-	"  @S@.push_error(errors, attempts, why), unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents FROM dead),"
+	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
+	"  @S@.job_history_row(x.d, 'failed', x.why, @S@.push_error((x.d).errors, (x.d).attempts, x.why),"
+	"   (x.d).exit_status, (x.d).output) h),"
 	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
 	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
 	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
 	"  eff_priority = u.priority,"
 	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
 	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM j WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
 
 	[QS_HEARTBEAT] =
@@ -133,7 +123,7 @@ static const char *const templates[QS_COUNT] = {
 	"  run_at = clock_timestamp()"
 	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
 	" RETURNING j.queue, j.key),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key) SELECT queue, key FROM r WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM r, @S@.job_key_ended(r.queue, r.key) e)"
 	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
 	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
 
@@ -147,7 +137,7 @@ static const char *const templates[QS_COUNT] = {
 	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
 
 	/* The next scheduled run_at, or the next start a rate allows to pending jobs, in ms
-	 * (migration 013: a function, so that its plan is made once per session). */
+	 * (next_run_ms(): a function, so that its plan is made once per session). */
 	[QS_NEXT_RUN] = "SELECT @S@.next_run_ms($1::text[])",
 };
 
@@ -176,7 +166,7 @@ PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals,
 
 /* A job's end (complete, fail) outside the caller's transaction, run again when it lost a
  * deadlock: it was its own transaction, so nothing of it happened. An enqueue with
- * dependencies locks the dependencies' rows in id order (migration 012), while a batch
+ * dependencies locks the dependencies' rows in id order (enqueue()), while a batch
  * completion deletes its rows in the order its plan reads them (a bitmap scan reads the heap's
  * order), so the two can wait for each other; the server breaks the cycle by aborting one.
  * Deleting in id order would remove the cycle at the price of a lock record per job on the
@@ -450,7 +440,7 @@ int pgc__queue_recode(int rc, pgc_error *err)
 {
 	if (rc != PGC_ESQL || err == NULL)
 		return rc;
-	/* The SQL functions of migration 012 say "not found" and "closed" with these. */
+	/* enqueue() and the group functions say "not found" and "closed" with these. */
 	if (strcmp(err->sqlstate, "P0002") == 0)
 		rc = PGC_ENOTFOUND;
 	else if (strcmp(err->sqlstate, "55000") == 0)

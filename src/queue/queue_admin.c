@@ -19,15 +19,11 @@ static const char reap_leases_sql[] =
 	" dead AS (DELETE FROM @S@.jobs j"
 	"  WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
 	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
-	"  AND j.attempts >= j.max_attempts RETURNING j.*),"
-	" hist AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	" SELECT id, queue, 'failed', priority, run_at, attempts, max_attempts, worker,"
-	"  'lease expired (worker ' || coalesce(worker, '?') || ')',"
-	"  @S@.push_error(errors, attempts, 'lease expired (worker ' || coalesce(worker, '?') || ')'),"
-	"  unique_key, created_at, started_at, payload, deferrals, max_deferrals, key, has_dependents"
-	"  FROM dead),"
+	"  AND j.attempts >= j.max_attempts"
+	"  RETURNING j, 'lease expired (worker ' || coalesce(j.worker, '?') || ')' AS why),"
+	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
+	"  @S@.job_history_row(x.j, 'failed', x.why, @S@.push_error((x.j).errors, (x.j).attempts, x.why),"
+	"   (x.j).exit_status, (x.j).output) h),"
 	" back AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
 	"  last_error = 'lease expired (worker ' || coalesce(j.worker, '?') || ')',"
 	"  errors = @S@.push_error(j.errors, j.attempts,"
@@ -36,9 +32,9 @@ static const char reap_leases_sql[] =
 	" WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
 	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
 	"  AND j.attempts < j.max_attempts RETURNING j.queue, j.key),"
-	" ended AS (INSERT INTO @S@.job_key_done (queue, key)"
-	"  SELECT queue, key FROM dead WHERE key IS NOT NULL"
-	"  UNION ALL SELECT queue, key FROM back WHERE key IS NOT NULL)"
+	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM"
+	"  (SELECT (j).queue, (j).key FROM dead UNION ALL SELECT queue, key FROM back) x,"
+	"  @S@.job_key_ended(x.queue, x.key) e)"
 	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM back),"
 	"  (SELECT count(pg_notify(s.channel, b.queue))"
 	"   FROM (SELECT DISTINCT queue FROM back) b, @S@.queue_settings s)";
@@ -236,10 +232,6 @@ int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err
 	return PGC_OK;
 }
 
-static const char history_cols[] =
-	"id, queue, status, priority, run_at, attempts, max_attempts, worker, last_error, errors,"
-	" unique_key, created_at, started_at, payload, deferrals, max_deferrals, key, has_dependents";
-
 /* A call on one job by id (fn's): checks q and id, then runs tmpl with the id as $1. */
 static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char *tmpl, int *rc,
                             pgc_error *err)
@@ -272,22 +264,20 @@ int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error 
 	snprintf(sql, sizeof sql,
 	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
 	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint AND EXISTS (SELECT 1 FROM j)"
-	         "  RETURNING x.*),"
-	         " h AS (INSERT INTO @S@.job_history (%s)"
-	         "  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
-	         "   CASE WHEN status = 'running' THEN 'cancelled while running on ' || coalesce(worker, '?')"
-	         "    ELSE last_error END,"
-	         "   errors, unique_key, created_at, started_at, payload, deferrals,"
-	         "   max_deferrals, key, has_dependents FROM d),"
-	         /* A waiting job's edges go with it (migration 012). */
+	         "  RETURNING x.*, x AS r),"
+	         " h AS (INSERT INTO @S@.job_history SELECT h.* FROM d,"
+	         "  @S@.job_history_row(d.r, 'cancelled', CASE WHEN d.status = 'running'"
+	         "   THEN 'cancelled while running on ' || coalesce(d.worker, '?') ELSE d.last_error END,"
+	         "   d.errors, (d.r).exit_status, (d.r).output) h),"
+	         /* A waiting job's edges go with it (job_ends_fold() would find none). */
 	         " unedge AS (DELETE FROM @S@.job_deps e WHERE e.job = $1::bigint"
 	         "  AND EXISTS (SELECT 1 FROM d WHERE d.status = 'waiting')),"
 	         /* A keyed job's run ended: a row for the next claim of its key to fold. */
-	         " ended AS (INSERT INTO @S@.job_key_done (queue, key)"
-	         "  SELECT queue, key FROM d WHERE status = 'running' AND key IS NOT NULL),"
+	         " ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM d,"
+	         "  @S@.job_key_ended(d.queue, d.key) e WHERE d.status = 'running'),"
 	         " n AS (SELECT count(pg_notify(w.channel, 'cancel ' || d.id)) AS sent"
 	         "  FROM d JOIN @S@.workers w ON d.queue = ANY (w.queues) WHERE d.status = 'running')"
-	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d), (SELECT sent FROM n)", history_cols);
+	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d), (SELECT sent FROM n)");
 	int rc;
 	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, sql, &rc, err);
 	if (res == NULL)
@@ -417,13 +407,10 @@ static const char *const bulk_batch[] = {
 	"WITH pick AS MATERIALIZED (SELECT id FROM @S@.jobs WHERE %s AND id > $6::bigint"
 	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
 	" d AS (DELETE FROM @S@.jobs x WHERE x.id = ANY (ARRAY(SELECT id FROM pick))"
-	"  AND x.status <> 'running' RETURNING x.*),"
-	" h AS (INSERT INTO @S@.job_history (id, queue, status, priority, run_at, attempts,"
-	"  max_attempts, worker, last_error, errors, unique_key, created_at, started_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	"  SELECT id, queue, 'cancelled', priority, run_at, attempts, max_attempts, worker,"
-	"   last_error, errors, unique_key, created_at, started_at, payload, deferrals,"
-	"   max_deferrals, key, has_dependents FROM d ORDER BY id),"
+	"  AND x.status <> 'running' RETURNING x.*, x AS r),"
+	" h AS (INSERT INTO @S@.job_history SELECT h.* FROM d,"
+	"  @S@.job_history_row(d.r, 'cancelled', d.last_error, d.errors, (d.r).exit_status, (d.r).output) h"
+	" ORDER BY d.id),"
 	" unedge AS (DELETE FROM @S@.job_deps e"
 	"  WHERE e.job = ANY (ARRAY(SELECT id FROM d WHERE status = 'waiting')))"
 	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",

@@ -1,7 +1,7 @@
 /* queue_flow.c - flow control settings of the queue: key limits, rates, fair shares, and what
  * the keys look like now
  *
- * The claim itself is the SQL function claim_flow() of migration 010, called by queue.c and
+ * The claim itself is the SQL function claim_flow() (src/schema/functions/claim_flow.sql), called by queue.c and
  * the worker in the claim's round trip; here are the settings it reads (queues, job_keys) and
  * the figures of each key. A change of the settings takes effect at the next claim, and wakes
  * the queue's workers. */

@@ -1,6 +1,6 @@
 /* queue_group.c - job groups: add, close, remove, show, list
  *
- * The decisions live in SQL (migration 012): group_add(), group_close(), group_remove(), and
+ * The decisions live in SQL (src/schema/functions/): group_add(), group_close(), group_remove(), and
  * the fold at commit of every transaction that ends a member, which counts it once under the
  * group's row lock and enqueues the on-complete job once. These calls run rarely, outside the
  * statement cache, with values as parameters. */

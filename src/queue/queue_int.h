@@ -52,7 +52,7 @@ int pgc__queue_check_key(const char *fn, const char *key, bool required, pgc_err
 /* The one check of a job group's name: 1 to PGC_QUEUE_GROUP_MAX bytes (PGC_EUSAGE, naming fn). */
 int pgc__queue_check_group(const char *fn, const char *group, pgc_error *err);
 
-/* A server error of the SQL functions of migration 012 as the library's code: P0002 (no such
+/* A server error of enqueue() and the group functions as the library's code: P0002 (no such
  * job or group) is PGC_ENOTFOUND, 55000 (a closed group) PGC_EFINISHED; err is updated.
  * Other codes come back unchanged. */
 int pgc__queue_recode(int rc, pgc_error *err);
@@ -118,7 +118,7 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 /* The age in seconds of queue q.name's oldest runnable job (pending, aged or not, or scheduled
  * and due), 0 when none: each part one probe of its own index (jobs_waiting; jobs_claim for
  * aged unkeyed jobs, jobs_aged_key for aged keyed ones). A run_at of -infinity (refused since
- * migration 014, but a table may still hold one) is left out: no row may break the view. */
+ * 014_finite_run_at.sql, but a table may still hold one) is left out: no row may break the view. */
 #define PGC__QUEUE_OLDEST_PENDING_SQL \
 	" coalesce(extract(epoch FROM statement_timestamp() - least(" \
 	"   (SELECT run_at FROM @S@.jobs WHERE queue = q.name AND status = 'pending'" \

@@ -4,7 +4,15 @@
  * lock on PGC_MIGRATION_LOCK_KEY, then re-reads the schema's version. Concurrent callers queue
  * on the lock; the first applies the migration and the others find it applied and move on, so
  * every migration is applied exactly once whatever the number of processes. The lock ends with
- * the transaction, so a crash mid-migration leaves nothing held. */
+ * the transaction, so a crash mid-migration leaves nothing held.
+ *
+ * Migrations hold tables, indexes and data, and are frozen once shipped: the runner records
+ * each one's SHA-256 (migrations.checksum) and reports a file that changed after it was applied
+ * (pgc_schema_check). Functions and the triggers they back are not in migrations: each has one
+ * file in src/schema/functions/ with its current definition, re-created after the migrations,
+ * under the same lock and with check_function_bodies off (as pg_dump does), whenever its text's
+ * checksum differs from the one recorded in function_versions. The runner creates its own two
+ * pieces of bookkeeping (that column and that table) when missing, under the lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +26,8 @@
  * migration: their bound is generous, but there is one. */
 #define MIGRATION_TIMEOUT_MS (60 * 60 * 1000)
 
+#define MIGRATIONS_MAX 999 /* NNN_name.sql: three digits */
+
 int pgc_schema_latest(void)
 {
 	return pgc__migration_count;
@@ -30,6 +40,144 @@ static int run_sql(pgc_conn *conn, const char *sql, pgc_error *err)
 	call.flags = PGC__SIMPLE;
 	int rc;
 	PQclear(pgc__query(conn, sql, 0, NULL, &call, &rc, err));
+	return rc;
+}
+
+static const char *const books_sql =
+        "ALTER TABLE @S@.migrations ADD COLUMN IF NOT EXISTS checksum text;"
+        "CREATE TABLE IF NOT EXISTS @S@.function_versions ("
+        " name text PRIMARY KEY,"
+        " checksum text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT clock_timestamp());"
+        "COMMENT ON TABLE @S@.function_versions IS"
+        " 'pgcoord: the checksum of each function file as last created (src/schema/functions)'";
+
+/* Creates the runner's bookkeeping when missing: the checksum column of migrations and the
+ * function_versions table. Asked of the catalog first, so that an up-to-date schema takes no
+ * lock on migrations. The caller holds the migration lock. */
+static int ensure_books(pgc_conn *conn, const char *schema, const char *quoted, pgc_error *err)
+{
+	int rc;
+	const char *p[1] = { schema };
+	PGresult *res = pgc__exec(conn,
+	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"
+	        "  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	        "  WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'checksum'"
+	        "    AND NOT a.attisdropped)"
+	        " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	        "  WHERE n.nspname = $1 AND c.relname = 'function_versions')", 1, p, &rc, err);
+	if (res == NULL)
+		return rc;
+	bool have = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (have)
+		return PGC_OK;
+	char *sql = pgc__sql_schema(books_sql, quoted);
+	if (sql == NULL)
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	rc = run_sql(conn, sql, err);
+	free(sql);
+	return rc;
+}
+
+/* Records the shipped checksum of the applied migrations that have none (applied before
+ * checksums were recorded): the baseline that later runs compare against. */
+static int baseline_checksums(pgc_conn *conn, const char *quoted, pgc_error *err)
+{
+	int64_t vn[MIGRATIONS_MAX];
+	const char *cn[MIGRATIONS_MAX];
+	if (pgc__migration_count > MIGRATIONS_MAX)
+		return pgc__err(err, PGC_EINTERNAL, "more migrations than the baseline handles");
+	for (int i = 0; i < pgc__migration_count; i++) {
+		vn[i] = pgc__migrations[i].version;
+		cn[i] = pgc__migrations[i].checksum;
+	}
+	pgc__sb vs = PGC__SB_INIT, cs = PGC__SB_INIT;
+	pgc__sb_int_array(&vs, (size_t)pgc__migration_count, vn);
+	pgc__sb_text_array(&cs, (size_t)pgc__migration_count, cn);
+	int rc;
+	char sql[256];
+	snprintf(sql, sizeof sql,
+	         "UPDATE %s.migrations m SET checksum = u.c"
+	         " FROM unnest($1::bigint[], $2::text[]) AS u(v, c)"
+	         " WHERE m.version = u.v AND m.checksum IS NULL", quoted);
+	if (vs.oom || cs.oom || vs.buf == NULL || cs.buf == NULL) {
+		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+	} else {
+		const char *p[2] = { vs.buf, cs.buf };
+		PQclear(pgc__exec(conn, sql, 2, p, &rc, err));
+	}
+	pgc__sb_free(&vs);
+	pgc__sb_free(&cs);
+	return rc;
+}
+
+/* (Re-)creates every function whose file's checksum differs from the one recorded, and records
+ * the new one. The caller holds the migration lock, in a transaction, with the schema at the
+ * latest version and the bookkeeping in place. *count receives how many files ran. */
+static int apply_functions(pgc_conn *conn, const char *quoted, int *count, pgc_error *err)
+{
+	int rc;
+	char sql[256];
+	*count = 0;
+	snprintf(sql, sizeof sql, "SELECT name, checksum FROM %s.function_versions", quoted);
+	PGresult *have = pgc__exec(conn, sql, 0, NULL, &rc, err);
+	if (have == NULL)
+		return rc;
+	/* Bodies refer to tables, types and other functions by name: checked when first run, so
+	 * that the files may be created in any order. */
+	if ((rc = run_sql(conn, "SET LOCAL check_function_bodies = off", err)) != PGC_OK)
+		goto out;
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO %s.function_versions AS v (name, checksum) VALUES ($1, $2)"
+	         " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum,"
+	         " applied_at = clock_timestamp()", quoted);
+	for (int i = 0; i < pgc__function_count; i++) {
+		const pgc_sql_function *f = &pgc__functions[i];
+		bool same = false;
+		for (int r = 0; r < PQntuples(have) && !same; r++)
+			same = strcmp(PQgetvalue(have, r, 0), f->name) == 0
+			       && strcmp(PQgetvalue(have, r, 1), f->checksum) == 0;
+		if (same)
+			continue;
+		char *body = pgc__sql_schema(f->sql, quoted);
+		if (body == NULL) {
+			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = run_sql(conn, body, err);
+		free(body);
+		if (rc != PGC_OK) {
+			char msg[PGC_ERROR_MESSAGE_MAX];
+			snprintf(msg, sizeof msg, "function %s.sql: %s", f->name, err ? err->message : "");
+			if (err)
+				pgc__copy_line(err->message, sizeof err->message, msg);
+			goto out;
+		}
+		const char *p[2] = { f->name, f->checksum };
+		PQclear(pgc__exec(conn, sql, 2, p, &rc, err));
+		if (rc != PGC_OK)
+			goto out;
+		(*count)++;
+	}
+out:
+	PQclear(have);
+	return rc;
+}
+
+/* Takes the migration lock in the current transaction. */
+static int migration_lock(pgc_conn *conn, pgc_error *err)
+{
+	int rc;
+	char key[32];
+	snprintf(key, sizeof key, "%lld", (long long)PGC_MIGRATION_LOCK_KEY);
+	const char *kp[1] = { key };
+	pgc__call lcall = pgc__bound(MIGRATION_TIMEOUT_MS, -1);
+	lcall.statement_timeout_ms = 0;
+	lcall.lock_timeout_ms = 0;
+	PQclear(pgc__query(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp, &lcall, &rc, err));
 	return rc;
 }
 
@@ -88,16 +236,8 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 	*did = false;
 	if ((rc = run_sql(conn, "BEGIN", err)) != PGC_OK)
 		return rc;
-	char key[32];
-	snprintf(key, sizeof key, "%lld", (long long)PGC_MIGRATION_LOCK_KEY);
-	const char *kp[1] = { key };
-	pgc__call lcall = pgc__bound(MIGRATION_TIMEOUT_MS, -1);
-	lcall.statement_timeout_ms = 0;
-	lcall.lock_timeout_ms = 0;
-	PGresult *res = pgc__query(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, kp, &lcall, &rc, err);
-	if (res == NULL)
+	if ((rc = migration_lock(conn, err)) != PGC_OK)
 		goto fail;
-	PQclear(res);
 
 	int current;
 	if ((rc = read_version(conn, schema, &current, err)) != PGC_OK)
@@ -124,6 +264,8 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 		if ((rc = run_sql(conn, sql, err)) != PGC_OK)
 			goto fail;
 	}
+	if ((rc = ensure_books(conn, schema, quoted, err)) != PGC_OK)
+		goto fail;
 	char *body = pgc__sql_schema(m->sql, quoted);
 	if (body == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
@@ -139,17 +281,49 @@ static int apply_one(pgc_conn *conn, const char *schema, const char *quoted, con
 		goto fail;
 	}
 	char sql[256], ver[16];
-	snprintf(sql, sizeof sql, "INSERT INTO %s.migrations (version, name) VALUES ($1::int, $2)", quoted);
+	snprintf(sql, sizeof sql, "INSERT INTO %s.migrations (version, name, checksum) VALUES ($1::int, $2, $3)",
+	         quoted);
 	snprintf(ver, sizeof ver, "%d", m->version);
-	const char *ip[2] = { ver, m->name };
-	res = pgc__exec(conn, sql, 2, ip, &rc, err);
+	const char *ip[3] = { ver, m->name, m->checksum };
+	PGresult *res = pgc__exec(conn, sql, 3, ip, &rc, err);
 	if (res == NULL)
 		goto fail;
 	PQclear(res);
+	/* The last migration's transaction creates the functions too, so that no one sees the
+	 * schema at its latest version without them. */
+	int nf;
+	if (m->version == pgc__migration_count && (rc = apply_functions(conn, quoted, &nf, err)) != PGC_OK)
+		goto fail;
 	if ((rc = run_sql(conn, "COMMIT", err)) != PGC_OK)
 		return rc;
 	*did = true;
 	return PGC_OK;
+fail:
+	(void)pgc__rollback(conn);
+	return rc;
+}
+
+/* The step after the migrations, in a transaction of its own under the lock: the bookkeeping,
+ * the baseline checksums, and the functions whose files changed. */
+static int sync_functions(pgc_conn *conn, const char *schema, const char *quoted, pgc_error *err)
+{
+	int rc, version, nf;
+	if ((rc = run_sql(conn, "BEGIN", err)) != PGC_OK)
+		return rc;
+	if ((rc = migration_lock(conn, err)) != PGC_OK)
+		goto fail;
+	if ((rc = read_version(conn, schema, &version, err)) != PGC_OK)
+		goto fail;
+	if (version != pgc__migration_count) {
+		rc = pgc__err(err, PGC_ESCHEMA_VERSION, "schema %s is at version %d, not %d: another pgcoord"
+		              " changed it meanwhile", schema, version, pgc__migration_count);
+		goto fail;
+	}
+	if ((rc = ensure_books(conn, schema, quoted, err)) != PGC_OK
+	    || (rc = baseline_checksums(conn, quoted, err)) != PGC_OK
+	    || (rc = apply_functions(conn, quoted, &nf, err)) != PGC_OK)
+		goto fail;
+	return run_sql(conn, "COMMIT", err);
 fail:
 	(void)pgc__rollback(conn);
 	return rc;
@@ -187,6 +361,8 @@ int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied, int *versi
 			break;
 		count += did;
 	}
+	if (rc == PGC_OK)
+		rc = sync_functions(conn, schema, quoted, err);
 	PQfreemem(quoted);
 	if (rc != PGC_OK)
 		return rc;
@@ -194,6 +370,63 @@ int pgc_schema_init(pgc_conn *conn, const char *schema, int *applied, int *versi
 		*applied = count;
 	if (version)
 		*version = pgc__migration_count;
+	return PGC_OK;
+}
+
+int pgc_schema_check(pgc_conn *conn, const char *schema, pgc_schema_drift *out, int max,
+                     int *count, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (conn == NULL || count == NULL || max < 0 || (out == NULL && max > 0))
+		return pgc__err(err, PGC_EUSAGE, "pgc_schema_check: conn and count must not be NULL, nor out when max > 0");
+	*count = 0;
+	if (schema == NULL)
+		schema = PGC_SCHEMA_DEFAULT;
+	int rc = pgc__check_schema(schema, err);
+	if (rc != PGC_OK)
+		return rc;
+	/* Only a schema whose migrations table has the column can have recorded anything. */
+	const char *p[1] = { schema };
+	PGresult *res = pgc__exec(conn,
+	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"
+	        "  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	        "  WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'checksum'"
+	        "    AND NOT a.attisdropped)", 1, p, &rc, err);
+	if (res == NULL)
+		return rc;
+	bool have = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!have)
+		return PGC_OK;
+	char *q = pgc__quote_ident(conn, schema, err);
+	if (q == NULL)
+		return PGC_EUSAGE;
+	char sql[256];
+	snprintf(sql, sizeof sql,
+	         "SELECT version, checksum FROM %s.migrations WHERE checksum IS NOT NULL ORDER BY version", q);
+	PQfreemem(q);
+	res = pgc__exec(conn, sql, 0, NULL, &rc, err);
+	if (res == NULL)
+		return rc;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int v = atoi(PQgetvalue(res, r, 0));
+		if (v < 1 || v > pgc__migration_count)
+			continue; /* newer than this library: pgc_schema_version says so */
+		const pgc_migration *m = &pgc__migrations[v - 1];
+		const char *rec = PQgetvalue(res, r, 1);
+		if (strcmp(rec, m->checksum) == 0)
+			continue;
+		if (*count < max) {
+			pgc_schema_drift *d = &out[*count];
+			d->version = v;
+			d->name = m->name;
+			d->shipped = m->checksum;
+			pgc__copy_line(d->recorded, sizeof d->recorded, rec);
+		}
+		(*count)++;
+	}
+	PQclear(res);
 	return PGC_OK;
 }
 
@@ -216,12 +449,12 @@ static const char *const worker_grants[] = {
 	"GRANT SELECT, INSERT, UPDATE, DELETE ON @S@.workers TO @R@",
 	"GRANT USAGE ON SEQUENCE @S@.claim_token_seq TO @R@",
 	"GRANT EXECUTE ON FUNCTION @S@.push_error(jsonb, integer, text) TO @R@",
-	/* Flow control (migration 010): claims keep their keys' counts and the rates' state, the
-	 * reaper folds and tidies keys. */
+	/* Flow control (011_flow.sql, claim_flow()): claims keep their keys' counts and the
+	 * rates' state, the reaper folds and tidies keys. */
 	"GRANT SELECT, UPDATE, DELETE ON @S@.job_keys TO @R@",
 	"GRANT SELECT, INSERT, DELETE ON @S@.job_key_done TO @R@",
 	"GRANT UPDATE (rate_next, nokey_vtime) ON @S@.queues TO @R@",
-	/* Dependencies and groups (migration 012): ending a job others wait for folds its end at
+	/* Dependencies and groups (012_deps.sql, job_ends_fold()): ending a job others wait for folds its end at
 	 * commit, counts its group (group_fire() enqueues as the schema's owner) and releases or
 	 * cancels its dependents. */
 	"GRANT SELECT, INSERT, DELETE ON @S@.job_ends TO @R@",
