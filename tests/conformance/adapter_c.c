@@ -362,8 +362,14 @@ static void *waiter_main(void *arg)
 static void worker_log(pgc_log_level level, const char *message, void *arg)
 {
 	(void)arg;
-	if (level >= PGC_LOG_WARN)
-		fprintf(stderr, "adapter_c worker: %s\n", message);
+	/* PGCOORD_ADAPTER_LOG=debug shows every line, with the monotonic clock of the events. */
+	static int all = -1;
+	if (all < 0) {
+		const char *v = getenv("PGCOORD_ADAPTER_LOG");
+		all = v != NULL && strcmp(v, "debug") == 0;
+	}
+	if (level >= PGC_LOG_WARN || all)
+		fprintf(stderr, "adapter_c worker %d [%" PRId64 "]: %s\n", (int)getpid(), mono_ms(), message);
 }
 
 static void work_free(work *wk)
