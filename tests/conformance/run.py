@@ -242,7 +242,8 @@ class Run:
         self.opts, self.sc, self.assignment, self.schema = opts, sc, assignment, schema
         self.cond = threading.Condition()
         self.events = []
-        self.saved = {}
+        # $run names this run: advisory locks are server-wide, and runs may share a server.
+        self.saved = {"run": schema}
         self.adapters = {}
 
     def subst(self, value, sql_text=False):
@@ -252,13 +253,13 @@ class Run:
                 if m.group(1) not in self.saved:
                     raise StepFail("unknown variable %s" % value)
                 return self.saved[m.group(1)]
+            for name in VAR_RE.findall(value):
+                if name not in self.saved:
+                    raise StepFail("unknown variable $%s" % name)
             if sql_text:
-                for name in VAR_RE.findall(value):
-                    if name not in self.saved:
-                        raise StepFail("unknown variable $%s" % name)
                 value = VAR_RE.sub(lambda m: quote_literal(text_of(self.saved[m.group(1)])), value)
                 return value.replace("@S@", quote_ident(self.schema))
-            return value
+            return VAR_RE.sub(lambda m: text_of(self.saved[m.group(1)]), value)
         if isinstance(value, list):
             return [self.subst(v, sql_text) for v in value]
         if isinstance(value, dict):
@@ -321,7 +322,15 @@ class Run:
             if st.get("no_wait"):
                 a.pending.append((rid, op))
                 return
-            self.check_answer(st, op, a.wait_answer(rid, timeout_s))
+            ans = a.wait_answer(rid, timeout_s)
+            # retry_error: an error kind that means "not now" here (another reaper is running).
+            deadline = time.monotonic() + timeout_s
+            while (st.get("retry_error") and not ans.get("ok")
+                   and (ans.get("error") or {}).get("kind") == st["retry_error"]
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+                ans = a.wait_answer(a.send(op, args), timeout_s)
+            self.check_answer(st, op, ans)
         elif "answer" in st:
             a = self.adapter(st["answer"])
             if not a.pending:
