@@ -842,6 +842,11 @@ static void sleep_step(pgc_worker *w, dstate *d)
 {
 	pthread_mutex_lock(&w->mu);
 	bool work = w->done_head != NULL;
+	/* Stopping, with the last completions just sent and no handler left: stop_step ends the
+	 * loop now. The handler's wake-up may have been drained already, so nothing would end
+	 * the wait but the next heartbeat or the grace period. */
+	if (d->stopping && d->pending_done == NULL && w->n_running == 0 && w->n_ready == 0)
+		work = true;
 	pthread_mutex_unlock(&w->mu);
 	if (work)
 		return;
