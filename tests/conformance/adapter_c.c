@@ -21,7 +21,7 @@
 
 #define PROTOCOL_VERSION 1
 /* What this adapter offers: job results are not in the library yet. */
-static const char *const FEATURES[] = { "keys", "locks", "leases", "tx" };
+static const char *const FEATURES[] = { "queue", "keys", "locks", "leases", "tx" };
 
 /* ---- output ------------------------------------------------------------------------------ */
 
