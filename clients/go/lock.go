@@ -236,11 +236,22 @@ func (l *Lock) wait(ctx context.Context, timeout time.Duration) (bool, error) {
 	} else {
 		_ = l.conn.Close()
 	}
-	if SQLState(werr) == "55P03" || (errors.Is(werr, context.DeadlineExceeded) && ctx.Err() != context.Canceled) {
+	if timedOut(ctx, qctx, werr) {
 		return false, &Error{Op: "lock", SQLState: SQLState(werr), Class: ClassRetryLater, Kind: ErrLockTimeout, Err: werr,
 			Msg: fmt.Sprintf("timed out after %v waiting for lock %s", timeoutOf(ctx, timeout), what)}
 	}
 	return false, wrap("waiting for lock "+what, werr)
+}
+
+// timedOut says whether a wait ended by its deadline: the server's lock_timeout (55P03), or
+// the context's deadline (pgx reports the context's error; lib/pq the server's "canceling
+// statement" that its cancel request caused), and not by the caller's cancel.
+func timedOut(ctx, qctx context.Context, err error) bool {
+	if ctx.Err() == context.Canceled {
+		return false
+	}
+	return SQLState(err) == "55P03" || errors.Is(err, context.DeadlineExceeded) ||
+		qctx.Err() == context.DeadlineExceeded
 }
 
 func timeoutOf(ctx context.Context, timeout time.Duration) interface{} {
@@ -465,7 +476,7 @@ func (c *Client) XactLock(ctx context.Context, tx *sql.Tx, name string, opts *Lo
 	if _, rerr := tx.ExecContext(rctx, "ROLLBACK TO SAVEPOINT pgcoord_lock"); rerr == nil {
 		_, _ = tx.ExecContext(rctx, "RELEASE SAVEPOINT pgcoord_lock")
 	}
-	if SQLState(err) == "55P03" || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() != context.Canceled) {
+	if timedOut(ctx, qctx, err) {
 		return &Error{Op: "xact lock", SQLState: SQLState(err), Class: ClassRetryLater, Kind: ErrLockTimeout, Err: err,
 			Msg: fmt.Sprintf("timed out after %v waiting for lock %s", timeoutOf(ctx, o.Timeout), what)}
 	}
