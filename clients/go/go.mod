@@ -1,0 +1,3 @@
+module github.com/pgcoord/pgcoord/clients/go
+
+go 1.19
