@@ -10,7 +10,13 @@
  * COMMITTED, a row another scheduler moved meanwhile is re-checked against next_tick <= now()
  * and left out), inserts the tick into cron_ticks (primary key (schedule, tick_at), ON
  * CONFLICT DO NOTHING: a second guard), enqueues the job on the same session and moves the
- * row, in one transaction. A failure anywhere rolls all of it back. */
+ * row, in one transaction. A failure anywhere rolls all of it back.
+ *
+ * Nothing here writes to the cron tables: adding, changing, pausing, triggering and removing
+ * are the SQL functions cron_add(), cron_pause(), cron_trigger() and cron_remove() that any
+ * client calls, and the scheduler's batch is cron_fire(). A client without this file's tzdata
+ * leaves a schedule's next tick to the scheduler (next_tick '-infinity'): the scheduler's step
+ * computes the first tick after the row's updated_at and stores it with the batch. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
