@@ -258,7 +258,8 @@ typedef struct pgc_cron_schedule {
                                   recomputed from now, its counters and history kept) */
 
 /* Adds the schedule name to schema (NULL: "pgcoord"), its first tick the first fire time
- * after the server's now(). Runs inside the caller's transaction when one is open.
+ * after the server's now(), through the SQL function cron_add() (docs/PROTOCOL.md), which
+ * checks the definition again. Runs inside the caller's transaction when one is open.
  * *changed (may be NULL) says whether anything was written: false when REPLACE found the same
  * definition (the next tick is then kept).
  * Errors: PGC_EUSAGE (NULL conn, name or def; a bad name, expression, zone, queue, payload
@@ -301,7 +302,9 @@ typedef struct pgc_cron_info {
 	pgc_cron_overlap overlap;
 	int64_t jitter_ms;
 	bool paused;
-	/* next_tick_us: the next tick to come (one that fired ahead, or the next to fire);
+	/* next_tick_us: the next tick to come (one that fired ahead, or the next to fire; for a
+	 * schedule added or resumed through SQL without a computed tick, which the scheduler
+	 * computes at its next pass, the time of that add or resume);
 	 * last_tick_us: the latest tick that has come (fired, skipped or missed), or trigger. */
 	int64_t next_tick_us, last_tick_us, last_fired_us, created_us, updated_us, seen_us;
 	char *last_outcome;   /* that same tick's outcome (enqueued, skipped-overlap, missed,

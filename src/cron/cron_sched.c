@@ -10,7 +10,13 @@
  * COMMITTED, a row another scheduler moved meanwhile is re-checked against next_tick <= now()
  * and left out), inserts the tick into cron_ticks (primary key (schedule, tick_at), ON
  * CONFLICT DO NOTHING: a second guard), enqueues the job on the same session and moves the
- * row, in one transaction. A failure anywhere rolls all of it back. */
+ * row, in one transaction. A failure anywhere rolls all of it back.
+ *
+ * Nothing here writes to the cron tables: adding, changing, pausing, triggering and removing
+ * are the SQL functions cron_add(), cron_pause(), cron_trigger() and cron_remove() that any
+ * client calls, and the scheduler's batch is cron_fire(). A client without this file's tzdata
+ * leaves a schedule's next tick to the scheduler (next_tick '-infinity'): the scheduler's step
+ * computes the first tick after the row's updated_at and stores it with the batch. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +122,13 @@ static PGresult *run(ctx *c, const char *tmpl, int n, const char *const *v, int 
 		char init[160];
 		*rc = pgc__err(err, PGC_ENOSCHEMA, "the cron tables of schema %s are older than this pgcoord: run %s",
 		               c->schema, pgc__init_cmd(c->schema, init, sizeof init));
+	} else if (*rc == PGC_ESQL && err != NULL &&
+	           (strcmp(err->sqlstate, "P0002") == 0 || strcmp(err->sqlstate, "23505") == 0)) {
+		/* The functions say "no such schedule" and "exists" (or "its job is still live") with
+		 * these: the codes the API documents, with the function's message as it was. */
+		char msg[sizeof err->message];
+		snprintf(msg, sizeof msg, "%s", err->message);
+		*rc = pgc__err(err, err->sqlstate[0] == 'P' ? PGC_ENOTFOUND : PGC_EDUPLICATE, "%s", msg);
 	}
 	return res;
 }
@@ -165,31 +178,6 @@ static int db_now_s(ctx *c, int64_t *out, pgc_error *err)
 	if (rc == PGC_OK)
 		*out = get_i64(r, 0, 0);
 	PQclear(r);
-	return rc;
-}
-
-/* A transaction of our own unless the caller has one: several statements, all or nothing. */
-static int own_begin(pgc_conn *conn, bool *own, pgc_error *err)
-{
-	*own = !in_transaction(conn);
-	return *own ? pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err) : PGC_OK;
-}
-
-static int own_end(pgc_conn *conn, bool own, int rc, pgc_error *err)
-{
-	if (own && rc == PGC_OK)
-		return pgc__command(conn, "COMMIT", err);
-	if (own)
-		pgc__rollback(conn);
-	return rc;
-}
-
-/* Takes back the ticks of a locked schedule that fired ahead and are not due yet. */
-static int unfire(ctx *c, const char *name, pgc_error *err)
-{
-	int rc;
-	const char *v[1] = { name };
-	PQclear(run(c, "SELECT @S@.cron_unfire($1)", 1, v, &rc, err));
 	return rc;
 }
 
@@ -259,53 +247,18 @@ int pgc_cron_add(pgc_conn *conn, const char *schema, const char *name, const pgc
 		snprintf(win, sizeof win, "%" PRId64, def->catch_up_window_ms ? def->catch_up_window_ms : DEFAULT_WINDOW_MS);
 		snprintf(mx, sizeof mx, "%d", def->catch_up_max ? def->catch_up_max : DEFAULT_CATCHUP_MAX);
 		snprintf(jit, sizeof jit, "%" PRId64, def->jitter_ms);
-		const char *v[13] = { name, def->expr, pgc_cron_tz(cr),
-		                      queue, def->payload, pgc_cron_catch_up_name(def->catch_up), mx, win,
-		                      pgc_cron_overlap_name(def->overlap), jit, nt, def->command != NULL ? cmd.buf : NULL,
-		                      att };
-		/* An unchanged definition keeps its next tick (sync runs again and again); a changed
-		 * one gets the tick computed now. */
-		const char *ins =
-			"INSERT INTO @S@.cron_schedules AS s (name, expr, tz, queue, payload, catch_up, catch_up_max,"
-			" catch_up_window, overlap, jitter, next_tick, command, max_attempts)"
-			" VALUES ($1, $2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond',"
-			" $9, $10::int8 * interval '1 millisecond', to_timestamp($11::int8), $12::text[], $13::int)"
-			" ON CONFLICT (name) DO NOTHING RETURNING true";
-		const char *upd =
-			"UPDATE @S@.cron_schedules s SET expr = $2, tz = $3, queue = $4, payload = @S@.cron_payload($5),"
-			" catch_up = $6, catch_up_max = $7::int, catch_up_window = $8::int8 * interval '1 millisecond',"
-			" overlap = $9, jitter = $10::int8 * interval '1 millisecond', next_tick = to_timestamp($11::int8),"
-			" command = $12::text[], max_attempts = $13::int, updated_at = clock_timestamp()"
-			" WHERE s.name = $1 AND (s.expr, s.tz, s.queue, s.payload, s.catch_up, s.catch_up_max,"
-			"  s.catch_up_window, s.overlap, s.jitter, s.command, s.max_attempts) IS DISTINCT FROM"
-			"  ($2, $3, $4, @S@.cron_payload($5), $6, $7::int, $8::int8 * interval '1 millisecond', $9,"
-			"  $10::int8 * interval '1 millisecond', $12::text[], $13::int)"
-			" RETURNING true";
-		bool own = false;
-		rc = own_begin(conn, &own, err);
-		PGresult *r = rc == PGC_OK ? run(&c, ins, 13, v, &rc, err) : NULL;
-		bool inserted = rc == PGC_OK && PQntuples(r) == 1;
+		const char *v[14] = { name, def->expr, queue, pgc_cron_tz(cr), def->payload,
+		                      pgc_cron_catch_up_name(def->catch_up), win, mx,
+		                      pgc_cron_overlap_name(def->overlap), jit, def->command != NULL ? cmd.buf : NULL,
+		                      att, (flags & PGC_CRON_REPLACE) ? "t" : "f", nt };
+		/* cron_add() checks it all again, for every client; the first tick is the one
+		 * computed here, with this host's tzdata. An unchanged definition keeps its tick. */
+		PGresult *r = run(&c, "SELECT @S@.cron_add($1, $2, $3, $4, $5::jsonb, $6, $7::int8, $8::int, $9,"
+		                  " $10::int8, $11::text[], $12::int, $13::boolean, to_timestamp($14::int8))",
+		                  14, v, &rc, err);
+		if (rc == PGC_OK && changed != NULL)
+			*changed = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 		PQclear(r);
-		if (rc == PGC_OK && inserted) {
-			if (changed != NULL)
-				*changed = true;
-		} else if (rc == PGC_OK && !(flags & PGC_CRON_REPLACE)) {
-			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s exists (replace it to change it)", name);
-		} else if (rc == PGC_OK) {
-			r = run(&c, upd, 13, v, &rc, err);
-			bool upd_done = rc == PGC_OK && PQntuples(r) == 1;
-			PQclear(r);
-			if (changed != NULL)
-				*changed = upd_done;
-			/* A tick that fired ahead under the old definition is taken back; the next tick
-			 * is the new definition's. */
-			if (upd_done && (rc = unfire(&c, name, err)) == PGC_OK) {
-				const char *w[2] = { name, nt };
-				PQclear(run(&c, "UPDATE @S@.cron_schedules SET next_tick = to_timestamp($2::int8) WHERE name = $1",
-				            2, w, &rc, err));
-			}
-		}
-		rc = own_end(conn, own, rc, err);
 	}
 	pgc__sb_free(&cmd);
 	ctx_end(&c);
@@ -322,20 +275,9 @@ int pgc_cron_remove(pgc_conn *conn, const char *schema, const char *name, pgc_er
 	ctx c;
 	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_remove", err)) != PGC_OK)
 		return rc;
+	/* Its ticks that fired ahead go with it (cron_unfire): their jobs never became due. */
 	const char *v[1] = { name };
-	bool own = false;
-	rc = own_begin(conn, &own, err);
-	/* Its ticks that fired ahead go with it: their jobs never became due. */
-	PGresult *r = rc == PGC_OK ? run(&c, "SELECT true FROM @S@.cron_schedules WHERE name = $1 FOR UPDATE", 1, v, &rc,
-	                                 err) : NULL;
-	if (rc == PGC_OK && PQntuples(r) != 1)
-		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
-	PQclear(r);
-	if (rc == PGC_OK)
-		rc = unfire(&c, name, err);
-	if (rc == PGC_OK)
-		PQclear(run(&c, "DELETE FROM @S@.cron_schedules WHERE name = $1", 1, v, &rc, err));
-	rc = own_end(conn, own, rc, err);
+	PQclear(run(&c, "SELECT @S@.cron_remove($1)", 1, v, &rc, err));
 	ctx_end(&c);
 	return rc;
 }
@@ -350,44 +292,28 @@ int pgc_cron_pause(pgc_conn *conn, const char *schema, const char *name, bool pa
 	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_pause", err)) != PGC_OK)
 		return rc;
 	const char *v[2] = { name, NULL };
-	if (paused) {
-		/* Paused runs nothing more: a tick that fired ahead is taken back. */
-		bool own = false;
-		rc = own_begin(conn, &own, err);
-		PGresult *r = rc == PGC_OK ? run(&c, "UPDATE @S@.cron_schedules SET paused = true, updated_at = clock_timestamp()"
-		                                 " WHERE name = $1 RETURNING true", 1, v, &rc, err) : NULL;
-		if (rc == PGC_OK && PQntuples(r) != 1)
-			rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
-		PQclear(r);
-		if (rc == PGC_OK)
-			rc = unfire(&c, name, err);
-		rc = own_end(conn, own, rc, err);
-		ctx_end(&c);
-		return rc;
-	}
-	/* Resume: the next tick counts from the server's now(), computed here with the row's
-	 * expression. A schedule that is not paused keeps its tick. */
-	PGresult *r = run(&c, "SELECT expr, tz, paused, floor(extract(epoch FROM now()))::int8"
-	                  " FROM @S@.cron_schedules WHERE name = $1", 1, v, &rc, err);
-	if (rc == PGC_OK && PQntuples(r) != 1)
-		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
-	if (rc == PGC_OK && strcmp(PQgetvalue(r, 0, 2), "t") == 0) {
-		pgc_cron *cr;
-		int64_t next = 0;
-		if ((rc = pgc_cron_parse(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), &cr, err)) == PGC_OK) {
-			rc = pgc_cron_next(cr, get_i64(r, 0, 3), &next, err);
-			pgc_cron_free(cr);
-		}
-		if (rc == PGC_OK) {
-			char nt[24];
+	char nt[24];
+	if (!paused) {
+		/* Resume: the next tick counts from the server's now(), computed here with the row's
+		 * expression. cron_pause() keeps the tick of a schedule that is not paused. */
+		PGresult *r = run(&c, "SELECT expr, tz, floor(extract(epoch FROM now()))::int8 FROM @S@.cron_schedules"
+		                  " WHERE name = $1 AND paused", 1, v, &rc, err);
+		if (rc == PGC_OK && PQntuples(r) == 1) {
+			pgc_cron *cr;
+			int64_t next = 0;
+			if ((rc = pgc_cron_parse(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), &cr, err)) == PGC_OK) {
+				rc = pgc_cron_next(cr, get_i64(r, 0, 2), &next, err);
+				pgc_cron_free(cr);
+			}
 			snprintf(nt, sizeof nt, "%" PRId64, next);
 			v[1] = nt;
-			PGresult *u = run(&c, "UPDATE @S@.cron_schedules SET paused = false, next_tick = to_timestamp($2::int8),"
-			                  " updated_at = clock_timestamp() WHERE name = $1", 2, v, &rc, err);
-			PQclear(u);
 		}
+		PQclear(r);
 	}
-	PQclear(r);
+	/* Paused runs nothing more: cron_pause() takes back a tick that fired ahead. */
+	if (rc == PGC_OK)
+		PQclear(run(&c, "SELECT @S@.cron_pause($1, $2::boolean, to_timestamp($3::int8))", 3,
+		            (const char *const[]){ name, paused ? "t" : "f", v[1] }, &rc, err));
 	ctx_end(&c);
 	return rc;
 }
@@ -422,33 +348,6 @@ static char *job_payload(const char *payload, const char *name, const char *tick
 	return b.buf;
 }
 
-/* Enqueues one job of a schedule on c's session (inside the open transaction). *dup is set
- * when overlap skip found the previous job still there. */
-static int enqueue_tick(ctx *c, pgc_queue *q, const char *name, const char *queue, const char *payload,
-                        bool overlap_skip, int max_attempts, const char *tick, int64_t *job_id, bool *dup,
-                        pgc_error *err)
-{
-	*dup = false;
-	*job_id = 0;
-	char *body = job_payload(payload, name, tick);
-	if (body == NULL)
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	char key[PGC_CRON_NAME_MAX + 8];
-	snprintf(key, sizeof key, "cron:%s", name);
-	pgc_job_options o = PGC_JOB_OPTIONS_INIT;
-	o.unique_key = overlap_skip ? key : NULL;
-	o.max_attempts = max_attempts;
-	int rc = pgc_queue_enqueue(q, queue, body, &o, job_id, err);
-	free(body);
-	(void)c;
-	if (rc == PGC_EDUPLICATE && overlap_skip) {
-		pgc_error_clear(err);
-		*dup = true;
-		return PGC_OK;
-	}
-	return rc;
-}
-
 static int64_t jitter_ms(int64_t max_ms)
 {
 	if (max_ms <= 0)
@@ -474,62 +373,11 @@ int pgc_cron_trigger(pgc_conn *conn, const char *schema, const char *name, int64
 	ctx c;
 	if ((rc = ctx_begin(&c, conn, schema, "pgc_cron_trigger", err)) != PGC_OK)
 		return rc;
-	bool own = !in_transaction(conn);
-	pgc_queue *q = NULL;
-	pgc_queue_options qo = PGC_QUEUE_OPTIONS_INIT;
-	qo.schema = c.schema;
-	qo.prepare = false;
-	if ((rc = pgc_queue_open(conn, &qo, &q, err)) != PGC_OK) {
-		ctx_end(&c);
-		return rc;
-	}
-	if (own)
-		rc = pgc__command(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", err);
-	const char *v[4] = { name, NULL, NULL, NULL };
-	PGresult *r = NULL;
-	if (rc == PGC_OK)
-		r = run(&c, "SELECT expr, tz, queue, payload::text, overlap, " US("now()") ", max_attempts"
-		        " FROM @S@.cron_schedules WHERE name = $1 FOR UPDATE", 1, v, &rc, err);
-	if (rc == PGC_OK && PQntuples(r) != 1)
-		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
-	if (rc == PGC_OK) {
-		int64_t now_us = get_i64(r, 0, 5), id = 0;
-		pgc_cron *cr;
-		char tick[PGC_CRON_TIME_MAX];
-		bool dup = false;
-		if ((rc = pgc_cron_parse(PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), &cr, err)) == PGC_OK) {
-			rc = pgc_cron_format_local(cr, now_us / 1000000, tick, sizeof tick, err);
-			pgc_cron_free(cr);
-		}
-		if (rc == PGC_OK)
-			rc = enqueue_tick(&c, q, name, PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3),
-			                  strcmp(PQgetvalue(r, 0, 4), "skip") == 0, (int)get_i64(r, 0, 6), tick, &id,
-			                  &dup, err);
-		if (rc == PGC_OK && dup)
-			rc = pgc__err(err, PGC_EDUPLICATE, "schedule %.100s: the previous job is still pending or running "
-			              "(overlap skip)", name);
-		if (rc == PGC_OK) {
-			char ids[24];
-			snprintf(ids, sizeof ids, "%" PRId64, id);
-			v[1] = ids;
-			PGresult *u = run(&c, "INSERT INTO @S@.cron_ticks (schedule, tick_at, outcome, job_id)"
-			                  " VALUES ($1, now(), 'triggered', $2::int8) ON CONFLICT DO NOTHING", 2, v, &rc, err);
-			PQclear(u);
-			if (rc == PGC_OK) {
-				u = run(&c, "UPDATE @S@.cron_schedules SET fired = fired + 1, last_fired_at = now(),"
-				        " last_outcome = 'triggered' WHERE name = $1", 1, v, &rc, err);
-				PQclear(u);
-			}
-			if (job_id != NULL)
-				*job_id = id;
-		}
-	}
+	const char *v[1] = { name };
+	PGresult *r = run(&c, "SELECT @S@.cron_trigger($1)", 1, v, &rc, err);
+	if (rc == PGC_OK && job_id != NULL)
+		*job_id = get_i64(r, 0, 0);
 	PQclear(r);
-	if (own && rc == PGC_OK)
-		rc = pgc__command(conn, "COMMIT", err);
-	else if (own)
-		pgc__rollback(conn);
-	pgc_queue_close(q);
 	ctx_end(&c);
 	return rc;
 }
@@ -572,25 +420,13 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 		return rc;
 	const char *v[1] = { name };
 	PGresult *r = run(&c,
-		"SELECT s.name, s.expr, s.tz, s.queue, s.payload::text, s.catch_up, s.catch_up_max,"
-		" " MS("s.catch_up_window") ", s.overlap, " MS("s.jitter") ", s.paused,"
-		" " US("coalesce((SELECT min(t.tick_at) FROM @S@.cron_ticks t WHERE t.schedule = s.name"
-		"  AND t.tick_at > now() AND t.outcome = 'enqueued'), s.next_tick)") ","
-		" " US("coalesce(lt.tick_at, CASE WHEN s.last_tick > now() THEN NULL ELSE s.last_tick END)") ","
-		" " US("s.last_fired_at") ", " US("s.created_at") ","
-		" " US("s.updated_at") ", " US("s.seen_at") ","
-		" CASE WHEN lt.tick_at IS NOT NULL THEN lt.outcome ELSE s.last_outcome END, s.last_scheduler, s.fired, s.missed,"
-		" s.skipped, " US("(SELECT max(t.tick_at) FROM @S@.cron_ticks t JOIN @S@.job_history h ON h.id = t.job_id"
-		"  WHERE t.schedule = s.name AND h.status = 'succeeded')") ", " US("now()") ","
-		" array_to_json(s.command)::text, s.max_attempts"
-		/* The last run and its outcome come from one row of the ticks (a trigger is one too),
-		 * so that one tick's time is never shown with another's outcome. */
-		" FROM @S@.cron_schedules s LEFT JOIN LATERAL (SELECT t.tick_at, t.outcome FROM @S@.cron_ticks t"
-		"  WHERE t.schedule = s.name AND t.tick_at <= now() ORDER BY t.tick_at DESC LIMIT 1) lt ON true"
-		" WHERE $1::text IS NULL OR s.name = $1 ORDER BY s.name",
+		"SELECT name, expr, tz, queue, payload::text, catch_up, catch_up_max, catch_up_window_ms, overlap,"
+		" jitter_ms, paused, " US("next_tick") ", " US("last_tick") ", " US("last_fired_at") ","
+		" " US("created_at") ", " US("updated_at") ", " US("seen_at") ", last_outcome, last_scheduler,"
+		" fired, missed, skipped, " US("last_success_at") ", " US("db_now") ","
+		" array_to_json(command)::text, max_attempts, next_tick IS NULL"
+		" FROM @S@.cron_list($1)",
 		1, v, &rc, err);
-	if (rc == PGC_OK && name != NULL && PQntuples(r) == 0)
-		rc = pgc__err(err, PGC_ENOTFOUND, "no schedule %.100s", name);
 	size_t rows = rc == PGC_OK ? (size_t)PQntuples(r) : 0;
 	pgc_cron_info *a = rc == PGC_OK ? calloc(rows + 1, sizeof *a) : NULL;
 	if (rc == PGC_OK && a == NULL)
@@ -624,6 +460,9 @@ int pgc_cron_list(pgc_conn *conn, const char *schema, const char *name, pgc_cron
 		x->db_now_us = get_i64(r, row, 23);
 		x->command = dup_or_null(r, row, 24);
 		x->max_attempts = (int)get_i64(r, row, 25);
+		/* Added through SQL and not computed by a scheduler yet: due to be, since the add. */
+		if (strcmp(PQgetvalue(r, row, 26), "t") == 0)
+			x->next_tick_us = x->updated_us;
 		if ((x->command == NULL && !PQgetisnull(r, row, 24)) || x->name == NULL || x->expr == NULL || x->tz == NULL || x->queue == NULL || x->payload == NULL)
 			rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 	}
@@ -831,7 +670,8 @@ typedef struct due {
 	int64_t window_ms, jitter_ms;
 	bool overlap_skip;
 	int max_attempts;   /* 0: the queue's default */
-	int64_t next_tick;  /* seconds */
+	int64_t next_tick;  /* seconds; when pending, the time to compute the first tick after */
+	bool pending;       /* next_tick '-infinity': added through SQL, its first tick not computed */
 	int64_t now_us;     /* the server's now() */
 	int64_t total;      /* fired + missed + skipped so far, for trimming */
 } due;
@@ -894,12 +734,19 @@ static int plan_one(plan *p, const due *d, int64_t lookahead_ms, long *fires, lo
 	if (rc != PGC_OK)
 		return rc;
 	int64_t now_s = d->now_us / 1000000;
+	/* A schedule added, changed or resumed through SQL: its first tick is the first fire time
+	 * after that (cron_add() and cron_pause() left it to the scheduler). */
+	int64_t first = d->next_tick;
+	if (d->pending && (rc = pgc_cron_next(cr, d->next_tick, &first, err)) != PGC_OK) {
+		pgc_cron_free(cr);
+		return rc;
+	}
 	/* The newest tick that may fire: now's, or one up to the lookahead ahead (whole seconds). */
 	int64_t limit_s = d->overlap_skip ? now_s : (d->now_us + lookahead_ms * 1000) / 1000000;
 	/* The due ticks: all of them counted, the newest RING kept. */
 	static __thread int64_t ring[RING];
 	long n = 0;
-	int64_t t = d->next_tick, after = 0;
+	int64_t t = first, after = first;
 	while (rc == PGC_OK && t <= limit_s) {
 		ring[n % RING] = t;
 		n++;
@@ -943,7 +790,7 @@ static int plan_one(plan *p, const due *d, int64_t lookahead_ms, long *fires, lo
 	long missed = n - nf;
 	if (missed > 0) {
 		put_text(&p->m_names, p->n_missed, d->name);
-		put_i64(&p->m_ticks, p->n_missed, d->next_tick);
+		put_i64(&p->m_ticks, p->n_missed, first);
 		put_i64(&p->m_counts, p->n_missed, missed > INT32_MAX ? INT32_MAX : missed);
 		p->n_missed++;
 	}
@@ -976,7 +823,13 @@ static int plan_one(plan *p, const due *d, int64_t lookahead_ms, long *fires, lo
 		return rc;
 	put_text(&p->s_names, p->n_sched, d->name);
 	put_i64(&p->s_next, p->n_sched, after);
-	put_i64(&p->s_last, p->n_sched, n > 0 ? ring[(n - 1) % RING] : d->next_tick);
+	if (n > 0) {
+		put_i64(&p->s_last, p->n_sched, ring[(n - 1) % RING]);
+	} else {
+		/* Only a pending schedule whose first tick is not due yet: its last tick stays. */
+		put_sep(&p->s_last, p->n_sched);
+		pgc__sb_puts(&p->s_last, "NULL");
+	}
 	/* Trim the history now and then: every 100 ticks of the schedule. */
 	put_sep(&p->s_trim, p->n_sched);
 	pgc__sb_puts(&p->s_trim, (d->total + nf + (missed > 0)) / 100 != d->total / 100 ? "t" : "f");
@@ -1019,8 +872,9 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 	 * whose tick has come (its previous job must be looked at when the tick is due). */
 	if (rc == PGC_OK)
 		r = run(&c, "SELECT name, expr, tz, queue, payload::text, catch_up, catch_up_max, " MS("catch_up_window") ","
-		        " overlap, " MS("jitter") ", floor(extract(epoch FROM next_tick))::int8, " US("now()") ","
-		        " fired + missed + skipped, max_attempts"
+		        " overlap, " MS("jitter") ", floor(extract(epoch FROM CASE WHEN isfinite(next_tick) THEN next_tick"
+		        "  ELSE updated_at END))::int8, " US("now()") ","
+		        " fired + missed + skipped, max_attempts, NOT isfinite(next_tick)"
 		        " FROM @S@.cron_schedules WHERE NOT paused"
 		        "  AND next_tick <= now() + $2::int8 * interval '1 millisecond'"
 		        "  AND (overlap = 'allow' OR next_tick <= now())"
@@ -1043,6 +897,7 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		d.now_us = get_i64(r, i, 11);
 		d.total = get_i64(r, i, 12);
 		d.max_attempts = (int)get_i64(r, i, 13);
+		d.pending = strcmp(PQgetvalue(r, i, 14), "t") == 0;
 		out->schedules++;
 		pgc_error e = PGC_ERROR_INIT;
 		long fires = 0, missed = 0;
@@ -1091,24 +946,16 @@ int pgc_cron_fire_due(pgc_conn *conn, const char *schema, const char *scheduler,
 		}
 		PQclear(r);
 		r = NULL;
-		/* The run log's time bound (migration 015): ticks older than the longer history
-		 * retention, whose jobs are not live, go a thousand at a time as ticks fire. */
-		if (rc == PGC_OK)
-			r = run(&c, "DELETE FROM @S@.cron_ticks WHERE ctid = ANY (ARRAY("
-			        "SELECT k.ctid FROM @S@.cron_ticks k WHERE k.tick_at < now() -"
-			        " (SELECT greatest(s.succeeded_retention, s.failed_retention) FROM @S@.queue_settings s)"
-			        " AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.id = k.job_id)"
-			        " ORDER BY k.tick_at LIMIT 1000 FOR UPDATE SKIP LOCKED))", 0, NULL, &rc, err);
-		PQclear(r);
-		r = NULL;
 	}
 	plan_free(&p);
 	/* When to look again: the earliest 'allow' tick less the lookahead, or the earliest 'skip'
-	 * tick; NULL when every schedule is paused (or there is none). */
+	 * tick (a tick still to compute is due now); NULL when every schedule is paused (or there
+	 * is none). */
 	if (rc == PGC_OK)
-		r = run(&c, "SELECT " MS("least((SELECT min(next_tick) FROM @S@.cron_schedules"
+		r = run(&c, "SELECT " MS("least((SELECT min(greatest(next_tick, now())) FROM @S@.cron_schedules"
 		        "  WHERE NOT paused AND overlap = 'allow') - $1::int8 * interval '1 millisecond',"
-		        " (SELECT min(next_tick) FROM @S@.cron_schedules WHERE NOT paused AND overlap = 'skip')) - now()"),
+		        " (SELECT min(greatest(next_tick, now())) FROM @S@.cron_schedules WHERE NOT paused AND overlap = 'skip'))"
+		        " - now()"),
 		        1, v + 1, &rc, err);
 	if (rc == PGC_OK && !PQgetisnull(r, 0, 0)) {
 		int64_t ms = get_i64(r, 0, 0);

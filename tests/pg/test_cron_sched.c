@@ -370,6 +370,212 @@ static void cron_sched__worker_schedules(void)
 	pgc_conn_close(c);
 }
 
+/* Runs the validator on (expr, tz): true when it accepts; otherwise *msg gets its message and
+ * the SQLSTATE must be 22023. */
+static bool sql_accepts(pgc_conn *c, const char *expr, const char *tz, char *msg, size_t size)
+{
+	char q[160];
+	snprintf(q, sizeof q, "SELECT \"%s\".cron_validate($1, $2)", schema);
+	const char *v[2] = { expr, tz };
+	PGresult *r = PQexecParams(pgc_conn_pg(c), q, 2, NULL, v, NULL, NULL, 0);
+	bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	if (!ok && (state == NULL || strcmp(state, "22023") != 0))
+		T_FAIL("cron_validate(\"%s\", %s): %s", expr, tz ? tz : "NULL", PQresultErrorMessage(r));
+	snprintf(msg, size, "%s", ok ? "" : PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY));
+	PQclear(r);
+	return ok;
+}
+
+/* The C parser is the authority on the grammar; the SQL validator that cron_add() runs for
+ * every other client must agree with it on every case, and name the same field. */
+static void cron_sched__sql_validator_agrees_with_parser(void)
+{
+	pgc_conn *c = setup();
+	static const char *const exprs[] = {
+		"* * * * *", "*/15 * * * *", "0 9-17 * * MON-FRI", "30 2 * * *", "0 0 1,15 * *",
+		"5/10 * * * *", "1-30/3 * * * *", "0 0 * * 7", "0 0 * * 0-7", "0 0 29 2 *",
+		"0 0 31 1,3 *", "0 0 30 2 1", "*/5 * * * * *", "0 0 0 1 1 *", " \t* * * * *\t ",
+		"0\t0\t*\t*\t*", "0 0 1 jan *", "0 0 * * sun", "0 0 * Jan-Mar Mon,Wed,Fri",
+		"007 * * * *", "0 0 * * 1/2", "59 23 31 12 *", "0-59/59 * * * *",
+		"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly",
+		"@HOURLY", "@Daily",
+		/* refused */
+		"", "   ", "* * * *", "* * * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *",
+		"* * 32 * *", "* * * 0 *", "* * * 13 *", "* * * * 8", "*/0 * * * *", "*/60 * * * *",
+		"5-1 * * * *", "1- * * * *", "-1 * * * *", "1,,2 * * * *", "1, * * * *", ",1 * * * *",
+		"*,1 * * * *", "1,* * * * *", "*1 * * * *", "*/ * * * *", "1/ * * * *", "1/2/3 * * * *",
+		"1-2-3 * * * *", "5/2-3 * * * *", "L * * * *", "* * L * *", "* * 15W * *", "* * * * 5#3",
+		"? * * * *", "* * * * ?", "a * * * *", "* * * FOO *", "* * * JANUARY *", "* * * * MONDAY",
+		"* * * * SU", "0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2-2 *", "@reboot", "@REBOOT",
+		"@every 5m", "@daily *", "@", "1.5 * * * *", "+1 * * * *", "99999999999 * * * *",
+		"*/99999999999 * * * *", "* * * * * *x", "\xc3\xa9 * * * *", "0 0 1 1 * 2026",
+		"* *\n* * *", "* * * * *\r",
+	};
+	char msg[1024], q[64];
+	int accepted = 0;
+	for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
+		pgc_cron *cr = NULL;
+		pgc_error err;
+		int rc = pgc_cron_parse(exprs[i], NULL, &cr, &err);
+		pgc_cron_free(cr);
+		T_ASSERT(rc == PGC_OK || rc == PGC_EUSAGE);
+		bool sql_ok = sql_accepts(c, exprs[i], NULL, msg, sizeof msg);
+		if ((rc == PGC_OK) != sql_ok)
+			T_FAIL("\"%s\": the C parser %s it (%s), cron_validate %s it (%s)", exprs[i],
+			       rc == PGC_OK ? "accepts" : "refuses", rc == PGC_OK ? "" : err.message,
+			       sql_ok ? "accepts" : "refuses", msg);
+		accepted += sql_ok;
+		/* A refusal that names a field names the same one in both. */
+		static const char *const fields[] = { "second field", "minute field", "hour field",
+		                                      "day-of-month field", "month field", "day-of-week field",
+		                                      "can never fire", "expected 5 fields", "macro", "@reboot" };
+		for (size_t k = 0; rc != PGC_OK && k < sizeof fields / sizeof fields[0]; k++)
+			if (strstr(err.message, fields[k]) != NULL && strstr(msg, fields[k]) == NULL)
+				T_FAIL("\"%s\": the C parser says \"%s\", cron_validate \"%s\"", exprs[i], err.message, msg);
+	}
+	T_ASSERT(accepted >= 30);
+	/* Zones: the C library reads the host's tzdata, the server its own; on one host both
+	 * know the same zones, and both refuse names that are not zone names. */
+	static const char *const zones[] = {
+		"UTC", "", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata",
+		"Etc/GMT+5", "Europe/Berln", "/etc/passwd", "../etc/passwd", "Europe//Berlin", "Europe/./Berlin",
+		"Europe/Berlin ", "Europe", "right/Europe/Berlin", "Mars/Olympus_Mons",
+	};
+	for (size_t i = 0; i < sizeof zones / sizeof zones[0]; i++) {
+		pgc_cron *cr = NULL;
+		pgc_error err;
+		int rc = pgc_cron_parse("* * * * *", zones[i], &cr, &err);
+		pgc_cron_free(cr);
+		bool sql_ok = sql_accepts(c, "* * * * *", zones[i], msg, sizeof msg);
+		if ((rc == PGC_OK) != sql_ok)
+			T_FAIL("zone \"%s\": the C parser %s it (%s), cron_validate %s it (%s)", zones[i],
+			       rc == PGC_OK ? "accepts" : "refuses", rc == PGC_OK ? "" : err.message,
+			       sql_ok ? "accepts" : "refuses", msg);
+	}
+	/* cron_add() refuses through it, naming the field, with 22023. */
+	snprintf(q, sizeof q, "SELECT \"%s\".cron_add('x', '61 * * * *', 'q')", schema);
+	PGresult *r = PQexec(pgc_conn_pg(c), q);
+	T_ASSERT_STR_EQ(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22023");
+	T_ASSERT_CONTAINS(PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY), "minute field");
+	PQclear(r);
+	pgc_conn_close(c);
+}
+
+/* A schedule added by SQL, as a client in another language adds it: its first tick is left to
+ * the scheduler, which computes it at its next pass; pause, resume, trigger, list and remove
+ * are functions too, with the documented SQLSTATEs. */
+static void cron_sched__sql_added_schedule(void)
+{
+	pgc_conn *c = setup();
+	pgc_error err;
+	sql(c, "SELECT \"%s\".cron_add('every-second', '* * * * * *', 'q', 'Europe/Berlin',"
+	       " '{\"k\": 1}', p_overlap => 'allow')", schema);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE next_tick = '-infinity'", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_list('every-second') WHERE next_tick IS NULL", schema), 1);
+	pgc_cron_info *xs = NULL;
+	size_t n = 0;
+	T_ASSERT_INT_EQ(pgc_cron_list(c, schema, "every-second", &xs, &n, &err), PGC_OK);
+	T_ASSERT_INT_EQ(n, 1);
+	T_ASSERT_INT_EQ(xs[0].next_tick_us, xs[0].updated_us); /* due to be computed since the add */
+	T_ASSERT_STR_EQ(xs[0].tz, "Europe/Berlin");
+	pgc_cron_infos_free(xs, n);
+
+	/* The scheduler's pass computes the tick and fires what is due. */
+	long enqueued = 0;
+	for (int i = 0; i < 100 && enqueued == 0; i++) {
+		pgc_cron_fire_result fr;
+		T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "test", 10, 0, &fr, &err), PGC_OK);
+		T_ASSERT_INT_EQ(fr.failed, 0);
+		enqueued += fr.enqueued;
+		if (enqueued == 0)
+			sleep_ms(100);
+	}
+	T_ASSERT(enqueued > 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE isfinite(next_tick)"
+	                           " AND next_tick > updated_at AND last_scheduler = 'test'", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE queue = 'q'"
+	                           " AND payload->>'k' = '1' AND payload->'cron'->>'schedule' = 'every-second'", schema),
+	                enqueued);
+
+	/* A rarely firing one: computed, nothing due, no last tick invented. */
+	sql(c, "SELECT \"%s\".cron_add('yearly', '@yearly', 'q')", schema);
+	pgc_cron_fire_result fr;
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "test", 10, 0, &fr, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'yearly'"
+	                           " AND next_tick = date_trunc('year', now()) + interval '1 year'"
+	                           " AND last_tick IS NULL AND fired = 0", schema), 1);
+
+	/* Pause and resume by SQL: the resumed tick is computed again by the scheduler. */
+	sql(c, "SELECT \"%s\".cron_pause('yearly', true)", schema);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_list() WHERE paused", schema), 1);
+	sql(c, "SELECT \"%s\".cron_pause('yearly', false)", schema);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'yearly'"
+	                           " AND NOT paused AND next_tick = '-infinity'", schema), 1);
+	T_ASSERT_INT_EQ(pgc_cron_fire_due(c, schema, "test", 10, 0, &fr, &err), PGC_OK);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'yearly'"
+	                           " AND next_tick = date_trunc('year', now()) + interval '1 year'", schema), 1);
+	/* Resuming a running schedule keeps its tick. */
+	sql(c, "SELECT \"%s\".cron_pause('yearly', false)", schema);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE isfinite(next_tick)", schema), 2);
+
+	/* Replace: the same definition changes nothing, another one is written. */
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT \"%s\".cron_add('yearly', '@yearly', 'q', p_replace => true)::int", schema), 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT \"%s\".cron_add('yearly', '@monthly', 'q', p_replace => true)::int", schema), 1);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_schedules WHERE name = 'yearly'"
+	                           " AND expr = '@monthly' AND next_tick = '-infinity'", schema), 1);
+
+	/* Trigger: a job now, recorded; overlap skip refuses a second one while the first lives. */
+	sql(c, "SELECT \"%s\".cron_add('skip', '@yearly', 'q2', p_overlap => 'skip')", schema);
+	long long id = sql_int(c, "SELECT \"%s\".cron_trigger('skip')", schema);
+	T_ASSERT(id > 0);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".jobs WHERE id = %lld"
+	                           " AND payload->'cron'->>'tick' ~ '^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\+00:00$'",
+	                        schema, id), 1);
+	T_ASSERT_INT_EQ(pgc_cron_trigger(c, schema, "skip", NULL, &err), PGC_EDUPLICATE);
+	T_ASSERT_CONTAINS(err.message, "still pending or running");
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT fired FROM \"%s\".cron_list('skip')", schema), 1);
+
+	/* The documented SQLSTATEs. */
+	static const struct { const char *call, *state; } bad[] = {
+		{ "cron_add('skip', '@yearly', 'q2')", "23505" },
+		{ "cron_add('a b', '@yearly', 'q')", "22023" },
+		{ "cron_add('a', '@yearly', NULL)", "22023" },
+		{ "cron_add('a', '@yearly', 'q', 'Europe/Berln')", "22023" },
+		{ "cron_add('a', '@yearly', 'q', p_payload => '[1]')", "22023" },
+		{ "cron_add('a', '@yearly', 'q', p_catch_up => 'some')", "22023" },
+		{ "cron_add('a', '@yearly', 'q', p_catch_up_max => 0)", "22023" },
+		{ "cron_add('a', '@yearly', 'q', p_jitter_ms => -1)", "22023" },
+		{ "cron_add('a', '@yearly', 'q', p_command => '{}')", "22023" },
+		{ "cron_add('a', '@yearly', 'cron:commands')", "22023" },
+		{ "cron_add('a', NULL, 'q')", "22004" },
+		{ "cron_remove('none')", "P0002" },
+		{ "cron_pause('none', true)", "P0002" },
+		{ "cron_trigger('none')", "P0002" },
+		{ "cron_list('none')", "P0002" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char q[256];
+		snprintf(q, sizeof q, "SELECT * FROM \"%s\".%s", schema, bad[i].call);
+		PGresult *r = PQexec(pgc_conn_pg(c), q);
+		const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (st == NULL || strcmp(st, bad[i].state) != 0)
+			T_FAIL("%s: expected SQLSTATE %s, got %s (%s)", bad[i].call, bad[i].state, st ? st : "none",
+			       PQresultErrorMessage(r));
+		PQclear(r);
+	}
+	/* A command schedule goes to its queue. */
+	sql(c, "SELECT \"%s\".cron_add('cmd', '@daily', p_command => '{echo,hi}')", schema);
+	char **argv = NULL;
+	T_ASSERT_INT_EQ(pgc_cron_command(c, schema, "cmd", &argv, &err), PGC_OK);
+	T_ASSERT_STR_EQ(argv[1], "hi");
+	free(argv);
+
+	sql(c, "SELECT \"%s\".cron_remove('every-second')", schema);
+	T_ASSERT_INT_EQ(sql_int(c, "SELECT count(*) FROM \"%s\".cron_list()", schema), 3);
+	pgc_conn_close(c);
+}
+
 int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
@@ -379,6 +585,8 @@ int main(int argc, char **argv)
 		{ "cron_sched__command_schedule", cron_sched__command_schedule },
 		{ "cron_sched__worker_schedules", cron_sched__worker_schedules },
 		{ "cron_sched__lookahead", cron_sched__lookahead },
+		{ "cron_sched__sql_validator_agrees_with_parser", cron_sched__sql_validator_agrees_with_parser },
+		{ "cron_sched__sql_added_schedule", cron_sched__sql_added_schedule },
 		{ NULL, NULL },
 	};
 	return t_main(argc, argv, cases);

@@ -303,6 +303,167 @@ static void diag__chain_tree_and_keys(void)
 	teardown(adm);
 }
 
+/* One row of blocking_forest() for pid, or -1. */
+static int forest_row(const PGresult *r, int pid)
+{
+	for (int i = 0; i < PQntuples(r); i++)
+		if (atoi(PQgetvalue(r, i, PQfnumber(r, "pid"))) == pid)
+			return i;
+	return -1;
+}
+
+/* "{1,2}" for the pids in p (sorted), as the server prints an integer[]. */
+static void pid_array(char *buf, size_t size, const int *p, size_t n)
+{
+	int v[64];
+	size_t m = 0;
+	for (size_t i = 0; i < n && m < 64; i++)
+		v[m++] = p[i];
+	for (size_t i = 1; i < m; i++)
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			int t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	size_t off = (size_t)snprintf(buf, size, "{");
+	for (size_t i = 0; i < m && off < size; i++)
+		off += (size_t)snprintf(buf + off, size - off, "%s%d", i ? "," : "", v[i]);
+	snprintf(buf + off, off < size ? size - off : 0, "}");
+}
+
+/* A real blocking chain, read by the SQL functions a client in any language calls and by the
+ * C snapshot: the same sessions, edges, roots and waits. A holds a row and an advisory key,
+ * B waits for A's row, C for B's table lock, D for A's key. */
+static void diag__sql_forest_matches_snapshot(void)
+{
+	pgc_conn *adm = setup();
+	int64_t key = KEY_BASE | (int64_t)getpid();
+	char k[32], sql[512];
+	snprintf(k, sizeof k, "%" PRId64, key);
+	snprintf(sql, sizeof sql, "INSERT INTO %s.lock_names (key, name) VALUES ($1::bigint, 'forest-key')", schema);
+	exec1(adm, sql, k);
+	pgc_conn *a = t_connect("pgcoord/test-forest-A");
+	exec_ok(a, "SET idle_in_transaction_session_timeout = '60s'");
+	exec_ok(a, "BEGIN");
+	snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE id = 1 FOR UPDATE", qtable);
+	exec_ok(a, sql);
+	exec1(a, "SELECT pg_advisory_lock($1::bigint)", k);
+	pgc_conn *b = waiter("pgcoord/test-forest-B");
+	snprintf(sql, sizeof sql, "UPDATE %s SET x = 10 WHERE id = 1", qtable);
+	send_async(b, sql);
+	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
+	o.schema = schema;
+	int pb = pgc_conn_backend_pid(b);
+	pgc_diag_snapshot_free(wait_for_waiters(adm, &o, &pb, 1));
+	pgc_conn *cc = waiter("pgcoord/test-forest-C");
+	snprintf(sql, sizeof sql, "BEGIN; LOCK TABLE %s IN SHARE MODE; COMMIT", qtable);
+	send_async(cc, sql);
+	pgc_conn *d = waiter("pgcoord/test-forest-D");
+	snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%s)", k);
+	send_async(d, sql);
+	int pa = pgc_conn_backend_pid(a), pc = pgc_conn_backend_pid(cc), pd = pgc_conn_backend_pid(d);
+	int ours[4] = { pa, pb, pc, pd };
+	pgc_diag_snapshot *s = wait_for_waiters(adm, &o, ours + 1, 3);
+
+	snprintf(sql, sizeof sql, "SELECT pid, blocked_by::text, blocks::text, root, depth, blocks_total, in_cycle,"
+	         " wait_locktype, wait_mode, wait_target, waited_ms, state, application_name, xact_age_ms"
+	         " FROM %s.blocking_forest()", schema);
+	PGresult *r = query(adm, sql);
+	for (size_t i = 0; i < 4; i++) {
+		const pgc_diag_session *x = pgc_diag_session_find(s, ours[i]);
+		int row = forest_row(r, ours[i]);
+		T_ASSERT(x != NULL);
+		if (row < 0)
+			T_FAIL("pid %d is in the snapshot, not in blocking_forest()", ours[i]);
+		char want[256];
+		pid_array(want, sizeof want, x->blocked_by, x->nblocked_by);
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 1), want);
+		pid_array(want, sizeof want, x->blocks, x->nblocks);
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 2), want);
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 3), x->root ? "t" : "f");
+		T_ASSERT_INT_EQ(atoi(PQgetvalue(r, row, 5)), (int)x->blocks_total);
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 6), x->cycle ? "t" : "f");
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 11), x->state);
+		T_ASSERT_STR_EQ(PQgetvalue(r, row, 12), x->application);
+		if (x->wants == NULL) {
+			T_ASSERT(PQgetisnull(r, row, 7) && PQgetisnull(r, row, 9));
+		} else {
+			T_ASSERT_STR_EQ(PQgetvalue(r, row, 7), x->wants->locktype);
+			T_ASSERT_STR_EQ(PQgetvalue(r, row, 8), x->wants->mode);
+			T_ASSERT_STR_EQ(PQgetvalue(r, row, 9), x->wants->target);
+			T_ASSERT(atoll(PQgetvalue(r, row, 10)) >= 0);
+		}
+	}
+	/* The roots and the edges among these sessions are the snapshot's. */
+	T_ASSERT(has_pid(s->roots, s->nroots, pa));
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strcmp(PQgetvalue(r, i, 3), "t") == 0 && has_pid(ours, 4, atoi(PQgetvalue(r, i, 0))))
+			T_ASSERT_INT_EQ(atoi(PQgetvalue(r, i, 0)), pa);
+	int edges = 0;
+	for (size_t e = 0; e < s->nedges; e++)
+		if (has_pid(ours, 4, s->edges[e].waiter)) {
+			int row = forest_row(r, s->edges[e].waiter);
+			char want[24];
+			snprintf(want, sizeof want, "%d", s->edges[e].blocker);
+			T_ASSERT_CONTAINS(PQgetvalue(r, row, 1), want);
+			edges++;
+		}
+	T_ASSERT_INT_EQ(edges, 3);
+	/* Depth: A the root, B and D wait for it, C for B. */
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, forest_row(r, pa), 4)), 0);
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, forest_row(r, pb), 4)), 1);
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, forest_row(r, pc), 4)), 2);
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, forest_row(r, pd), 4)), 1);
+	char expect[128];
+	snprintf(expect, sizeof expect, "advisory %" PRId64 " \"forest-key\"", key);
+	T_ASSERT_STR_EQ(PQgetvalue(r, forest_row(r, pd), 9), expect);
+	T_ASSERT_CONTAINS(PQgetvalue(r, forest_row(r, pb), 9), "row (0,1) of ");
+	/* The reading session is not in it. */
+	T_ASSERT(forest_row(r, pgc_conn_backend_pid(adm)) < 0);
+	PQclear(r);
+	pgc_diag_snapshot_free(s);
+
+	/* lock_holders(): A holds the key, D waits, as pgc_lock_holders() sees it. */
+	pgc_key pk = pgc_key_int64(key);
+	pgc_lock_holder *h = NULL;
+	size_t nh = 0;
+	pgc_error err;
+	T_ASSERT_INT_EQ(pgc_lock_holders_recorded(adm, &pk, schema, &h, &nh, &err), PGC_OK);
+	snprintf(sql, sizeof sql, "SELECT pid, mode, granted, application_name, is_self, backend_start IS NOT NULL"
+	         " FROM %s.lock_holders($1::bigint)", schema);
+	const char *pv[1] = { k };
+	int rc;
+	r = pgc__exec(adm, sql, 1, pv, &rc, &err);
+	if (r == NULL)
+		T_FAIL("%s: %s", sql, err.message);
+	T_ASSERT_INT_EQ(PQntuples(r), 2);
+	T_ASSERT_INT_EQ((int)nh, 2);
+	for (int i = 0; i < 2; i++) {
+		T_ASSERT_INT_EQ(atoi(PQgetvalue(r, i, 0)), h[i].pid);
+		T_ASSERT_STR_EQ(PQgetvalue(r, i, 1), h[i].shared ? "ShareLock" : "ExclusiveLock");
+		T_ASSERT_STR_EQ(PQgetvalue(r, i, 2), h[i].granted ? "t" : "f");
+		T_ASSERT_STR_EQ(PQgetvalue(r, i, 3), h[i].application_name);
+		T_ASSERT_STR_EQ(PQgetvalue(r, i, 4), "f");
+		T_ASSERT_STR_EQ(PQgetvalue(r, i, 5), "t");
+	}
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, 0, 0)), pa);
+	T_ASSERT_INT_EQ(atoi(PQgetvalue(r, 1, 0)), pd);
+	PQclear(r);
+	pgc_free(h);
+
+	end_session(adm, a);
+	end_session(adm, b);
+	end_session(adm, cc);
+	end_session(adm, d);
+	/* Nobody waits any more: none of ours is in the forest. */
+	snprintf(sql, sizeof sql, "SELECT pid FROM %s.blocking_forest()", schema);
+	r = query(adm, sql);
+	for (size_t i = 0; i < 4; i++)
+		T_ASSERT(forest_row(r, ours[i]) < 0);
+	PQclear(r);
+	teardown(adm);
+}
+
 static void diag__queued_ddl(void)
 {
 	pgc_conn *adm = setup();
@@ -770,6 +931,7 @@ int main(int argc, char **argv)
 {
 	static const t_case cases[] = {
 		{ "diag__chain_tree_and_keys", diag__chain_tree_and_keys },
+		{ "diag__sql_forest_matches_snapshot", diag__sql_forest_matches_snapshot },
 		{ "diag__queued_ddl", diag__queued_ddl },
 		{ "diag__cycle_found_not_followed", diag__cycle_found_not_followed },
 		{ "diag__other_database_blocker_in_scope", diag__other_database_blocker_in_scope },

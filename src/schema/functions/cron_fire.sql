@@ -3,6 +3,9 @@
 -- is left alone and enqueues nothing), one enqueue() per queue and run_at for the new ticks'
 -- jobs (overlap skip: the unique key 'cron:NAME', so a tick whose previous job is live becomes
 -- 'skipped-overlap'), and the schedules' next ticks and counters, in the caller's transaction.
+-- A schedule's p_last NULL keeps its last tick (a schedule whose first tick the scheduler has
+-- just computed, none of it due). Then the run log's time bound: ticks older than the longer
+-- history retention whose jobs are not live go, a thousand per call.
 -- Returns per tick (ord) its job's id and whether its row was new.
 CREATE OR REPLACE FUNCTION @S@.cron_fire(
     p_names text[], p_ticks bigint[], p_payloads text[], p_run_at_ms bigint[],
@@ -80,7 +83,7 @@ BEGIN
         SELECT m.n, sum(m.c) AS missed FROM unnest(p_missed_names, p_missed_counts) AS m(n, c) GROUP BY m.n
     )
     UPDATE @S@.cron_schedules s
-       SET next_tick = to_timestamp(x.nt), last_tick = to_timestamp(x.lt),
+       SET next_tick = to_timestamp(x.nt), last_tick = coalesce(to_timestamp(x.lt), s.last_tick),
            last_outcome = coalesce(agg.outcome, CASE WHEN mis.missed > 0 THEN 'missed' END, s.last_outcome),
            fired = s.fired + coalesce(agg.fired, 0), missed = s.missed + coalesce(mis.missed, 0),
            skipped = s.skipped + coalesce(agg.skipped, 0),
@@ -97,6 +100,13 @@ BEGIN
      WHERE x.tr AND t.schedule = x.n
        AND t.tick_at < (SELECT k.tick_at FROM @S@.cron_ticks k WHERE k.schedule = x.n
                          ORDER BY k.tick_at DESC OFFSET 999 LIMIT 1);
+
+    DELETE FROM @S@.cron_ticks WHERE ctid = ANY (ARRAY(
+        SELECT k.ctid FROM @S@.cron_ticks k
+         WHERE k.tick_at < now() - (SELECT greatest(q.succeeded_retention, q.failed_retention)
+                                      FROM @S@.queue_settings q)
+           AND NOT EXISTS (SELECT 1 FROM @S@.jobs j WHERE j.id = k.job_id)
+         ORDER BY k.tick_at LIMIT 1000 FOR UPDATE SKIP LOCKED));
 
     RETURN QUERY
     SELECT u.i, r.id, u.i = ANY (coalesce(fresh_i, '{}'))
