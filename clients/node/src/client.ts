@@ -269,8 +269,9 @@ export class Client {
    * @throws {@link ConflictError} when busy (`wait: 0`) or timed out; the signal's reason when aborted
    */
   async lock(target: LockTarget, opts: LockOptions = {}): Promise<SessionLock> {
-    const l = await this.tryLock(target, opts);
-    if (l === null) throw notGranted(resolveTarget(target).label, opts.wait ?? Infinity);
+    const wait = opts.wait ?? Infinity;
+    const l = await this.tryLock(target, { ...opts, wait });
+    if (l === null) throw notGranted(resolveTarget(target).label, wait);
     return l;
   }
 
@@ -294,8 +295,9 @@ export class Client {
    * @throws {@link UsageError} outside a transaction; {@link ConflictError} when busy or timed out
    */
   async xactLock(tx: pg.ClientBase, target: LockTarget, opts: XactLockOptions = {}): Promise<void> {
-    const got = await acquireXact(tx, target, opts, this.mask);
-    if (!got) throw notGranted(resolveTarget(target).label, opts.wait ?? Infinity);
+    const wait = opts.wait ?? Infinity;
+    const got = await acquireXact(tx, target, { ...opts, wait }, this.mask);
+    if (!got) throw notGranted(resolveTarget(target).label, wait);
   }
 
   /** As {@link Client.xactLock}, but resolves false when busy or timed out; tries once by default. */

@@ -19,7 +19,7 @@ export function maskDsn(dsn: string): string {
   return dsn
     .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@?#\s]*:)[^@/?#\s]*@/i, "$1***@")
     .replace(/([?&]password=)[^&#\s]*/gi, "$1***")
-    .replace(/(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)/gi, "$1***");
+    .replace(/(^|\s)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']*)/gi, "$1$2***");
 }
 
 /** The password a DSN carries, if any (to hide it wherever it could appear). */
@@ -34,7 +34,7 @@ export function dsnPassword(dsn: string): string | undefined {
   }
   m = /[?&]password=([^&#\s]*)/i.exec(dsn);
   if (m?.[1]) return decodeURIComponent(m[1]);
-  m = /\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)/i.exec(dsn);
+  m = /(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)/i.exec(dsn);
   if (m?.[1]) return m[1].startsWith("'") ? m[1].slice(1, -1).replace(/\\(.)/g, "$1") : m[1];
   return undefined;
 }
