@@ -1,0 +1,36 @@
+/**
+ * pgcoord for Node.js: advisory locks that cannot leak through a pool, a retrying transaction
+ * runner, leases with fencing tokens, and enqueue, on the pgcoord protocol (SQL functions of a
+ * schema that `pgcoord init` created).
+ *
+ * @packageDocumentation
+ */
+export {
+  APPLICATION_NAME,
+  CLIENT_VERSION,
+  Client,
+  PROTOCOL_VERSION,
+  type ClientOptions,
+  type EnqueueOptions,
+  type Isolation,
+  type On,
+  type TransactionOptions,
+} from "./client.js";
+export {
+  CommitUnknownError,
+  ConflictError,
+  FencedError,
+  LostError,
+  NotFoundError,
+  PgcoordError,
+  RetryLaterError,
+  SchemaError,
+  SqlError,
+  UsageError,
+  type ErrorCode,
+  type PgcoordErrorOptions,
+} from "./errors.js";
+export { maskDsn } from "./internal.js";
+export { LOCK_NAME_MAX_BYTES, key, xxh64 } from "./key.js";
+export { Lease, type LeaseLossReason, type LeaseOptions } from "./lease.js";
+export { SessionLock, type LockOptions, type LockTarget, type XactLockOptions } from "./lock.js";
