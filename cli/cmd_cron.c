@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "dbwait.h"
 #include "jobcmd.h"
+#include "render.h"
 #include "util/util.h"
 
 #define NEXT_DEFAULT 5
@@ -483,15 +484,6 @@ static const char *local_us(const pgc_cron *c, int64_t us, char *buf, size_t siz
 	return buf;
 }
 
-static void json_time(const pgc_cron *c, int64_t us)
-{
-	char b[PGC_CRON_TIME_MAX];
-	if (us == 0)
-		fputs("null", stdout);
-	else
-		json_str(stdout, local_us(c, us, b, sizeof b));
-}
-
 /* ---- the run log ---------------------------------------------------------------------------- */
 
 /* What a run's job ended with, in one line: the last line of its error when it has one and did
@@ -502,30 +494,6 @@ static const char *run_line(const pgc_cron_run *r, char *buf, size_t size)
 	bool err = r->error != NULL && strcmp(r->job_status, "succeeded") != 0;
 	cli_last_line(err ? r->error : r->output, last, sizeof last);
 	return cli_escape(last, buf, size);
-}
-
-/* The job part of a run as JSON members (after others): job_status, attempts, exit_status,
- * duration_ms, error, output. */
-static void run_json_members(const pgc_cron_run *r)
-{
-	fputs(",\"job_status\":", stdout);
-	json_str(stdout, r->job_status[0] ? r->job_status : NULL);
-	if (r->job_status[0] && strcmp(r->job_status, "gone") != 0)
-		printf(",\"attempts\":%d,\"max_attempts\":%d", r->attempts, r->max_attempts);
-	else
-		fputs(",\"attempts\":null,\"max_attempts\":null", stdout);
-	if (r->exit_status >= 0)
-		printf(",\"exit_status\":%d", r->exit_status);
-	else
-		fputs(",\"exit_status\":null", stdout);
-	if (r->duration_ms >= 0)
-		printf(",\"duration_ms\":%" PRId64, r->duration_ms);
-	else
-		fputs(",\"duration_ms\":null", stdout);
-	fputs(",\"error\":", stdout);
-	json_str(stdout, r->error);
-	fputs(",\"output\":", stdout);
-	json_str(stdout, r->output);
 }
 
 /* A run's job in words: "failed, exit 127, 12ms" (what is known of it). */
@@ -543,69 +511,6 @@ static const char *run_words(const pgc_cron_run *r, char *buf, size_t size)
 		snprintf(retry, sizeof retry, " (retry after attempt %d of %d)", r->attempts, r->max_attempts);
 	snprintf(buf, size, "%s%s%s%s", r->job_status, retry, ex, took);
 	return buf;
-}
-
-static void info_json(const pgc_cron_info *x, const pgc_cron_run *last)
-{
-	pgc_cron *c = NULL;
-	pgc_error err;
-	if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
-		c = NULL;
-	char d[PGC_DURATION_FORMAT_MAX];
-	fputs("{\"name\":", stdout);
-	json_str(stdout, x->name);
-	fputs(",\"schedule\":", stdout);
-	json_str(stdout, x->expr);
-	fputs(",\"tz\":", stdout);
-	json_str(stdout, x->tz);
-	fputs(",\"queue\":", stdout);
-	json_str(stdout, x->queue);
-	printf(",\"command\":%s,\"max_attempts\":", x->command != NULL ? x->command : "null");
-	if (x->max_attempts > 0)
-		printf("%d", x->max_attempts);
-	else
-		fputs("null", stdout);
-	printf(",\"payload\":%s,\"catch_up\":", x->payload);
-	json_str(stdout, pgc_cron_catch_up_name(x->catch_up));
-	fputs(",\"catch_up_window\":", stdout);
-	json_str(stdout, cli_duration_str(x->catch_up_window_ms, d));
-	printf(",\"catch_up_max\":%d,\"overlap\":", x->catch_up_max);
-	json_str(stdout, pgc_cron_overlap_name(x->overlap));
-	fputs(",\"jitter\":", stdout);
-	json_str(stdout, cli_duration_str(x->jitter_ms, d));
-	printf(",\"paused\":%s,\"next_run\":", x->paused ? "true" : "false");
-	if (x->paused)
-		fputs("null", stdout);
-	else
-		json_time(c, x->next_tick_us);
-	fputs(",\"last_run\":", stdout);
-	json_time(c, x->last_tick_us);
-	fputs(",\"last_outcome\":", stdout);
-	json_str(stdout, x->last_outcome);
-	/* The last run's job (the run log), or null when it has none. */
-	fputs(",\"last_job\":", stdout);
-	if (last != NULL && last->tick.job_id > 0) {
-		printf("{\"id\":%" PRId64, last->tick.job_id);
-		run_json_members(last);
-		putchar('}');
-	} else {
-		fputs("null", stdout);
-	}
-	fputs(",\"last_fired_at\":", stdout);
-	json_time(c, x->last_fired_us);
-	fputs(",\"last_success\":", stdout);
-	json_time(c, x->last_success_us);
-	printf(",\"fired\":%" PRId64 ",\"missed\":%" PRId64 ",\"skipped\":%" PRId64 ",\"last_scheduler\":", x->fired,
-	       x->missed, x->skipped);
-	json_str(stdout, x->last_scheduler);
-	fputs(",\"seen_at\":", stdout);
-	json_time(c, x->seen_us);
-	fputs(",\"created_at\":", stdout);
-	json_time(c, x->created_us);
-	fputs(",\"updated_at\":", stdout);
-	json_time(c, x->updated_us);
-	putchar('}');
-	pgc_cron_free(c);
 }
 
 static int cron_add(int argc, char **argv)
@@ -706,14 +611,18 @@ static int cron_list(int argc, char **argv)
 	if (a.prometheus) {
 		cli_prom_cron(stdout, xs, n);
 	} else if (g_cli.json) {
-		if (!show)
-			fputs("{\"schedules\":[", stdout);
-		for (size_t i = 0; i < n; i++) {
-			if (i > 0)
-				putchar(',');
-			info_json(&xs[i], last[i]);
+		json_w w = json_w_on(stdout);
+		if (!show) {
+			json_obj(&w, NULL);
+			json_arr(&w, "schedules");
 		}
-		puts(show ? "" : "]}");
+		for (size_t i = 0; i < n; i++)
+			render_schedule(&w, NULL, &xs[i], last[i], 0);
+		if (!show) {
+			json_arr_end(&w);
+			json_obj_end(&w);
+		}
+		putchar('\n');
 	} else if (show) {
 		const pgc_cron_info *x = &xs[0];
 		pgc_cron *c = NULL;
@@ -813,9 +722,12 @@ static int cron_simple(int argc, char **argv)
 		return report(sub, &err);
 	if (strcmp(argv[0], "trigger") == 0) {
 		if (g_cli.json) {
-			fputs("{\"schedule\":", stdout);
-			json_str(stdout, name);
-			printf(",\"job_id\":%" PRId64 "}\n", id);
+			json_w w = json_w_on(stdout);
+			json_obj(&w, NULL);
+			json_s(&w, "schedule", name);
+			json_i(&w, "job_id", id);
+			json_obj_end(&w);
+			putchar('\n');
 		} else {
 			printf("%" PRId64 "\n", id);
 		}
@@ -854,27 +766,25 @@ static int cron_history(int argc, char **argv)
 	if (pgc_cron_parse(xs[0].expr, xs[0].tz, &c, &err) != PGC_OK)
 		c = NULL;
 	char b1[PGC_CRON_TIME_MAX], b2[PGC_CRON_TIME_MAX];
-	if (g_cli.json)
-		fputs("{\"schedule\":", stdout), json_str(stdout, xs[0].name), fputs(",\"ticks\":[", stdout);
-	else if (n > 0)
+	json_w w = json_w_on(stdout);
+	if (g_cli.json) {
+		json_obj(&w, NULL);
+		json_s(&w, "schedule", xs[0].name);
+		json_arr(&w, "ticks");
+	} else if (n > 0)
 		printf("%-25s %-25s %-15s %5s %-10s %-10s %4s %8s %s\n", "TICK", "FIRED AT", "OUTCOME", "TICKS", "JOB",
 		       "STATUS", "EXIT", "TOOK", "OUTPUT");
 	for (size_t i = 0; i < n; i++) {
 		const pgc_cron_tick *k = &t[i].tick;
 		if (g_cli.json) {
-			fputs(i ? ",{\"tick\":" : "{\"tick\":", stdout);
-			json_time(c, k->tick_us);
-			fputs(",\"fired_at\":", stdout);
-			json_time(c, k->fired_us);
-			fputs(",\"outcome\":", stdout);
-			json_str(stdout, k->outcome);
-			printf(",\"ticks\":%d,\"job_id\":", k->ticks);
-			if (k->job_id > 0)
-				printf("%" PRId64, k->job_id);
-			else
-				fputs("null", stdout);
-			run_json_members(&t[i]);
-			putchar('}');
+			json_obj(&w, NULL);
+			render_cron_time(&w, "tick", c, k->tick_us);
+			render_cron_time(&w, "fired_at", c, k->fired_us);
+			json_s(&w, "outcome", k->outcome);
+			json_i(&w, "ticks", k->ticks);
+			json_i_or_null(&w, "job_id", k->job_id > 0, k->job_id);
+			render_cron_run_members(&w, &t[i]);
+			json_obj_end(&w);
 		} else {
 			char job[24] = "-", ex[16] = "-", took[PGC_DURATION_FORMAT_MAX] = "-", line[120];
 			if (k->job_id > 0)
@@ -888,8 +798,11 @@ static int cron_history(int argc, char **argv)
 			       t[i].job_status[0] ? t[i].job_status : "-", ex, took, run_line(&t[i], line, sizeof line));
 		}
 	}
-	if (g_cli.json)
-		puts("]}");
+	if (g_cli.json) {
+		json_arr_end(&w);
+		json_obj_end(&w);
+		putchar('\n');
+	}
 	pgc_cron_free(c);
 	pgc_cron_runs_free(t, n);
 	pgc_cron_infos_free(xs, nx);

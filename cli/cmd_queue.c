@@ -712,16 +712,6 @@ static void print_flow_stats(const pgc_queue_key_info *k, size_t nk, bool promet
 		cli_prom_queue_keys(stdout, k, nk);
 		return;
 	}
-	if (g_cli.json) {
-		fputs(",\"keys\":[", stdout);
-		for (size_t i = 0; i < nk; i++) {
-			if (i)
-				fputc(',', stdout);
-			render_key(stdout, &k[i]);
-		}
-		fputc(']', stdout);
-		return;
-	}
 	if (nk == 0)
 		return;
 	putchar('\n');
@@ -737,44 +727,49 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 		return;
 	}
 	if (g_cli.json) {
-		fputs("{\"queues\":[", stdout);
-		for (size_t i = 0; i < n; i++) {
-			fputs(i ? ",{\"queue\":" : "{\"queue\":", stdout);
-			json_str(stdout, st[i].queue);
-			printf(",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"running\":%ld,"
-			       "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,"
-			       "\"completed_1m\":%ld,\"failed_1m\":%ld,\"waiting\":%ld}",
-			       st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].running,
-			       st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s,
-			       st[i].completed_1m, st[i].failed_1m, st[i].waiting);
-		}
-		printf("],\"tables\":{\"jobs\":{\"live_tuples\":%ld,\"dead_tuples\":%ld,\"last_autovacuum\":",
-		       h->jobs_live_tuples, h->jobs_dead_tuples);
-		json_str(stdout, h->jobs_last_autovacuum[0] ? h->jobs_last_autovacuum : NULL);
-		printf("},\"job_history\":{\"live_tuples\":%ld,\"dead_tuples\":%ld,\"last_autovacuum\":",
-		       h->history_live_tuples, h->history_dead_tuples);
-		json_str(stdout, h->history_last_autovacuum[0] ? h->history_last_autovacuum : NULL);
-		fputs("}},\"xmin_horizon\":", stdout);
+		json_w w = json_w_on(stdout);
+		json_obj(&w, NULL);
+		json_arr(&w, "queues");
+		for (size_t i = 0; i < n; i++)
+			render_queue_stat(&w, NULL, &st[i]);
+		json_arr_end(&w);
+		json_obj(&w, "tables");
+		json_obj(&w, "jobs");
+		json_i(&w, "live_tuples", h->jobs_live_tuples);
+		json_i(&w, "dead_tuples", h->jobs_dead_tuples);
+		json_s(&w, "last_autovacuum", h->jobs_last_autovacuum[0] ? h->jobs_last_autovacuum : NULL);
+		json_obj_end(&w);
+		json_obj(&w, "job_history");
+		json_i(&w, "live_tuples", h->history_live_tuples);
+		json_i(&w, "dead_tuples", h->history_dead_tuples);
+		json_s(&w, "last_autovacuum", h->history_last_autovacuum[0] ? h->history_last_autovacuum : NULL);
+		json_obj_end(&w);
+		json_obj_end(&w);
 		if (h->horizon_pid == 0) {
-			fputs("null", stdout);
+			json_null(&w, "xmin_horizon");
 		} else {
-			printf("{\"pid\":%d,\"xmin_age\":%ld,\"xact_age_s\":%.3f,\"application_name\":",
-			       h->horizon_pid, h->horizon_xmin_age, h->horizon_xact_age_s);
-			json_str(stdout, h->horizon_application);
-			fputs(",\"state\":", stdout);
-			json_str(stdout, h->horizon_state);
-			fputc('}', stdout);
+			json_obj(&w, "xmin_horizon");
+			json_i(&w, "pid", h->horizon_pid);
+			json_i(&w, "xmin_age", h->horizon_xmin_age);
+			json_f(&w, "xact_age_s", h->horizon_xact_age_s, 3);
+			json_s(&w, "application_name", h->horizon_application);
+			json_s(&w, "state", h->horizon_state);
+			json_obj_end(&w);
 		}
-		fputs(",\"replication_slot\":", stdout);
 		if (h->horizon_slot[0] == '\0') {
-			fputs("null", stdout);
+			json_null(&w, "replication_slot");
 		} else {
-			fputs("{\"name\":", stdout);
-			json_str(stdout, h->horizon_slot);
-			printf(",\"xmin_age\":%ld}", h->horizon_slot_xmin_age);
+			json_obj(&w, "replication_slot");
+			json_s(&w, "name", h->horizon_slot);
+			json_i(&w, "xmin_age", h->horizon_slot_xmin_age);
+			json_obj_end(&w);
 		}
-		print_flow_stats(k, nk, false);
-		fputs("}\n", stdout);
+		json_arr(&w, "keys");
+		for (size_t i = 0; i < nk; i++)
+			render_key(&w, NULL, &k[i]);
+		json_arr_end(&w);
+		json_obj_end(&w);
+		fputc('\n', stdout);
 		return;
 	}
 	printf("%-20s %6s %8s %9s %7s %9s %7s %9s %9s %7s %9s %7s\n", "QUEUE", "PAUSED", "PENDING",
@@ -863,46 +858,6 @@ static int do_stats(int argc, char **argv)
 
 /* ---- list and show -------------------------------------------------------------------------- */
 
-static void print_info_json(const pgc_job_info *j, const pgc_job_wait *w)
-{
-	printf("{\"id\":%lld,\"queue\":", (long long)j->id);
-	json_str(stdout, j->queue);
-	fputs(",\"status\":", stdout);
-	json_str(stdout, j->status);
-	printf(",\"priority\":%d,\"aged\":%s,\"attempts\":%d,\"max_attempts\":%d", j->priority,
-	       j->aged ? "true" : "false", j->attempts, j->max_attempts);
-	printf(",\"deferrals\":%d,\"max_deferrals\":%d", j->deferrals, j->max_deferrals);
-	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until",
-	                       "worker", "last_error", "unique_key", "key", "waiting" };
-	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
-	                       j->worker, j->last_error, j->unique_key, j->key, j->held };
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		printf(",\"%s\":", keys[i]);
-		json_str(stdout, vals[i]);
-	}
-	char last[PGC_JOB_ERROR_MAX];
-	fputs(",\"error_line\":", stdout);
-	json_str(stdout, j->last_error != NULL ? cli_last_line(j->last_error, last, sizeof last) : NULL);
-	fputs(",\"exit_status\":", stdout);
-	if (j->exit_status >= 0)
-		printf("%d", j->exit_status);
-	else
-		fputs("null", stdout);
-	fputs(",\"duration_ms\":", stdout);
-	if (j->duration_ms >= 0)
-		printf("%lld", (long long)j->duration_ms);
-	else
-		fputs("null", stdout);
-	fputs(",\"output\":", stdout);
-	json_str(stdout, j->output);
-	if (w != NULL) {
-		fputs(",\"wait\":", stdout);
-		cli_job_wait_json(stdout, w);
-	}
-	/* errors and payload are JSON already. */
-	printf(",\"errors\":%s,\"payload\":%s}\n", j->errors ? j->errors : "[]", j->payload ? j->payload : "null");
-}
-
 static int do_list(int argc, char **argv)
 {
 	qargs a;
@@ -928,10 +883,14 @@ static int do_list(int argc, char **argv)
 		if (!g_cli.json)
 			printf("%-10s %-16s %-10s %5s %8s %-20s %s\n", "ID", "QUEUE", "STATUS", "PRIO",
 			       "ATTEMPTS", "RUN_AT", "LAST_ERROR");
+		json_w w = json_w_on(stdout);
 		for (size_t i = 0; i < n; i++) {
 			const pgc_job_info *j = list[i];
 			if (g_cli.json) {
-				print_info_json(j, NULL);
+				/* The CLI's list keeps the detailed view: a script reads the payload. */
+				render_job(&w, NULL, j, NULL, RENDER_FULL);
+				if (i + 1 == n)
+					fputc('\n', stdout);
 				continue;
 			}
 			char att[24];
@@ -976,7 +935,9 @@ static int do_show(int argc, char **argv)
 		if (err.code == PGC_ENOTFOUND) /* gone between the two reads */
 			memset(&w, 0, sizeof w);
 		if (g_cli.json) {
-			print_info_json(j, &w);
+			json_w jw = json_w_on(stdout);
+			render_job(&jw, NULL, j, &w, RENDER_FULL);
+			fputc('\n', stdout);
 		} else {
 			/* One label form, "name:" padded to one column; timestamps as everywhere. */
 			printf("%-14s%lld\n%-14s%s\n%-14s%s%s\n%-14s%d\n%-14s%d of %d\n", "id:",
@@ -1275,16 +1236,16 @@ static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 		return cli_report(&err);
 	char r1[48], r2[48];
 	if (g_cli.json) {
-		fputs("{\"queue\":", stdout);
-		json_str(stdout, queue);
-		printf(",\"flow\":%s,\"key_limit\":", f.flow ? "true" : "false");
-		if (f.key_limit > 0)
-			printf("%d", f.key_limit);
-		else
-			fputs("null", stdout);
-		render_rate(stdout, "rate", &f.rate);
-		render_rate(stdout, "key_rate", &f.key_rate);
-		printf(",\"fair\":%s}\n", f.fair ? "true" : "false");
+		json_w w = json_w_on(stdout);
+		json_obj(&w, NULL);
+		json_s(&w, "queue", queue);
+		json_b(&w, "flow", f.flow);
+		json_i_or_null(&w, "key_limit", f.key_limit > 0, f.key_limit);
+		render_rate(&w, "rate", &f.rate);
+		render_rate(&w, "key_rate", &f.key_rate);
+		json_b(&w, "fair", f.fair);
+		json_obj_end(&w);
+		fputc('\n', stdout);
 	} else if (!g_cli.quiet) {
 		char lim[16];
 		snprintf(lim, sizeof lim, "%d", f.key_limit);
@@ -1427,10 +1388,11 @@ static int do_limit(int argc, char **argv)
 	} else if (pgc_queue_keys(q, queue, key, &k, &n, &err) != PGC_OK) {
 		rc = cli_report(&err);
 	} else if (g_cli.json) {
-		for (size_t i = 0; i < n; i++) {
-			render_key(stdout, &k[i]);
+		json_w w = json_w_on(stdout);
+		for (size_t i = 0; i < n; i++)
+			render_key(&w, NULL, &k[i]);
+		if (n > 0)
 			fputc('\n', stdout);
-		}
 	} else if (!g_cli.quiet && key == NULL) {
 		if (n == 0)
 			printf("(queue %s has no keys)\n", cli_esc(queue));
