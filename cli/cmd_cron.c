@@ -1,6 +1,8 @@
 /* cmd_cron.c - pgcoord cron: cron schedules (next: the next fire times of an expression; add,
  * list, show, pause, resume, trigger, remove, history, sync: schedules in the database; run:
- * the scheduler)
+ * the scheduler). This file holds the subcommand table, the options the subcommands share and
+ * the management of schedules; sync and its file parser are in cmd_cron_sync.c, the scheduler
+ * in cmd_cron_run.c (cmd_cron_int.h between them).
  *
  * One function per subcommand in subs[]; each parses its own options from argv[0] = its
  * name. cron next needs no database: the schedule and the host's tzdata decide. The others
@@ -18,6 +20,7 @@
 
 #include "child.h"
 #include "cli.h"
+#include "cmd_cron_int.h"
 #include "dbwait.h"
 #include "jobcmd.h"
 #include "render.h"
@@ -260,30 +263,6 @@ static int cron_next(int argc, char **argv)
 
 /* ---- schedules in the database ------------------------------------------------------------- */
 
-#define HISTORY_DEFAULT 20
-#define BATCH_DEFAULT 100
-#define CONCURRENCY_DEFAULT 4
-#define GRACE_DEFAULT_MS 30000
-
-/* What each subcommand accepts, besides --schema, --json and --help. */
-enum {
-	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
-	A_LIMIT = 0x02,   /* --limit */
-	A_DRYRUN = 0x04,  /* --dry-run */
-	A_RUN = 0x08,     /* --batch --lookahead --once --wait-for-db -c --timeout --grace --no-commands */
-	A_PROM = 0x10     /* --prometheus */
-};
-
-typedef struct cron_args {
-	const char *sub;     /* "cron add", for messages */
-	const char *schema;
-	pgc_cron_schedule def;
-	bool replace, dry_run, once, no_commands, prometheus, allow_empty;
-	long long limit, batch, concurrency;
-	int64_t dbwait_ms, timeout_ms, grace_ms, lookahead_ms;
-	int argc;            /* the operands */
-	char **argv;
-} cron_args;
 
 /* Parses a policy-ish option's value; a usage error names the allowed ones. */
 static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
@@ -337,7 +316,7 @@ static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedu
 	}
 }
 
-static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
+int cron_parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
 {
 	static const struct option longopts[] = {
 		{ "tz", required_argument, NULL, O_TZ2 },
@@ -451,7 +430,7 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 }
 
 /* The operands a subcommand takes: exactly n, named in what ("NAME"). */
-static int want_args(const cron_args *a, int n, const char *what)
+int cron_want_args(const cron_args *a, int n, const char *what)
 {
 	if (a->argc < n)
 		return cli_usage_error(a->sub, "missing %s", what);
@@ -463,14 +442,14 @@ static int want_args(const cron_args *a, int n, const char *what)
 
 /* The exit code of a failed library call, as cli_report's table says; a bad name, expression,
  * zone or value also gets the usage hint. */
-static int report(const char *sub, const pgc_error *err)
+int cron_report(const char *sub, const pgc_error *err)
 {
 	if (err->code == PGC_EUSAGE)
 		return cli_usage_error(sub, "%s", err->message);
 	return cli_report(err);
 }
 
-static int open_conn(const char *sub, pgc_conn **conn)
+int cron_open_conn(const char *sub, pgc_conn **conn)
 {
 	return cli_connect(sub, conn);
 }
@@ -527,10 +506,10 @@ static int cron_add(int argc, char **argv)
 			break;
 		}
 	cron_args a;
-	int rc = parse_args(argc, argv, "cron add", A_DEF, &a);
+	int rc = cron_parse_args(argc, argv, "cron add", A_DEF, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q, or -- COMMAND)")) != 0)
+	if ((rc = cron_want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q, or -- COMMAND)")) != 0)
 		return rc;
 	if (cmd != NULL && ncmd == 0)
 		return cli_usage_error(a.sub, "no COMMAND after \"--\" (pgcoord cron add NAME 'SCHEDULE' -- COMMAND [ARGS...])");
@@ -553,11 +532,11 @@ static int cron_add(int argc, char **argv)
 		return cli_usage_error(a.sub, "%s", err.message);
 	pgc_cron_free(c);
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	bool changed = false;
 	if (pgc_cron_add(conn, a.schema, a.argv[0], &a.def, a.replace ? PGC_CRON_REPLACE : 0, &changed, &err) != PGC_OK)
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 	else if (!g_cli.quiet)
 		fprintf(stderr, "pgcoord: schedule %s %s\n", a.argv[0], changed ? "saved" : "unchanged");
 	pgc_conn_close(conn);
@@ -568,29 +547,29 @@ static int cron_list(int argc, char **argv)
 {
 	cron_args a;
 	bool show = strcmp(argv[0], "show") == 0;
-	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
+	int rc = cron_parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.prometheus && g_cli.json)
 		return cli_usage_error(a.sub, "give --json or --prometheus, not both");
-	if ((rc = want_args(&a, show ? 1 : 0, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, show ? 1 : 0, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	pgc_cron_info *xs;
 	size_t n, nr = 0;
 	pgc_error err;
 	pgc_cron_run *runs = NULL;
 	if (pgc_cron_list(conn, a.schema, show ? a.argv[0] : NULL, &xs, &n, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_conn_close(conn);
 		return rc;
 	}
 	/* Each schedule's last run with its job (both lists are by name). */
 	if (!a.prometheus &&
 	    pgc_cron_runs(conn, a.schema, show ? a.argv[0] : NULL, 1, PGC_CRON_RUNS_COME, &runs, &nr, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_cron_infos_free(xs, n);
 		pgc_conn_close(conn);
 		return rc;
@@ -698,13 +677,13 @@ static int cron_simple(int argc, char **argv)
 	char sub[32];
 	snprintf(sub, sizeof sub, "cron %s", argv[0]);
 	cron_args a;
-	int rc = parse_args(argc, argv, sub, 0, &a);
+	int rc = cron_parse_args(argc, argv, sub, 0, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, 1, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(sub, &conn)) != 0)
+	if ((rc = cron_open_conn(sub, &conn)) != 0)
 		return rc;
 	pgc_error err;
 	int64_t id = 0;
@@ -719,7 +698,7 @@ static int cron_simple(int argc, char **argv)
 		rc = pgc_cron_trigger(conn, a.schema, name, &id, &err);
 	pgc_conn_close(conn);
 	if (rc != PGC_OK)
-		return report(sub, &err);
+		return cron_report(sub, &err);
 	if (strcmp(argv[0], "trigger") == 0) {
 		if (g_cli.json) {
 			json_w w = json_w_on(stdout);
@@ -741,13 +720,13 @@ static int cron_simple(int argc, char **argv)
 static int cron_history(int argc, char **argv)
 {
 	cron_args a;
-	int rc = parse_args(argc, argv, "cron history", A_LIMIT, &a);
+	int rc = cron_parse_args(argc, argv, "cron history", A_LIMIT, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, 1, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	pgc_error err;
 	pgc_cron_info *xs = NULL;
@@ -756,7 +735,7 @@ static int cron_history(int argc, char **argv)
 	/* The ticks with their jobs: the run log. */
 	if (pgc_cron_list(conn, a.schema, a.argv[0], &xs, &nx, &err) != PGC_OK ||
 	    pgc_cron_runs(conn, a.schema, a.argv[0], (int)a.limit, 0, &t, &n, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_cron_infos_free(xs, nx);
 		pgc_conn_close(conn);
 		return rc;
@@ -809,613 +788,6 @@ static int cron_history(int argc, char **argv)
 	return 0;
 }
 
-/* ---- sync ------------------------------------------------------------------------------------ */
-
-/* One schedule of a sync file. */
-typedef struct sync_entry {
-	const char *name;
-	pgc_cron_schedule def;
-	long lineno;
-	bool seen;  /* exists in the database */
-	char **cmd; /* the command's words (pointers into the line), or NULL; free() */
-} sync_entry;
-
-/* Splits a sync line's command, in place, into words as a shell would without expanding
- * anything: blanks separate words, '...' is literal, "..." takes \" and \\ (and keeps other
- * backslashes), a backslash outside quotes takes the next character. *out (free()) is NULL-
- * terminated. Returns NULL, or what is wrong. */
-static const char *split_command(char *p, char ***out, size_t *n_out)
-{
-	size_t n = 0, cap = 8;
-	char **w = malloc(cap * sizeof *w);
-	if (w == NULL)
-		return "out of memory";
-	for (;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0')
-			break;
-		char *o = p, *start = p;
-		while (*p && *p != ' ' && *p != '\t') {
-			if (*p == '\'') {
-				for (p++; *p && *p != '\''; p++)
-					*o++ = *p;
-				if (*p++ != '\'') {
-					free(w);
-					return "unterminated ' in the command";
-				}
-			} else if (*p == '"') {
-				for (p++; *p && *p != '"'; p++) {
-					if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
-						p++;
-					*o++ = *p;
-				}
-				if (*p++ != '"') {
-					free(w);
-					return "unterminated \" in the command";
-				}
-			} else if (*p == '\\' && p[1] != '\0') {
-				*o++ = p[1];
-				p += 2;
-			} else {
-				*o++ = *p++;
-			}
-		}
-		bool end = *p == '\0';
-		*o = '\0';
-		if (n + 2 > cap) {
-			char **g = realloc(w, (cap *= 2) * sizeof *w);
-			if (g == NULL) {
-				free(w);
-				return "out of memory";
-			}
-			w = g;
-		}
-		w[n++] = start;
-		if (end)
-			break;
-		p++;
-	}
-	w[n] = NULL;
-	if (n == 0 || w[0][0] == '\0') {
-		free(w);
-		return "no COMMAND after \"--\"";
-	}
-	*out = w;
-	*n_out = n;
-	return NULL;
-}
-
-/* The standalone word "--" that starts a line's command, outside the payload's JSON strings,
- * or NULL. */
-static char *command_sep(char *line)
-{
-	bool in_str = false;
-	for (char *p = line; *p; p++) {
-		if (in_str) {
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == '"')
-				in_str = false;
-		} else if (*p == '"') {
-			in_str = true;
-		} else if (p[0] == '-' && p[1] == '-' && (p == line || p[-1] == ' ' || p[-1] == '\t') &&
-		           (p[2] == '\0' || p[2] == ' ' || p[2] == '\t')) {
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* Parses one line, "NAME FIELD... [key=value...] [payload=JSON]", in place. Returns NULL, or
- * a message (in msg) saying what is wrong. */
-static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t size)
-{
-	e->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
-	e->cmd = NULL;
-	char *sep = command_sep(line);
-	if (sep != NULL) {
-		*sep = '\0';
-		const char *bad = split_command(sep + 2, &e->cmd, &e->def.n_command);
-		if (bad != NULL) {
-			snprintf(msg, size, "%s", bad);
-			return msg;
-		}
-		e->def.command = (const char *const *)e->cmd;
-	}
-	char *p = line;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	e->name = p;
-	while (*p && *p != ' ' && *p != '\t')
-		p++;
-	if (*p == '\0') {
-		snprintf(msg, size, "expected NAME SCHEDULE queue=Q [options] or NAME SCHEDULE [options] -- COMMAND, got only "
-		         "\"%.60s\"", e->name);
-		return msg;
-	}
-	*p++ = '\0';
-	/* The schedule's fields: the words up to the first with an '='. */
-	char *expr = NULL, *expr_end = NULL;
-	for (;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0' || (strchr(p, '=') != NULL && (size_t)(strchr(p, '=') - p) < strcspn(p, " \t")))
-			break;
-		if (expr == NULL)
-			expr = p;
-		while (*p && *p != ' ' && *p != '\t')
-			p++;
-		expr_end = p;
-	}
-	if (expr == NULL) {
-		snprintf(msg, size, "schedule %.100s: no cron expression before the options", e->name);
-		return msg;
-	}
-	char *opts = p;
-	*expr_end = '\0';
-	e->def.expr = expr;
-	p = opts;
-	while (*p) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0')
-			break;
-		char *key = p, *eq = strchr(p, '=');
-		char *val = eq + 1;
-		*eq = '\0';
-		if (strcmp(key, "payload") == 0) {
-			/* The rest of the line: JSON may hold blanks. */
-			size_t n = strlen(val);
-			while (n > 0 && (val[n - 1] == ' ' || val[n - 1] == '\t'))
-				val[--n] = '\0';
-			e->def.payload = val;
-			break;
-		}
-		p = val + strcspn(val, " \t");
-		if (*p)
-			*p++ = '\0';
-		int64_t ms;
-		long long n;
-		pgc_error err;
-		if (strcmp(key, "queue") == 0) {
-			e->def.queue = val;
-		} else if (strcmp(key, "tz") == 0) {
-			e->def.tz = val;
-		} else if (strcmp(key, "catch-up") == 0) {
-			if (!pgc_cron_catch_up_parse(val, &e->def.catch_up))
-				snprintf(msg, size, "catch-up must be skip, once or all, not \"%.40s\"", val);
-			else
-				continue;
-			return msg;
-		} else if (strcmp(key, "overlap") == 0) {
-			if (!pgc_cron_overlap_parse(val, &e->def.overlap))
-				snprintf(msg, size, "overlap must be allow or skip, not \"%.40s\"", val);
-			else
-				continue;
-			return msg;
-		} else if (strcmp(key, "max-attempts") == 0) {
-			if (!cli_parse_int(val, 1, 1000000, &n)) {
-				snprintf(msg, size, "max-attempts must be an integer from 1 to 1000000, not \"%.40s\"", val);
-				return msg;
-			}
-			e->def.max_attempts = (int)n;
-		} else if (strcmp(key, "catch-up-max") == 0) {
-			if (!cli_parse_int(val, 1, PGC_CRON_CATCHUP_MAX_LIMIT, &n)) {
-				snprintf(msg, size, "catch-up-max must be an integer from 1 to %d, not \"%.40s\"",
-				         PGC_CRON_CATCHUP_MAX_LIMIT, val);
-				return msg;
-			}
-			e->def.catch_up_max = (int)n;
-		} else if (strcmp(key, "catch-up-window") == 0 || strcmp(key, "jitter") == 0) {
-			if (pgc_duration_parse(val, &ms, &err) != PGC_OK) {
-				snprintf(msg, size, "%s: %s", key, err.message);
-				return msg;
-			}
-			if (key[0] == 'j')
-				e->def.jitter_ms = ms;
-			else if (ms < 1000) {
-				snprintf(msg, size, "catch-up-window must be at least 1s");
-				return msg;
-			} else
-				e->def.catch_up_window_ms = ms;
-		} else {
-			snprintf(msg, size, "unknown option \"%.40s\" (queue, tz, catch-up, catch-up-window, catch-up-max, "
-			         "overlap, jitter, max-attempts, payload)", key);
-			return msg;
-		}
-	}
-	if (e->def.queue == NULL && e->cmd == NULL) {
-		snprintf(msg, size, "schedule %.100s: no queue=Q and no -- COMMAND", e->name);
-		return msg;
-	}
-	if (e->def.queue != NULL && e->cmd != NULL) {
-		snprintf(msg, size, "schedule %.100s: queue= and a COMMAND exclude each other (its jobs go to %s)", e->name,
-		         PGC_CRON_COMMAND_QUEUE);
-		return msg;
-	}
-	pgc_cron *c;
-	pgc_error err;
-	if (pgc_cron_parse(e->def.expr, e->def.tz, &c, &err) != PGC_OK) {
-		snprintf(msg, size, "schedule %.100s: %s", e->name, err.message);
-		return msg;
-	}
-	pgc_cron_free(c);
-	return NULL;
-}
-
-static int cron_sync(int argc, char **argv)
-{
-	cron_args a;
-	int rc = parse_args(argc, argv, "cron sync", A_DRYRUN, &a);
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "FILE (a schedule a line: NAME SCHEDULE queue=Q [options])")) != 0)
-		return rc;
-	const char *file = a.argv[0];
-	cli_lines l;
-	if ((rc = cli_read_lines(file, &l)) != 0)
-		return rc;
-	sync_entry *es = calloc(l.n + 1, sizeof *es);
-	size_t ne = 0;
-	if (es == NULL) {
-		cli_lines_free(&l);
-		cli_errorf("out of memory");
-		return EXIT_SOFTWARE;
-	}
-	char msg[512];
-	rc = 0;
-	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		const char *p = l.line[i] + strspn(l.line[i], " \t");
-		if (*p == '#' || *p == '\0')
-			continue;
-		sync_entry *e = &es[ne];
-		e->lineno = l.lineno[i];
-		const char *bad = sync_parse_line(l.line[i], e, msg, sizeof msg);
-		for (size_t k = 0; bad == NULL && k < ne; k++)
-			if (strcmp(es[k].name, e->name) == 0) {
-				snprintf(msg, sizeof msg, "schedule %.100s is already on line %ld", e->name, es[k].lineno);
-				bad = msg;
-			}
-		if (bad != NULL) {
-			cli_errorf("%s:%ld: %s", file, e->lineno, bad);
-			rc = EXIT_DATAERR;
-		}
-		ne++;
-	}
-	/* No schedule at all would remove every one: an empty file (or a truncated one, or the
-	 * wrong one) must not do that unless asked. */
-	if (rc == 0 && ne == 0 && !a.allow_empty) {
-		cli_errorf("%s has no schedule: syncing it would remove every schedule; pass --allow-empty "
-		           "to do that", file);
-		rc = EXIT_DATAERR;
-	}
-	pgc_conn *conn = NULL;
-	if (rc == 0)
-		rc = open_conn(a.sub, &conn);
-	pgc_error err = PGC_ERROR_INIT;
-	pgc_cron_info *xs = NULL;
-	size_t nx = 0;
-	if (rc == 0 && pgc_exec(conn, "BEGIN", &err) != PGC_OK)
-		rc = cli_report(&err);
-	if (rc == 0 && pgc_cron_list(conn, a.schema, NULL, &xs, &nx, &err) != PGC_OK)
-		rc = report(a.sub, &err);
-	long added = 0, changed = 0, removed = 0, same = 0;
-	const char *pre = a.dry_run ? "would be " : "";
-	for (size_t i = 0; rc == 0 && i < ne; i++) {
-		bool exists = false, ch = false;
-		for (size_t k = 0; k < nx; k++)
-			exists = exists || strcmp(xs[k].name, es[i].name) == 0;
-		if (pgc_cron_add(conn, a.schema, es[i].name, &es[i].def, PGC_CRON_REPLACE, &ch, &err) != PGC_OK) {
-			if (err.code == PGC_EUSAGE || err.code == PGC_ENOTFOUND || (err.code == PGC_ESQL && cli_exit_code(&err) == EXIT_DATAERR)) {
-				cli_errorf("%s:%ld: schedule %s: %s", file, es[i].lineno, es[i].name, err.message);
-				rc = EXIT_DATAERR;
-			} else {
-				rc = cli_report(&err);
-			}
-			break;
-		}
-		const char *what = !exists ? "added" : ch ? "changed" : "unchanged";
-		added += !exists;
-		changed += exists && ch;
-		same += exists && !ch;
-		/* Quiet: the changes only. */
-		if (!g_cli.json && (!g_cli.quiet || !exists || ch))
-			printf("%s%s %s\n", exists && !ch ? "" : pre, what, es[i].name);
-	}
-	for (size_t k = 0; rc == 0 && k < nx; k++) {
-		bool kept = false;
-		for (size_t i = 0; i < ne; i++)
-			kept = kept || strcmp(xs[k].name, es[i].name) == 0;
-		if (kept)
-			continue;
-		if (pgc_cron_remove(conn, a.schema, xs[k].name, &err) != PGC_OK) {
-			rc = report(a.sub, &err);
-			break;
-		}
-		removed++;
-		if (!g_cli.json)
-			printf("%sremoved %s\n", pre, xs[k].name);
-	}
-	if (rc == 0 && pgc_exec(conn, a.dry_run ? "ROLLBACK" : "COMMIT", &err) != PGC_OK)
-		rc = cli_report(&err);
-	if (rc == 0 && g_cli.json)
-		printf("{\"dry_run\":%s,\"added\":%ld,\"changed\":%ld,\"removed\":%ld,\"unchanged\":%ld}\n",
-		       a.dry_run ? "true" : "false", added, changed, removed, same);
-	pgc_cron_infos_free(xs, nx);
-	pgc_conn_close(conn); /* an open transaction rolls back with the session */
-	for (size_t i = 0; i < ne; i++)
-		free(es[i].cmd);
-	free(es);
-	cli_lines_free(&l);
-	return rc;
-}
-
-/* ---- run: the scheduler --------------------------------------------------------------------- */
-
-/* Sleeps up to ms, woken by a stop signal: returns it, or 0. */
-static int nap(int64_t ms)
-{
-	int fd = cli_signal_fd();
-	struct pollfd p = { fd, POLLIN, 0 };
-	if (poll(&p, 1, (int)ms) > 0) {
-		char buf[64];
-		ssize_t r = read(fd, buf, sizeof buf);
-		(void)r;
-	}
-	return cli_signal_take();
-}
-
-/* Errors after which the scheduler reconnects rather than stops. */
-static bool transient(const pgc_error *e)
-{
-	return e->code == PGC_ECONNLOST || e->code == PGC_ECONNECT || e->code == PGC_ETIMEDOUT ||
-	       e->klass == PGC_CLASS_RETRY_LATER || e->klass == PGC_CLASS_RETRY_TX;
-}
-
-/* The scheduler's session, shared with the worker's handler threads, which read a command
- * schedule's command on it (what runs is what the schedule's row says, never what a job
- * carries). The mutex makes one user at a time; conn is NULL while the scheduler reconnects. */
-typedef struct cron_shared {
-	pthread_mutex_t mu;
-	pgc_conn *conn;
-	const char *schema;
-} cron_shared;
-
-static pgc_job_outcome resolve_command(const pgc_job *job, char ***argv, char *error, size_t size, void *arg)
-{
-	cron_shared *sh = arg;
-	char name[PGC_CRON_NAME_MAX + 1], tick[PGC_CRON_NAME_MAX + 1];
-	if (!pgc_cron_payload_tick(job->payload, name, tick, sizeof name)) {
-		snprintf(error, size, "job %lld in %s is not a tick of a command schedule (no \"cron\" member)",
-		         (long long)job->id, job->queue);
-		return PGC_JOB_FAIL;
-	}
-	pgc_error err = PGC_ERROR_INIT;
-	int rc = PGC_ECONNLOST;
-	pthread_mutex_lock(&sh->mu);
-	bool connected = sh->conn != NULL;
-	if (connected)
-		rc = pgc_cron_command(sh->conn, sh->schema, name, argv, &err);
-	pthread_mutex_unlock(&sh->mu);
-	if (rc == PGC_OK)
-		return PGC_JOB_COMPLETE;
-	snprintf(error, size, "schedule %s: %s", name, connected ? err.message : "the scheduler is reconnecting");
-	return rc == PGC_ENOTFOUND || rc == PGC_EUSAGE ? PGC_JOB_FAIL : PGC_JOB_RETRY_LATER;
-}
-
-static void log_line(pgc_log_level level, const char *msg, void *arg)
-{
-	(void)arg;
-	if (level == PGC_LOG_DEBUG || (g_cli.quiet && level < PGC_LOG_WARN))
-		return;
-	fprintf(stderr, "pgcoord cron: %s\n", msg);
-}
-
-/* After the first stop signal, a second one stops the worker at once. */
-static void *second_signal(void *arg)
-{
-	pgc_worker *w = arg;
-	sigset_t s;
-	cli_stop_signals(&s);
-	int sig;
-	if (sigwait(&s, &sig) == 0) {
-		if (!g_cli.quiet)
-			fprintf(stderr, "pgcoord cron: %s: stopping now\n", strsignal(sig));
-		pgc_worker_stop(w, 0);
-	}
-	return NULL;
-}
-
-/* The worker of the command schedules: the queue PGC_CRON_COMMAND_QUEUE, cli/jobcmd.c's
- * handler, its threads with the stop signals blocked so that they reach the main thread. */
-static int start_worker(const cron_args *a, cli_jobcmd *jc, bool once, pgc_worker **out, pgc_error *err)
-{
-	static const char *const queues[] = { PGC_CRON_COMMAND_QUEUE };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = pgc_dsn_resolve(g_cli.dsn, NULL);
-	o.schema = a->schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = (int)a->concurrency;
-	o.log = log_line;
-	o.application_name = "pgcoord/cron";
-	o.once = once;
-	sigset_t stop, old;
-	cli_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	*out = NULL;
-	int rc = pgc_worker_new(&o, cli_jobcmd_run, jc, out, err);
-	if (rc == PGC_OK)
-		rc = pgc_worker_start(*out, err);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != PGC_OK) {
-		pgc_worker_free(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
-/* Stops the worker (grace_ms for its running commands, a second signal: at once) and waits. */
-static int stop_worker(pgc_worker *w, int64_t grace_ms, bool asked)
-{
-	if (w == NULL)
-		return 0;
-	sigset_t stop;
-	cli_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	pthread_t second;
-	bool have_second = pthread_create(&second, NULL, second_signal, w) == 0;
-	if (asked)
-		pgc_worker_stop(w, grace_ms);
-	pgc_error err;
-	int rc = pgc_worker_wait(w, &err) != PGC_OK ? cli_report(&err) : 0;
-	if (have_second) {
-		pthread_cancel(second);
-		pthread_join(second, NULL);
-	}
-	pgc_worker_stats st;
-	pgc_worker_get_stats(w, &st);
-	if (!g_cli.quiet)
-		fprintf(stderr, "pgcoord cron: commands: %ld completed, %ld failed, %ld retried later, %ld released\n",
-		        st.completed, st.failed, st.retried, st.released);
-	pgc_worker_free(w);
-	return rc;
-}
-
-static int cron_run(int argc, char **argv)
-{
-	cron_args a;
-	int rc = parse_args(argc, argv, "cron run", A_RUN, &a);
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 0, "")) != 0)
-		return rc;
-	if (a.no_commands && (a.concurrency != CONCURRENCY_DEFAULT || a.timeout_ms > 0 || a.grace_ms != GRACE_DEFAULT_MS))
-		return cli_usage_error(a.sub, "--no-commands runs no command: -c, --timeout and --grace do not apply");
-	if (cli_signal_fd() < 0) {
-		cli_errorf("cannot set up signal handling");
-		return EXIT_SOFTWARE;
-	}
-	/* Before any thread or connection: if this process dies, even by SIGKILL, the guard kills
-	 * what the schedules' commands still run (cli/child.c). */
-	if (!a.no_commands && (rc = cli_child_guard_start(2000)) != 0)
-		return rc;
-	signal(SIGPIPE, SIG_IGN);
-	char host[256] = "?", id[300];
-	if (gethostname(host, sizeof host) != 0)
-		snprintf(host, sizeof host, "?");
-	host[sizeof host - 1] = '\0';
-	snprintf(id, sizeof id, "%.200s:%d", host, (int)getpid());
-	pgc_conn *conn = NULL;
-	if ((rc = cli_connect_wait("cron run", a.dbwait_ms, &conn)) != 0)
-		return rc >= 128 ? 0 : rc;
-	cron_shared sh = { PTHREAD_MUTEX_INITIALIZER, conn, a.schema };
-	cli_jobcmd jc = CLI_JOBCMD_INIT;
-	jc.timeout_ms = a.timeout_ms;
-	jc.grace_ms = a.grace_ms;
-	jc.resolve = resolve_command;
-	jc.resolve_arg = &sh;
-	pgc_worker *w = NULL;
-	pgc_error werr = PGC_ERROR_INIT;
-	if (!a.no_commands && !a.once && start_worker(&a, &jc, false, &w, &werr) != PGC_OK) {
-		pgc_conn_close(conn);
-		return werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
-	}
-	if (!g_cli.quiet && !a.once) {
-		char td[PGC_DURATION_FORMAT_MAX];
-		fprintf(stderr, "pgcoord cron: scheduler %s, schema %s, on the database's clock", id, a.schema);
-		if (w != NULL)
-			fprintf(stderr, "; commands: %lld at once, timeout %s", a.concurrency,
-			        a.timeout_ms > 0 ? cli_duration_str(a.timeout_ms, td) : "none");
-		fputc('\n', stderr);
-	}
-	int sig = 0;
-	int64_t last_warn = 0;
-	long total = 0;
-	for (;;) {
-		pgc_cron_fire_result res;
-		pgc_error err = PGC_ERROR_INIT;
-		pthread_mutex_lock(&sh.mu);
-		int frc = pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, a.lookahead_ms, &res, &err);
-		pthread_mutex_unlock(&sh.mu);
-		if (frc != PGC_OK) {
-			if (!transient(&err) || a.once) {
-				rc = err.code == PGC_ENOSCHEMA ? (cli_report(&err), EXIT_UNAVAILABLE) : cli_report(&err);
-				break;
-			}
-			if (!g_cli.quiet)
-				fprintf(stderr, "pgcoord cron: %s; reconnecting\n", err.message);
-			pthread_mutex_lock(&sh.mu);
-			pgc_conn_close(conn);
-			conn = sh.conn = NULL;
-			pthread_mutex_unlock(&sh.mu);
-			if ((sig = nap(250)) != 0)
-				break;
-			if ((rc = cli_connect_wait("cron run", CLI_DBWAIT_FOREVER, &conn)) != 0) {
-				if (rc >= 128) {
-					rc = 0;
-					sig = -1;
-				}
-				break;
-			}
-			pthread_mutex_lock(&sh.mu);
-			sh.conn = conn;
-			pthread_mutex_unlock(&sh.mu);
-			if (!g_cli.quiet)
-				fprintf(stderr, "pgcoord cron: reconnected\n");
-			continue;
-		}
-		total += res.enqueued;
-		if (!g_cli.quiet && (res.missed > 0 || res.skipped > 0))
-			fprintf(stderr, "pgcoord cron: %ld enqueued, %ld missed, %ld skipped (overlap)\n", res.enqueued,
-			        res.missed, res.skipped);
-		int64_t now = pgc__now_ms();
-		if (res.failed > 0 && !g_cli.quiet && now - last_warn >= 60000) {
-			fprintf(stderr, "pgcoord cron: warning: schedule %s cannot be fired on this host: %s\n", res.failed_name,
-			        res.failed_err.message);
-			last_warn = now;
-		}
-		if (res.schedules >= a.batch)
-			continue; /* more are due */
-		if (a.once)
-			break;
-		/* Until the next tick by the server's clock, and at most a second, so that edits,
-		 * pauses and new schedules are seen. A tick that is due but locked by another
-		 * scheduler (or that this host cannot compute) is looked at again shortly. */
-		int64_t ms = res.next_due_ms < 0 || res.next_due_ms > 1000 ? 1000 : res.next_due_ms;
-		if (res.failed > 0 && ms < 1000)
-			ms = 1000;
-		if (ms < 20)
-			ms = 20;
-		if ((sig = nap(ms)) != 0)
-			break;
-	}
-	if (sig > 0 && !g_cli.quiet) {
-		char gd[PGC_DURATION_FORMAT_MAX];
-		fprintf(stderr, "pgcoord cron: %s: stopping (%ld jobs enqueued%s%s%s)\n", strsignal(sig), total,
-		        w != NULL ? "; running commands get " : "", w != NULL ? cli_duration_str(a.grace_ms, gd) : "",
-		        w != NULL ? " to finish" : "");
-	}
-	/* --once: the commands of the command schedules' runnable jobs, then exit. */
-	if (rc == 0 && a.once && !a.no_commands && sig == 0) {
-		if (start_worker(&a, &jc, true, &w, &werr) != PGC_OK)
-			rc = werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
-		else
-			rc = stop_worker(w, a.grace_ms, false);
-		w = NULL;
-	}
-	int wrc = stop_worker(w, a.grace_ms, true);
-	if (rc == 0)
-		rc = wrc;
-	pthread_mutex_lock(&sh.mu);
-	sh.conn = NULL;
-	pthread_mutex_unlock(&sh.mu);
-	pgc_conn_close(conn);
-	return rc;
-}
-
-/* The subcommands; one line each, so that adding one is one line and one function. */
 static const struct cron_sub {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -1429,8 +801,8 @@ static const struct cron_sub {
 	{ "trigger", cron_simple },
 	{ "remove", cron_simple },
 	{ "history", cron_history },
-	{ "sync", cron_sync },
-	{ "run", cron_run },
+	{ "sync", cron_cmd_sync },
+	{ "run", cron_cmd_run },
 	{ NULL, NULL },
 };
 
