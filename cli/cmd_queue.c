@@ -92,11 +92,11 @@ static void usage(FILE *f)
 	      "fails for good or is cancelled, --on-dep-failure cancel (the default)\n"
 	      "cancels them, run runs them all the same. --group adds them to an open group.\n"
 	      "\n"
-	      "Options for every subcommand:\n"
-	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
-	      "      --json           one JSON object per result\n"
-	      "  -h, --help           show this help and exit\n"
-	      "\n"
+	      "Options for every subcommand:\n", f);
+	qargs dummy;
+	const cli_opt common[] = { QUEUE_OPTS_COMMON(&dummy) };
+	cli_opt_help(f, common, 23);
+	fputs("\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok; 1 duplicate unique key,\n"
 	      "job running, or not confirmed; 64 usage (also a bulk form without --yes and\n"
 	      "without a terminal); 65 bad data (invalid JSON, payload over the limit,\n"
@@ -186,48 +186,8 @@ static bool parse_after(const char *cmd, const char *text, qargs *a, int *rc)
 }
 
 /* Parses the options every subcommand shares and its own; positional arguments go to a->pos. */
-int queue_parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
+void queue_args_init(qargs *a)
 {
-	static const struct option longopts[] = {
-		{ "schema", required_argument, NULL, O_SCHEMA },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "payload", required_argument, NULL, O_PAYLOAD },
-		{ "file", required_argument, NULL, O_FILE },
-		{ "priority", required_argument, NULL, O_PRIORITY },
-		{ "delay", required_argument, NULL, O_DELAY },
-		{ "run-at", required_argument, NULL, O_RUN_AT },
-		{ "max-attempts", required_argument, NULL, O_MAX_ATTEMPTS },
-		{ "unique-key", required_argument, NULL, O_UNIQUE_KEY },
-		{ "prometheus", no_argument, NULL, O_PROMETHEUS },
-		{ "watch", required_argument, NULL, O_WATCH },
-		{ "status", required_argument, NULL, O_STATUS },
-		{ "limit", required_argument, NULL, O_LIMIT },
-		{ "older-than", required_argument, NULL, O_OLDER_THAN },
-		{ "aging", required_argument, NULL, O_AGING },
-		{ "succeeded-retention", required_argument, NULL, O_SRET },
-		{ "failed-retention", required_argument, NULL, O_FRET },
-		{ "max-payload", required_argument, NULL, O_MAX_PAYLOAD },
-		{ "max-deferrals", required_argument, NULL, O_MAX_DEFERRALS },
-		{ "all", no_argument, NULL, O_ALL },
-		{ "key-prefix", required_argument, NULL, O_KEY_PREFIX },
-		{ "batch-size", required_argument, NULL, O_BATCH },
-		{ "yes", no_argument, NULL, O_YES },
-		{ "key", required_argument, NULL, O_KEY },
-		{ "key-limit", required_argument, NULL, O_KEY_LIMIT },
-		{ "rate", required_argument, NULL, O_RATE },
-		{ "key-rate", required_argument, NULL, O_KEY_RATE },
-		{ "fair", required_argument, NULL, O_FAIR },
-		{ "weight", required_argument, NULL, O_WEIGHT },
-		{ "remove", no_argument, NULL, O_REMOVE },
-		{ "after", required_argument, NULL, O_AFTER },
-		{ "on-dep-failure", required_argument, NULL, O_ON_DEP_FAILURE },
-		{ "group", required_argument, NULL, O_GROUP },
-		{ "on-complete-queue", required_argument, NULL, O_ON_COMPLETE_QUEUE },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	char cmd[40];
-	snprintf(cmd, sizeof cmd, "queue %s", sub);
 	memset(a, 0, sizeof *a);
 	a->schema = PGC_SCHEMA_DEFAULT;
 	a->max_attempts = 0;
@@ -237,199 +197,211 @@ int queue_parse(const char *sub, int argc, char **argv, qargs *a, int max_pos)
 	a->key_limit = a->weight = a->fair = a->key_lim = -1;
 	a->rate.n = a->key_rate.n = -1;
 	a->on_dep_failure = -1;
-	int ch, rc = 0;
+}
+
+/* The options whose value has a check of its own (QUEUE_OPT): dest is the qargs. */
+static const struct {
+	const char *name;
+	int id;
+} checked[] = {
+	{ "key-prefix", O_KEY_PREFIX }, { "batch-size", O_BATCH }, { "max-deferrals", O_MAX_DEFERRALS },
+	{ "priority", O_PRIORITY }, { "max-attempts", O_MAX_ATTEMPTS }, { "limit", O_LIMIT }, { "key", O_KEY },
+	{ "key-limit", O_KEY_LIMIT }, { "weight", O_WEIGHT }, { "rate", O_RATE }, { "key-rate", O_KEY_RATE },
+	{ "fair", O_FAIR }, { "after", O_AFTER }, { "on-dep-failure", O_ON_DEP_FAILURE }, { "group", O_GROUP },
+	{ "on-complete-queue", O_ON_COMPLETE_QUEUE }, { "max-payload", O_MAX_PAYLOAD }, { "delay", O_DELAY },
+	{ "watch", O_WATCH }, { "older-than", O_OLDER_THAN }, { "aging", O_AGING },
+	{ "succeeded-retention", O_SRET }, { "failed-retention", O_FRET },
+};
+
+int queue_opt_value(const char *cmd, const char *name, const char *optarg, void *dest)
+{
+	qargs *a = dest;
+	const char *sub = cmd + strlen("queue ");
+	int ch = 0, rc = 0;
+	for (size_t i = 0; i < sizeof checked / sizeof checked[0] && ch == 0; i++)
+		if (strcmp(name + 2, checked[i].name) == 0)
+			ch = checked[i].id;
+	switch (ch) {
+	case O_KEY_PREFIX:
+		if (*optarg == '\0')
+			return cli_usage_error(cmd, "--key-prefix must not be empty");
+		a->key_prefix = optarg;
+		break;
+	case O_BATCH:
+		if (!cli_parse_int(optarg, 1, 10000, &a->batch))
+			return cli_usage_error(cmd, "--batch-size must be an integer from 1 to 10000, not \"%s\"", optarg);
+		break;
+	case O_MAX_DEFERRALS:
+		if (!cli_parse_int(optarg, 1, 1000000, &a->max_deferrals))
+			return cli_usage_error(cmd, "--max-deferrals must be an integer from 1 to 1000000, not \"%s\"", optarg);
+		break;
+	case O_PRIORITY:
+		if (!cli_parse_int(optarg, PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, &a->priority))
+			return cli_usage_error(cmd, "--priority must be an integer from %d to %d, not \"%s\"",
+			                       PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, optarg);
+		a->has_priority = true;
+		break;
+	case O_MAX_ATTEMPTS:
+		if (!cli_parse_int(optarg, 1, 1000000, &a->max_attempts))
+			return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", optarg);
+		break;
+	case O_LIMIT:
+		if (strcmp(sub, "limit") == 0) {
+			if (!flow_count(cmd, "--limit", optarg, 1000000, &a->key_lim, &rc))
+				return rc;
+		} else if (!cli_parse_int(optarg, 1, 1000000, &a->limit)) {
+			return cli_usage_error(cmd, "--limit must be an integer from 1 to 1000000, not \"%s\"", optarg);
+		}
+		a->has_limit = true;
+		break;
+	case O_KEY:
+		if (*optarg == '\0')
+			return cli_usage_error(cmd, "--key must not be empty");
+		if (strlen(optarg) > PGC_QUEUE_KEY_MAX)
+			return cli_usage_error(cmd, "--key is %zu bytes, longer than %d", strlen(optarg),
+			                       PGC_QUEUE_KEY_MAX);
+		a->key = optarg;
+		break;
+	case O_KEY_LIMIT:
+		if (!flow_count(cmd, "--key-limit", optarg, 1000000, &a->key_limit, &rc))
+			return rc;
+		break;
+	case O_WEIGHT:
+		if (!flow_count(cmd, "--weight", optarg, PGC_QUEUE_WEIGHT_MAX, &a->weight, &rc))
+			return rc;
+		break;
+	case O_RATE:
+		if (!flow_rate(cmd, "--rate", optarg, &a->rate, &rc))
+			return rc;
+		break;
+	case O_KEY_RATE:
+		if (!flow_rate(cmd, "--key-rate", optarg, &a->key_rate, &rc))
+			return rc;
+		break;
+	case O_FAIR:
+		if (strcmp(optarg, "on") == 0)
+			a->fair = 1;
+		else if (strcmp(optarg, "off") == 0)
+			a->fair = 0;
+		else
+			return cli_usage_error(cmd, "--fair must be on or off, not \"%s\"", optarg);
+		break;
+	case O_AFTER:
+		if (!parse_after(cmd, optarg, a, &rc))
+			return rc;
+		break;
+	case O_ON_DEP_FAILURE:
+		if (strcmp(optarg, "cancel") == 0)
+			a->on_dep_failure = PGC_DEP_CANCEL;
+		else if (strcmp(optarg, "run") == 0)
+			a->on_dep_failure = PGC_DEP_RUN;
+		else
+			return cli_usage_error(cmd, "--on-dep-failure must be cancel or run, not \"%s\"", optarg);
+		break;
+	case O_GROUP:
+	case O_ON_COMPLETE_QUEUE: {
+		const char *opt = ch == O_GROUP ? "--group" : "--on-complete-queue";
+		size_t max = ch == O_GROUP ? PGC_QUEUE_GROUP_MAX : PGC_QUEUE_NAME_MAX;
+		if (*optarg == '\0')
+			return cli_usage_error(cmd, "%s must not be empty", opt);
+		if (strlen(optarg) > max)
+			return cli_usage_error(cmd, "%s is %zu bytes, longer than %zu", opt, strlen(optarg), max);
+		*(ch == O_GROUP ? &a->group : &a->on_complete_queue) = optarg;
+		break;
+	}
+	case O_MAX_PAYLOAD:
+		if (!cli_parse_int(optarg, 1, 1073741823, &a->max_payload))
+			return cli_usage_error(cmd, "--max-payload must be a positive number of bytes, not \"%s\"", optarg);
+		break;
+	case O_DELAY:
+		if (!parse_duration(sub, "--delay", optarg, &a->delay_ms, &rc))
+			return rc;
+		a->has_delay = true;
+		break;
+	case O_WATCH:
+		if (!parse_duration(sub, "--watch", optarg, &a->watch_ms, &rc))
+			return rc;
+		if (a->watch_ms < 100)
+			return cli_usage_error(cmd, "--watch must be at least 100ms");
+		break;
+	case O_OLDER_THAN:
+		if (!parse_duration(sub, "--older-than", optarg, &a->older_than_ms, &rc))
+			return rc;
+		a->has_older = true;
+		break;
+	case O_AGING:
+		if (!parse_duration(sub, "--aging", optarg, &a->aging_ms, &rc))
+			return rc;
+		if (a->aging_ms == 0)
+			return cli_usage_error(cmd, "--aging must be positive");
+		break;
+	case O_SRET:
+		if (!parse_duration(sub, "--succeeded-retention", optarg, &a->sret_ms, &rc))
+			return rc;
+		break;
+	case O_FRET:
+		if (!parse_duration(sub, "--failed-retention", optarg, &a->fret_ms, &rc))
+			return rc;
+		break;
+	default:
+		abort(); /* a QUEUE_OPT this switch does not know: a programming error */
+	}
+	return 0;
+}
+
+/* Every option a queue subcommand takes, with whether it has a value: another subcommand's
+ * option is refused as not applying (rather than as unknown). */
+static const struct {
+	const char *name;
+	bool value;
+} every[] = {
+	{ "payload", true }, { "file", true }, { "run-at", true }, { "unique-key", true }, { "priority", true },
+	{ "delay", true }, { "max-attempts", true }, { "max-deferrals", true }, { "key", true }, { "after", true },
+	{ "on-dep-failure", true }, { "group", true }, { "on-complete-queue", true }, { "all", false },
+	{ "key-prefix", true }, { "batch-size", true }, { "yes", false }, { "prometheus", false },
+	{ "watch", true }, { "status", true }, { "limit", true }, { "key-limit", true }, { "rate", true },
+	{ "key-rate", true }, { "fair", true }, { "weight", true }, { "remove", false }, { "older-than", true },
+	{ "aging", true }, { "succeeded-retention", true }, { "failed-retention", true },
+	{ "max-payload", true },
+};
+
+static int not_here(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	(void)value;
+	(void)dest;
+	return cli_usage_error(cmd, "%s does not apply to %s", opt, cmd);
+}
+
+int queue_parse(const char *sub, const cli_opt *opts, int argc, char **argv, qargs *a, int max_pos)
+{
+	char cmd[40];
+	snprintf(cmd, sizeof cmd, "queue %s", sub);
+	/* The subcommand's table, then the other subcommands' options, refused by not_here. */
+	cli_opt all[sizeof every / sizeof every[0] + 8];
+	size_t n = 0;
+	for (; opts[n].type != CLI_OPT_END; n++)
+		all[n] = opts[n];
+	size_t own = n;
+	for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
+		bool mine = false;
+		for (size_t j = 0; j < own && !mine; j++)
+			mine = opts[j].long_name != NULL && strcmp(opts[j].long_name, every[i].name) == 0;
+		if (!mine)
+			all[n++] = (cli_opt)CLI_OPT(0, every[i].name, CLI_OPT_CALL, NULL, "X", NULL, .call = not_here,
+			                            .flags = every[i].value ? 0 : CLI_OPT_OPTIONAL);
+	}
+	all[n] = (cli_opt)CLI_OPT_TABLE_END;
+	cli_opt_usage_set(usage);
 	optind = 0; /* glibc: start over */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case O_SCHEMA: a->schema = optarg; break;
-		case O_JSON: g_cli.json = true; break;
-		case O_PAYLOAD: a->payload = optarg; break;
-		case O_FILE: a->file = optarg; break;
-		case O_RUN_AT: a->run_at = optarg; break;
-		case O_UNIQUE_KEY: a->unique_key = optarg; break;
-		case O_STATUS: a->status = optarg; break;
-		case O_PROMETHEUS: a->prometheus = true; break;
-		case O_ALL: a->all = true; break;
-		case O_YES: a->yes = true; break;
-		case O_KEY_PREFIX:
-			if (*optarg == '\0')
-				return cli_usage_error(cmd, "--key-prefix must not be empty");
-			a->key_prefix = optarg;
-			break;
-		case O_BATCH:
-			if (!cli_parse_int(optarg, 1, 10000, &a->batch))
-				return cli_usage_error(cmd, "--batch-size must be an integer from 1 to 10000, not \"%s\"", optarg);
-			break;
-		case O_MAX_DEFERRALS:
-			if (!cli_parse_int(optarg, 1, 1000000, &a->max_deferrals))
-				return cli_usage_error(cmd, "--max-deferrals must be an integer from 1 to 1000000, not \"%s\"", optarg);
-			break;
-		case O_PRIORITY:
-			if (!cli_parse_int(optarg, PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, &a->priority))
-				return cli_usage_error(cmd, "--priority must be an integer from %d to %d, not \"%s\"",
-				                       PGC_QUEUE_PRIORITY_MIN, PGC_QUEUE_PRIORITY_MAX, optarg);
-			a->has_priority = true;
-			break;
-		case O_MAX_ATTEMPTS:
-			if (!cli_parse_int(optarg, 1, 1000000, &a->max_attempts))
-				return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", optarg);
-			break;
-		case O_LIMIT:
-			if (strcmp(sub, "limit") == 0) {
-				if (!flow_count(cmd, "--limit", optarg, 1000000, &a->key_lim, &rc))
-					return rc;
-			} else if (!cli_parse_int(optarg, 1, 1000000, &a->limit)) {
-				return cli_usage_error(cmd, "--limit must be an integer from 1 to 1000000, not \"%s\"", optarg);
-			}
-			a->has_limit = true;
-			break;
-		case O_KEY:
-			if (*optarg == '\0')
-				return cli_usage_error(cmd, "--key must not be empty");
-			if (strlen(optarg) > PGC_QUEUE_KEY_MAX)
-				return cli_usage_error(cmd, "--key is %zu bytes, longer than %d", strlen(optarg),
-				                       PGC_QUEUE_KEY_MAX);
-			a->key = optarg;
-			break;
-		case O_KEY_LIMIT:
-			if (!flow_count(cmd, "--key-limit", optarg, 1000000, &a->key_limit, &rc))
-				return rc;
-			break;
-		case O_WEIGHT:
-			if (!flow_count(cmd, "--weight", optarg, PGC_QUEUE_WEIGHT_MAX, &a->weight, &rc))
-				return rc;
-			break;
-		case O_RATE:
-			if (!flow_rate(cmd, "--rate", optarg, &a->rate, &rc))
-				return rc;
-			break;
-		case O_KEY_RATE:
-			if (!flow_rate(cmd, "--key-rate", optarg, &a->key_rate, &rc))
-				return rc;
-			break;
-		case O_FAIR:
-			if (strcmp(optarg, "on") == 0)
-				a->fair = 1;
-			else if (strcmp(optarg, "off") == 0)
-				a->fair = 0;
-			else
-				return cli_usage_error(cmd, "--fair must be on or off, not \"%s\"", optarg);
-			break;
-		case O_REMOVE: a->remove = true; break;
-		case O_AFTER:
-			if (!parse_after(cmd, optarg, a, &rc))
-				return rc;
-			break;
-		case O_ON_DEP_FAILURE:
-			if (strcmp(optarg, "cancel") == 0)
-				a->on_dep_failure = PGC_DEP_CANCEL;
-			else if (strcmp(optarg, "run") == 0)
-				a->on_dep_failure = PGC_DEP_RUN;
-			else
-				return cli_usage_error(cmd, "--on-dep-failure must be cancel or run, not \"%s\"", optarg);
-			break;
-		case O_GROUP:
-		case O_ON_COMPLETE_QUEUE: {
-			const char *opt = ch == O_GROUP ? "--group" : "--on-complete-queue";
-			size_t max = ch == O_GROUP ? PGC_QUEUE_GROUP_MAX : PGC_QUEUE_NAME_MAX;
-			if (*optarg == '\0')
-				return cli_usage_error(cmd, "%s must not be empty", opt);
-			if (strlen(optarg) > max)
-				return cli_usage_error(cmd, "%s is %zu bytes, longer than %zu", opt, strlen(optarg), max);
-			*(ch == O_GROUP ? &a->group : &a->on_complete_queue) = optarg;
-			break;
-		}
-		case O_MAX_PAYLOAD:
-			if (!cli_parse_int(optarg, 1, 1073741823, &a->max_payload))
-				return cli_usage_error(cmd, "--max-payload must be a positive number of bytes, not \"%s\"", optarg);
-			break;
-		case O_DELAY:
-			if (!parse_duration(sub, "--delay", optarg, &a->delay_ms, &rc))
-				return rc;
-			a->has_delay = true;
-			break;
-		case O_WATCH:
-			if (!parse_duration(sub, "--watch", optarg, &a->watch_ms, &rc))
-				return rc;
-			if (a->watch_ms < 100)
-				return cli_usage_error(cmd, "--watch must be at least 100ms");
-			break;
-		case O_OLDER_THAN:
-			if (!parse_duration(sub, "--older-than", optarg, &a->older_than_ms, &rc))
-				return rc;
-			a->has_older = true;
-			break;
-		case O_AGING:
-			if (!parse_duration(sub, "--aging", optarg, &a->aging_ms, &rc))
-				return rc;
-			if (a->aging_ms == 0)
-				return cli_usage_error(cmd, "--aging must be positive");
-			break;
-		case O_SRET:
-			if (!parse_duration(sub, "--succeeded-retention", optarg, &a->sret_ms, &rc))
-				return rc;
-			break;
-		case O_FRET:
-			if (!parse_duration(sub, "--failed-retention", optarg, &a->fret_ms, &rc))
-				return rc;
-			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		default:
-			return cli_getopt_error(cmd, ch, argv);
-		}
-	}
-	/* Which options belong to which subcommand. */
-	struct { bool set; const char *name; const char *subs; } owned[] = {
-		{ a->payload != NULL, "--payload", "enqueue group" },
-		{ a->file != NULL, "--file", "enqueue" },
-		{ a->run_at != NULL, "--run-at", "enqueue" },
-		{ a->unique_key != NULL, "--unique-key", "enqueue" },
-		{ a->has_priority, "--priority", "enqueue" },
-		{ a->has_delay, "--delay", "enqueue" },
-		{ a->max_attempts != 0, "--max-attempts", "enqueue" },
-		{ a->max_deferrals != 0, "--max-deferrals", "enqueue" },
-		{ a->all, "--all", "cancel retry" },
-		{ a->key_prefix != NULL, "--key-prefix", "cancel retry purge" },
-		{ a->batch != 0, "--batch-size", "cancel retry purge" },
-		{ a->yes, "--yes", "cancel retry purge" },
-		{ a->prometheus, "--prometheus", "stats" },
-		{ a->watch_ms != 0, "--watch", "stats" },
-		{ a->status != NULL, "--status", "list purge cancel retry" },
-		{ a->has_limit, "--limit", "list limit" },
-		{ a->key != NULL, "--key", "enqueue" },
-		{ a->has_after, "--after", "enqueue" },
-		{ a->on_dep_failure >= 0, "--on-dep-failure", "enqueue" },
-		{ a->group != NULL, "--group", "enqueue" },
-		{ a->on_complete_queue != NULL, "--on-complete-queue", "group" },
-		{ a->key_limit >= 0, "--key-limit", "config" },
-		{ a->rate.n >= 0, "--rate", "config limit" },
-		{ a->key_rate.n >= 0, "--key-rate", "config" },
-		{ a->fair >= 0, "--fair", "config" },
-		{ a->weight >= 0, "--weight", "limit" },
-		{ a->remove, "--remove", "limit" },
-		{ a->has_older, "--older-than", "purge cancel retry" },
-		{ a->aging_ms >= 0, "--aging", "config" },
-		{ a->sret_ms >= 0, "--succeeded-retention", "config" },
-		{ a->fret_ms >= 0, "--failed-retention", "config" },
-		{ a->max_payload >= 0, "--max-payload", "config" },
-	};
-	for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) {
-		if (!owned[i].set)
-			continue;
-		const char *p = strstr(owned[i].subs, sub);
-		size_t l = strlen(sub);
-		if (p == NULL || (p[l] != '\0' && p[l] != ' '))
-			return cli_usage_error(cmd, "%s does not apply to queue %s", owned[i].name, sub);
-	}
+	int first, rc = cli_opt_parse(cmd, all, argc, argv, &first);
+	if (rc != 0)
+		return rc;
 	if (*a->schema == '\0')
 		return cli_usage_error(cmd, "--schema must not be empty");
-	for (; optind < argc; optind++) {
+	for (; first < argc; first++) {
 		if (a->npos >= max_pos)
-			return cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
-		a->pos[a->npos++] = argv[optind];
+			return cli_usage_error(cmd, "unexpected argument \"%s\"", argv[first]);
+		a->pos[a->npos++] = argv[first];
 	}
 	return 0;
 }

@@ -164,7 +164,18 @@ int queue_do_id_action(int argc, char **argv)
 {
 	const char *sub = argv[0]; /* retry or cancel */
 	qargs a;
-	int rc = queue_parse(sub, argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		/* retry and cancel: ID, or the bulk form with --all */
+		QUEUE_OPT_BOOL(&a, "all", all),
+		QUEUE_OPT_STR(&a, "status", status, "S"),
+		QUEUE_OPT(&a, "older-than", "D"),
+		QUEUE_OPT(&a, "key-prefix", "P"),
+		QUEUE_OPT(&a, "batch-size", "N"),
+		QUEUE_OPT_BOOL(&a, "yes", yes),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse(sub, opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.all)
@@ -205,7 +216,16 @@ int queue_do_id_action(int argc, char **argv)
 int queue_do_purge(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("purge", argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT_STR(&a, "status", status, "S"),
+		QUEUE_OPT(&a, "older-than", "D"),
+		QUEUE_OPT(&a, "key-prefix", "P"),
+		QUEUE_OPT(&a, "batch-size", "N"),
+		QUEUE_OPT_BOOL(&a, "yes", yes),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("purge", opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	return do_bulk("purge", &a);

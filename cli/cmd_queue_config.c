@@ -17,7 +17,11 @@ int queue_do_pause(int argc, char **argv)
 {
 	const char *sub = argv[0]; /* pause or resume */
 	qargs a;
-	int rc = queue_parse(sub, argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse(sub, opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	char cmd[40];
@@ -90,7 +94,19 @@ static int config_flow(pgc_queue *q, const char *queue, const qargs *a)
 int queue_do_config(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("config", argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT(&a, "aging", "D"),
+		QUEUE_OPT(&a, "succeeded-retention", "D"),
+		QUEUE_OPT(&a, "failed-retention", "D"),
+		QUEUE_OPT(&a, "max-payload", "BYTES"),
+		QUEUE_OPT(&a, "key-limit", "N|none"),
+		QUEUE_OPT(&a, "rate", "N/D|none"),
+		QUEUE_OPT(&a, "key-rate", "N/D|none"),
+		QUEUE_OPT(&a, "fair", "on|off"),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("config", opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	bool global = a.aging_ms >= 0 || a.sret_ms >= 0 || a.fret_ms >= 0 || a.max_payload >= 0;

@@ -123,7 +123,23 @@ static int enqueue_file(pgc_conn *conn, pgc_queue *q, const char *queue, const c
 int queue_do_enqueue(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("enqueue", argc, argv, &a, 2);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT_STR(&a, "payload", payload, "JSON"),
+		QUEUE_OPT_STR(&a, "file", file, "FILE"),
+		QUEUE_OPT(&a, "priority", "N"),
+		QUEUE_OPT(&a, "delay", "D"),
+		QUEUE_OPT_STR(&a, "run-at", run_at, "TIME"),
+		QUEUE_OPT(&a, "max-attempts", "N"),
+		QUEUE_OPT_STR(&a, "unique-key", unique_key, "K"),
+		QUEUE_OPT(&a, "max-deferrals", "N"),
+		QUEUE_OPT(&a, "key", "K"),
+		QUEUE_OPT(&a, "after", "ID,ID,..."),
+		QUEUE_OPT(&a, "on-dep-failure", "cancel|run"),
+		QUEUE_OPT(&a, "group", "G"),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("enqueue", opts, argc, argv, &a, 2);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.npos == 0)

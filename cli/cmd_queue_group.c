@@ -56,7 +56,13 @@ static void print_group(const pgc_job_group *g)
 int queue_do_group(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("group", argc, argv, &a, 2);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT(&a, "on-complete-queue", "Q"),
+		QUEUE_OPT_STR(&a, "payload", payload, "JSON"),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("group", opts, argc, argv, &a, 2);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.npos == 0)

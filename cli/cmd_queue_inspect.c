@@ -116,7 +116,13 @@ static void print_stats(const pgc_queue_stat *st, size_t n, const pgc_queue_heal
 int queue_do_stats(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("stats", argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT_BOOL(&a, "prometheus", prometheus),
+		QUEUE_OPT(&a, "watch", "D"),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("stats", opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.prometheus && g_cli.json)
@@ -172,7 +178,13 @@ int queue_do_stats(int argc, char **argv)
 int queue_do_list(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("list", argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT_STR(&a, "status", status, "S"),
+		QUEUE_OPT(&a, "limit", "N"),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("list", opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	const char *queue = a.npos ? a.pos[0] : NULL;
@@ -223,7 +235,11 @@ int queue_do_list(int argc, char **argv)
 int queue_do_show(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("show", argc, argv, &a, 1);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("show", opts, argc, argv, &a, 1);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	int64_t id;
@@ -338,7 +354,15 @@ static void print_keys_table(const pgc_queue_key_info *k, size_t n, size_t max)
 int queue_do_limit(int argc, char **argv)
 {
 	qargs a;
-	int rc = queue_parse("limit", argc, argv, &a, 2);
+	queue_args_init(&a);
+	const cli_opt opts[] = {
+		QUEUE_OPT(&a, "limit", "N|none"),
+		QUEUE_OPT(&a, "weight", "W|none"),
+		QUEUE_OPT(&a, "rate", "N/D|none"),
+		QUEUE_OPT_BOOL(&a, "remove", remove),
+		QUEUE_OPTS_COMMON(&a),
+	};
+	int rc = queue_parse("limit", opts, argc, argv, &a, 2);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.npos == 0)

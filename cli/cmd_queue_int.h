@@ -4,13 +4,13 @@
 #define PGCOORD_CMD_QUEUE_INT_H
 
 #include "cli.h"
+#include "opt.h"
 
+/* The options queue_opt_value checks. */
 enum {
-	O_SCHEMA = 256, O_JSON, O_PAYLOAD, O_FILE, O_PRIORITY, O_DELAY, O_RUN_AT, O_MAX_ATTEMPTS,
-	O_UNIQUE_KEY, O_PROMETHEUS, O_WATCH, O_STATUS, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET,
-	O_FRET, O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_ALL, O_KEY_PREFIX, O_BATCH, O_YES, O_KEY,
-	O_KEY_LIMIT, O_RATE, O_KEY_RATE, O_FAIR, O_WEIGHT, O_REMOVE, O_AFTER, O_ON_DEP_FAILURE,
-	O_GROUP, O_ON_COMPLETE_QUEUE
+	O_PRIORITY = 1, O_DELAY, O_MAX_ATTEMPTS, O_WATCH, O_LIMIT, O_OLDER_THAN, O_AGING, O_SRET, O_FRET,
+	O_MAX_PAYLOAD, O_MAX_DEFERRALS, O_KEY_PREFIX, O_BATCH, O_KEY, O_KEY_LIMIT, O_RATE, O_KEY_RATE,
+	O_FAIR, O_WEIGHT, O_AFTER, O_ON_DEP_FAILURE, O_GROUP, O_ON_COMPLETE_QUEUE
 };
 
 typedef struct qargs {
@@ -31,9 +31,29 @@ typedef struct qargs {
 	int npos;
 } qargs;
 
-/* Parses the options of queue sub into *a, with at most max_pos operands: 0, -1 after
- * --help, or the exit status of a usage error. */
-int queue_parse(const char *sub, int argc, char **argv, qargs *a, int max_pos);
+/* *a with every option unset (the defaults), before its table is parsed. */
+void queue_args_init(qargs *a);
+
+/* Parses the options of queue sub against its table opts into *a, with at most max_pos
+ * operands: 0, -1 after --help, or the exit status of a usage error. An option of another
+ * queue subcommand is refused as "--X does not apply to queue SUB". */
+int queue_parse(const char *sub, const cli_opt *opts, int argc, char **argv, qargs *a, int max_pos);
+
+/* The check and the store of an option with a rule of its own (QUEUE_OPT), by its name;
+ * dest is the qargs. */
+int queue_opt_value(const char *cmd, const char *name, const char *value, void *dest);
+
+/* Entries of the subcommands' tables (a is the qargs): a text or a flag stored as is, a
+ * value checked by queue_opt_value; the options every subcommand takes end a table. Their
+ * help is the usage's synopsis, shared by the subcommands: only QUEUE_OPTS_COMMON's is shown
+ * as option lines. */
+#define QUEUE_OPT_STR(a, name, field, value) CLI_OPT(0, name, CLI_OPT_STR, &(a)->field, value, NULL)
+#define QUEUE_OPT_BOOL(a, name, field) CLI_OPT(0, name, CLI_OPT_BOOL, &(a)->field, NULL, NULL)
+#define QUEUE_OPT(a, name, value) CLI_OPT(0, name, CLI_OPT_CALL, (a), value, NULL, .call = queue_opt_value)
+#define QUEUE_OPTS_COMMON(a)                                                                     \
+	CLI_OPT(0, "schema", CLI_OPT_STR, &(a)->schema, "NAME", "pgcoord schema (default: pgcoord)"), \
+	CLI_OPT(0, "json", CLI_OPT_BOOL, &g_cli.json, NULL, "one JSON object per result"),           \
+	CLI_OPT('h', "help", CLI_OPT_HELP, NULL, NULL, "show this help and exit"), CLI_OPT_TABLE_END
 /* Connects and opens the queue handle for queue sub: 0 or the exit status (reported). */
 int queue_open(const char *sub, const char *schema, pgc_conn **conn, pgc_queue **q);
 /* A job id operand; false with *rc set after a usage error. */
