@@ -23,11 +23,21 @@
 #include "cmd_cron_int.h"
 #include "dbwait.h"
 #include "jobcmd.h"
+#include "opt.h"
 #include "render.h"
 #include "util/util.h"
 
 #define NEXT_DEFAULT 5
 #define NEXT_MAX 1000
+
+/* One option of the table, with the subcommands (A_*) that take it. */
+typedef struct cron_opt {
+	unsigned groups;
+	cli_opt o;
+} cron_opt;
+
+#define CRON_OPTS_MAX 40
+static size_t cron_options(cron_args *a, cron_opt *out);
 
 static void usage(FILE *f)
 {
@@ -77,42 +87,16 @@ static void usage(FILE *f)
 	      "PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK in the environment: exit 0 done,\n"
 	      "75 retry later, anything else a failure, retried until --max-attempts.\n"
 	      "\n"
-	      "Options:\n"
-	      "      --tz=ZONE        IANA time zone of the schedule (default UTC), from the\n"
-	      "                       host's tzdata ($TZDIR or /usr/share/zoneinfo)\n"
-	      "      --from=TIME      fire times strictly after TIME (default: now)\n"
-	      "  -n, --count=N        how many fire times, 1 to 1000 (default 5)\n"
-	      "      --queue=Q        the queue the schedule's jobs go to\n"
-	      "      --payload=JSON   a JSON object, the jobs' payload (default {})\n"
-	      "      --catch-up=POLICY  ticks missed while no scheduler ran: skip (default),\n"
-	      "                       once (one job for them all), all (each, bounded)\n"
-	      "      --catch-up-window=D  all: catch up ticks at most D old (default 1h)\n"
-	      "      --catch-up-max=N   all: at most N late ticks, 1 to 1000 (default 100)\n"
-	      "      --overlap=WHAT   allow (default), or skip a tick while the previous\n"
-	      "                       tick's job is pending or running\n"
-	      "      --jitter=D       start each job up to D after its tick, at random\n"
-	      "      --max-attempts=N  runs of a failing job, 1 to 1000000 (default 25)\n"
-	      "      --replace        add: change the schedule NAME if it exists\n"
-	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
-	      "      --dry-run        sync: print the changes, change nothing\n"
-	      "      --allow-empty    sync: a FILE without schedules removes every one\n"
-	      "  -q, --quiet          as pgcoord -q (sync: print only what changed)\n"
-	      "      --batch=N        run: schedules per transaction, 1 to 1000 (default 100)\n"
-	      "      --lookahead=D    run: fire ticks up to D ahead, their jobs runnable at\n"
-	      "                       the tick (overlap allow only; 0 to 60s, default 5s)\n"
-	      "      --once           run: fire what is due now, then exit\n"
-	      "      --wait-for-db[=D]  run: retry until the database answers at start (or\n"
-	      "                       for at most D, then exit 69); default: 69 at once\n"
-	      "  -c, --concurrency=N  run: commands at once (default 4)\n"
-	      "      --timeout=D      run: kill a command's process group after D\n"
-	      "      --grace=D        run: on stop, wait D for running commands (default\n"
-	      "                       30s), then kill them and return their jobs to pending\n"
-	      "      --no-commands    run: only schedule; leave the commands to others\n"
-	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
-	      "      --json           JSON output (next, list, show, history, trigger)\n"
-	      "      --prometheus     list: Prometheus text format (next run, last success,\n"
-	      "                       fired/missed/skipped counters per schedule)\n"
-	      "  -h, --help           show this help and exit\n"
+	      "Options:\n", f);
+	cron_args dummy;
+	cron_opt all[CRON_OPTS_MAX];
+	size_t n = cron_options(&dummy, all);
+	cli_opt o[CRON_OPTS_MAX + 1];
+	for (size_t i = 0; i < n; i++)
+		o[i] = all[i].o;
+	o[n] = (cli_opt)CLI_OPT_TABLE_END;
+	cli_opt_help(f, o, 23);
+	fputs(
 	      "\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok (next: fewer than N\n"
 	      "times when the year 10000 comes first); 1 the schedule does not exist, or\n"
@@ -145,49 +129,19 @@ static void print_time_json(const pgc_cron *c, int64_t t)
 
 static int cron_next(int argc, char **argv)
 {
-	enum { O_TZ = 256, O_FROM, O_JSON };
-	static const struct option longopts[] = {
-		{ "tz", required_argument, NULL, O_TZ },
-		{ "from", required_argument, NULL, O_FROM },
-		{ "count", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *tz = NULL, *from = NULL;
-	long long count = NEXT_DEFAULT;
-	int ch;
-	optind = 0; /* glibc: start over */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":n:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case O_TZ:
-			tz = optarg;
-			break;
-		case O_FROM:
-			from = optarg;
-			break;
-		case 'n':
-			if (!cli_parse_int(optarg, 1, NEXT_MAX, &count))
-				return cli_usage_error("cron next", "-n must be an integer from 1 to %d, not \"%s\"", NEXT_MAX,
-				                       cli_esc(optarg));
-			break;
-		case O_JSON:
-			g_cli.json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return cli_getopt_error("cron next", ch, argv);
-		}
-	}
-	if (optind >= argc)
+	cron_args a;
+	int prc = cron_parse_args(argc, argv, "cron next", A_NEXT, &a);
+	if (prc != 0)
+		return prc < 0 ? 0 : prc;
+	const char *tz = a.next_tz, *from = a.from;
+	long long count = a.count;
+	int i = argc - a.argc;
+	if (i >= argc)
 		return cli_usage_error("cron next", "missing SCHEDULE (a cron expression such as \"30 2 * * *\")");
-	const char *expr = argv[optind++];
-	if (optind < argc)
+	const char *expr = argv[i++];
+	if (i < argc)
 		return cli_usage_error("cron next", "unexpected argument \"%s\": give the schedule as one quoted argument "
-		                       "(\"30 2 * * *\")", cli_esc(argv[optind]));
+		                       "(\"30 2 * * *\")", cli_esc(argv[i]));
 	if (tz != NULL && *tz == '\0')
 		return cli_usage_error("cron next", "--tz must not be empty (leave it out for UTC)");
 	pgc_cron *c;
@@ -264,28 +218,27 @@ static int cron_next(int argc, char **argv)
 /* ---- schedules in the database ------------------------------------------------------------- */
 
 
-/* Parses a policy-ish option's value; a usage error names the allowed ones. */
-static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
 
-enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_LOOKAHEAD, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM,
-       O_ALLOWEMPTY };
-
-static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
+/* The check and the store of an option's value with a rule of its own; dest is the cron_args. */
+static int cron_value(const char *cmd, const char *opt, const char *v, void *dest)
 {
-	int rc = 0;
+	cron_args *a = dest;
+	pgc_cron_schedule *d = &a->def;
+	static const char *const names[] = { "--tz", "--catch-up", "--catch-up-window", "--catch-up-max", "--overlap",
+	                                     "--jitter", "--max-attempts", "--limit", "--batch", "--lookahead",
+	                                     "--wait-for-db", "--concurrency", "--timeout", "--grace", "--schema",
+	                                     "--count", NULL };
+	enum { O_TZ, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_LIMIT, O_BATCH, O_LOOKAHEAD,
+	       O_DBWAIT, O_CONC, O_TIMEOUT, O_GRACE, O_SCHEMA, O_COUNT };
+	int ch = 0, rc = 0;
+	while (names[ch] != NULL && strcmp(names[ch], opt) != 0)
+		ch++;
 	long long n;
 	switch (ch) {
-	case O_TZ2:
+	case O_TZ:
 		if (*v == '\0')
 			return cli_usage_error(cmd, "--tz must not be empty (leave it out for UTC)");
 		d->tz = v;
-		return 0;
-	case O_QUEUE:
-		d->queue = v;
-		return 0;
-	case O_PAYLOAD:
-		d->payload = v;
 		return 0;
 	case O_CATCHUP:
 		if (!pgc_cron_catch_up_parse(v, &d->catch_up))
@@ -311,42 +264,112 @@ static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedu
 			return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", cli_esc(v));
 		d->max_attempts = (int)n;
 		return 0;
+	case O_LIMIT:
+		if (!cli_parse_int(v, 1, PGC_CRON_TICKS_KEPT, &a->limit))
+			return cli_usage_error(cmd, "--limit must be an integer from 1 to %d, not \"%s\"", PGC_CRON_TICKS_KEPT,
+			                       cli_esc(v));
+		return 0;
+	case O_BATCH:
+		if (!cli_parse_int(v, 1, 1000, &a->batch))
+			return cli_usage_error(cmd, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_LOOKAHEAD:
+		return cli_duration_opt(cmd, "--lookahead", v, 0, PGC_CRON_LOOKAHEAD_MAX_MS, &a->lookahead_ms, &rc) ? 0 : rc;
+	case O_CONC:
+		if (!cli_parse_int(v, 1, 1024, &a->concurrency))
+			return cli_usage_error(cmd, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_TIMEOUT:
+		return cli_duration_opt(cmd, "--timeout", v, 1, INT64_C(366) * 86400000, &a->timeout_ms, &rc) ? 0 : rc;
+	case O_GRACE:
+		return cli_duration_opt(cmd, "--grace", v, 0, INT64_C(86400000), &a->grace_ms, &rc) ? 0 : rc;
+	case O_DBWAIT:
+		return cli_dbwait_opt(cmd, v, &a->dbwait_ms, &rc) ? 0 : rc;
+	case O_SCHEMA:
+		if (*v == '\0')
+			return cli_usage_error(cmd, "--schema must not be empty");
+		a->schema = v;
+		return 0;
+	case O_COUNT:
+		if (!cli_parse_int(v, 1, NEXT_MAX, &a->count))
+			return cli_usage_error(cmd, "-n must be an integer from 1 to %d, not \"%s\"", NEXT_MAX, cli_esc(v));
+		return 0;
 	default:
-		return cli_usage_error(cmd, "internal: option %d", ch);
+		abort(); /* an option cron_options sends here that this switch does not know */
 	}
+}
+
+/* The options of every subcommand, in the order --help shows them. A value with a rule of
+ * its own goes through cron_value (dest: the cron_args). */
+static size_t cron_options(cron_args *a, cron_opt *out)
+{
+	const cron_opt t[] = {
+		{ A_DEF, CLI_OPT(0, "tz", CLI_OPT_CALL, a, "ZONE", "IANA time zone of the schedule (default UTC), from the\n"
+		                 "host's tzdata ($TZDIR or /usr/share/zoneinfo)", .call = cron_value) },
+		{ A_NEXT, CLI_OPT(0, "tz", CLI_OPT_STR, &a->next_tz, "ZONE", NULL, .flags = CLI_OPT_HIDDEN) },
+		{ A_NEXT, CLI_OPT(0, "from", CLI_OPT_STR, &a->from, "TIME", "fire times strictly after TIME (default: now)") },
+		{ A_NEXT, CLI_OPT('n', "count", CLI_OPT_CALL, a, "N", "how many fire times, 1 to 1000 (default 5)",
+		                  .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "queue", CLI_OPT_STR, &a->def.queue, "Q", "the queue the schedule's jobs go to") },
+		{ A_DEF, CLI_OPT(0, "payload", CLI_OPT_STR, &a->def.payload, "JSON", "a JSON object, the jobs' payload (default {})") },
+		{ A_DEF, CLI_OPT(0, "catch-up", CLI_OPT_CALL, a, "POLICY", "ticks missed while no scheduler ran: skip (default),\n"
+		                 "once (one job for them all), all (each, bounded)", .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "catch-up-window", CLI_OPT_CALL, a, "D", "all: catch up ticks at most D old (default 1h)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "catch-up-max", CLI_OPT_CALL, a, "N", "all: at most N late ticks, 1 to 1000 (default 100)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "overlap", CLI_OPT_CALL, a, "WHAT", "allow (default), or skip a tick while the previous\n"
+		                 "tick's job is pending or running", .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "jitter", CLI_OPT_CALL, a, "D", "start each job up to D after its tick, at random",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "max-attempts", CLI_OPT_CALL, a, "N", "runs of a failing job, 1 to 1000000 (default 25)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "replace", CLI_OPT_BOOL, &a->replace, NULL, "add: change the schedule NAME if it exists") },
+		{ A_LIMIT, CLI_OPT(0, "limit", CLI_OPT_CALL, a, "N", "history: how many ticks, 1 to 1000 (default 20)",
+		                   .call = cron_value) },
+		{ A_DRYRUN, CLI_OPT(0, "dry-run", CLI_OPT_BOOL, &a->dry_run, NULL, "sync: print the changes, change nothing") },
+		{ A_DRYRUN, CLI_OPT(0, "allow-empty", CLI_OPT_BOOL, &a->allow_empty, NULL,
+		                    "sync: a FILE without schedules removes every one") },
+		{ A_DB, CLI_OPT('q', "quiet", CLI_OPT_BOOL, &g_cli.quiet, NULL, "as pgcoord -q (sync: print only what changed)") },
+		{ A_RUN, CLI_OPT(0, "batch", CLI_OPT_CALL, a, "N", "run: schedules per transaction, 1 to 1000 (default 100)",
+		                 .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "lookahead", CLI_OPT_CALL, a, "D", "run: fire ticks up to D ahead, their jobs runnable at\n"
+		                 "the tick (overlap allow only; 0 to 60s, default 5s)", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "once", CLI_OPT_BOOL, &a->once, NULL, "run: fire what is due now, then exit") },
+		{ A_RUN, CLI_OPT(0, "wait-for-db", CLI_OPT_CALL, a, "D", "run: retry until the database answers at start (or\n"
+		                 "for at most D, then exit 69); default: 69 at once", .call = cron_value,
+		                 .flags = CLI_OPT_OPTIONAL) },
+		{ A_RUN, CLI_OPT('c', "concurrency", CLI_OPT_CALL, a, "N", "run: commands at once (default 4)", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "timeout", CLI_OPT_CALL, a, "D", "run: kill a command's process group after D",
+		                 .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "grace", CLI_OPT_CALL, a, "D", "run: on stop, wait D for running commands (default\n"
+		                 "30s), then kill them and return their jobs to pending", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "no-commands", CLI_OPT_BOOL, &a->no_commands, NULL,
+		                 "run: only schedule; leave the commands to others") },
+		{ A_DB, CLI_OPT(0, "schema", CLI_OPT_CALL, a, "NAME", "pgcoord schema (default: pgcoord)", .call = cron_value) },
+		{ A_ALL, CLI_OPT(0, "json", CLI_OPT_BOOL, &g_cli.json, NULL, "JSON output (next, list, show, history, trigger)") },
+		{ A_PROM, CLI_OPT(0, "prometheus", CLI_OPT_BOOL, &a->prometheus, NULL,
+		                  "list: Prometheus text format (next run, last success,\n"
+		                  "fired/missed/skipped counters per schedule)") },
+		{ A_ALL, CLI_OPT('h', "help", CLI_OPT_HELP, NULL, NULL, "show this help and exit") },
+	};
+	size_t n = sizeof t / sizeof t[0];
+	if (n > CRON_OPTS_MAX)
+		abort(); /* a programming error */
+	memcpy(out, t, sizeof t);
+	return n;
+}
+
+/* An option the subcommand does not take (another's). */
+static int not_taken(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	(void)value;
+	(void)dest;
+	return cli_usage_error(cmd, "%s does not take %s", cmd, opt);
 }
 
 int cron_parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
 {
-	static const struct option longopts[] = {
-		{ "tz", required_argument, NULL, O_TZ2 },
-		{ "queue", required_argument, NULL, O_QUEUE },
-		{ "payload", required_argument, NULL, O_PAYLOAD },
-		{ "catch-up", required_argument, NULL, O_CATCHUP },
-		{ "catch-up-window", required_argument, NULL, O_WINDOW },
-		{ "catch-up-max", required_argument, NULL, O_CMAX },
-		{ "overlap", required_argument, NULL, O_OVERLAP },
-		{ "jitter", required_argument, NULL, O_JITTER },
-		{ "max-attempts", required_argument, NULL, O_MAXATT },
-		{ "replace", no_argument, NULL, O_REPLACE },
-		{ "limit", required_argument, NULL, O_LIMIT },
-		{ "dry-run", no_argument, NULL, O_DRYRUN },
-		{ "allow-empty", no_argument, NULL, O_ALLOWEMPTY },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "lookahead", required_argument, NULL, O_LOOKAHEAD },
-		{ "once", no_argument, NULL, O_ONCE },
-		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
-		{ "concurrency", required_argument, NULL, 'c' },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "grace", required_argument, NULL, O_GRACE },
-		{ "no-commands", no_argument, NULL, O_NOCMD },
-		{ "schema", required_argument, NULL, O_SCHEMA },
-		{ "json", no_argument, NULL, O_JSON2 },
-		{ "prometheus", no_argument, NULL, O_PROM },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	memset(a, 0, sizeof *a);
 	a->sub = sub;
 	a->schema = PGC_SCHEMA_DEFAULT;
@@ -356,76 +379,38 @@ int cron_parse_args(int argc, char **argv, const char *sub, unsigned allowed, cr
 	a->concurrency = CONCURRENCY_DEFAULT;
 	a->grace_ms = GRACE_DEFAULT_MS;
 	a->lookahead_ms = PGC_CRON_LOOKAHEAD_MS;
-	int ch, idx = -1, rc;
-	optind = 0; /* glibc: start over */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":c:hq", longopts, &idx)) != -1) {
-		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT
-		                : ch == O_DRYRUN || ch == O_ALLOWEMPTY ? A_DRYRUN
-		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : ch == O_PROM ? A_PROM : 0;
-		if (need != 0 && !(allowed & need)) {
-			if (ch == 'c' && idx < 0)
-				return cli_usage_error(sub, "%s does not take -c", sub);
-			return cli_usage_error(sub, "%s does not take --%s", sub, longopts[idx].name);
-		}
-		idx = -1;
-		switch (ch) {
-		case O_REPLACE: a->replace = true; break;
-		case O_LIMIT:
-			if (!cli_parse_int(optarg, 1, PGC_CRON_TICKS_KEPT, &a->limit))
-				return cli_usage_error(sub, "--limit must be an integer from 1 to %d, not \"%s\"",
-				                       PGC_CRON_TICKS_KEPT, cli_esc(optarg));
-			break;
-		case O_DRYRUN: a->dry_run = true; break;
-		case O_ALLOWEMPTY: a->allow_empty = true; break;
-		case 'q': g_cli.quiet = true; break;
-		case O_BATCH:
-			if (!cli_parse_int(optarg, 1, 1000, &a->batch))
-				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
-			break;
-		case O_LOOKAHEAD:
-			if (!cli_duration_opt(sub, "--lookahead", optarg, 0, PGC_CRON_LOOKAHEAD_MAX_MS, &a->lookahead_ms, &rc))
-				return rc;
-			break;
-		case O_ONCE: a->once = true; break;
-		case O_NOCMD: a->no_commands = true; break;
-		case O_PROM: a->prometheus = true; break;
-		case 'c':
-			if (!cli_parse_int(optarg, 1, 1024, &a->concurrency))
-				return cli_usage_error(sub, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(optarg));
-			break;
-		case O_TIMEOUT:
-			if (!cli_duration_opt(sub, "--timeout", optarg, 1, INT64_C(366) * 86400000, &a->timeout_ms, &rc))
-				return rc;
-			break;
-		case O_GRACE:
-			if (!cli_duration_opt(sub, "--grace", optarg, 0, INT64_C(86400000), &a->grace_ms, &rc))
-				return rc;
-			break;
-		case O_DBWAIT:
-			if (!cli_dbwait_opt(sub, optarg, &a->dbwait_ms, &rc))
-				return rc;
-			break;
-		case O_SCHEMA:
-			if (*optarg == '\0')
-				return cli_usage_error(sub, "--schema must not be empty");
-			a->schema = optarg;
-			break;
-		case O_JSON2: g_cli.json = true; break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		default:
-			if (need == A_DEF) {
-				if ((rc = parse_def_opt(sub, ch, optarg, &a->def)) != 0)
-					return rc;
-				break;
-			}
-			return cli_getopt_error(sub, ch, argv);
-		}
+	a->count = NEXT_DEFAULT;
+	/* Every subcommand but next works on the database. */
+	allowed |= A_ALL | (allowed & A_NEXT ? 0 : A_DB);
+	cron_opt all[CRON_OPTS_MAX];
+	size_t n = cron_options(a, all);
+	/* The subcommand's options, then the others', refused by not_taken. */
+	cli_opt o[CRON_OPTS_MAX + 1];
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].groups & allowed)
+			o[k++] = all[i].o;
+	for (size_t i = 0; i < n; i++) {
+		bool mine = false;
+		for (size_t j = 0; j < k && !mine; j++)
+			mine = strcmp(o[j].long_name, all[i].o.long_name) == 0;
+		if (mine)
+			continue;
+		cli_opt r = all[i].o;
+		bool value = r.type != CLI_OPT_BOOL && r.type != CLI_OPT_HELP;
+		r.type = CLI_OPT_CALL;
+		r.call = not_taken;
+		r.flags = value ? (r.flags & CLI_OPT_OPTIONAL) : CLI_OPT_OPTIONAL;
+		o[k++] = r;
 	}
-	a->argc = argc - optind;
-	a->argv = argv + optind;
+	o[k] = (cli_opt)CLI_OPT_TABLE_END;
+	cli_opt_usage_set(usage);
+	optind = 0; /* glibc: start over */
+	int first, rc = cli_opt_parse(sub, o, argc, argv, &first);
+	if (rc != 0)
+		return rc;
+	a->argc = argc - first;
+	a->argv = argv + first;
 	return 0;
 }
 

@@ -16,7 +16,10 @@ enum {
 	A_LIMIT = 0x02,   /* --limit */
 	A_DRYRUN = 0x04,  /* --dry-run */
 	A_RUN = 0x08,     /* --batch --lookahead --once --wait-for-db -c --timeout --grace --no-commands */
-	A_PROM = 0x10     /* --prometheus */
+	A_PROM = 0x10,    /* --prometheus */
+	A_NEXT = 0x20,    /* --tz --from -n (cron next) */
+	A_DB = 0x40,      /* --schema -q: every subcommand but next */
+	A_ALL = 0x80      /* --json --help */
 };
 
 typedef struct cron_args {
@@ -26,6 +29,8 @@ typedef struct cron_args {
 	bool replace, dry_run, once, no_commands, prometheus, allow_empty;
 	long long limit, batch, concurrency;
 	int64_t dbwait_ms, timeout_ms, grace_ms, lookahead_ms;
+	const char *next_tz, *from; /* cron next */
+	long long count;
 	int argc;            /* the operands */
 	char **argv;
 } cron_args;
