@@ -150,11 +150,6 @@ const char *cli_esc(const char *s);
  * whole text is in queue show. */
 const char *cli_last_line(const char *s, char *buf, size_t size);
 
-/* Why a job waits (pgc_queue_job_wait) as the JSON object that queue show --json and the
- * dashboard's /api/jobs/ID both give: live, running, scheduled, run_in_s, paused, ahead,
- * workers, free_slots, reason (null when running or finished). */
-void cli_job_wait_json(FILE *f, const pgc_job_wait *w);
-
 /* A timestamp as every human output shows it: ISO 8601 in UTC to the second,
  * "2026-12-01T11:47:53Z". pg is PostgreSQL's text of a timestamptz in any of its ISO forms
  * ("2026-12-01 12:47:53.1+01", "2026-12-01T11:47:53.123Z", ...); text it cannot read is

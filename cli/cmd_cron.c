@@ -1,6 +1,8 @@
 /* cmd_cron.c - pgcoord cron: cron schedules (next: the next fire times of an expression; add,
  * list, show, pause, resume, trigger, remove, history, sync: schedules in the database; run:
- * the scheduler)
+ * the scheduler). This file holds the subcommand table, the options the subcommands share and
+ * the management of schedules; sync and its file parser are in cmd_cron_sync.c, the scheduler
+ * in cmd_cron_run.c (cmd_cron_int.h between them).
  *
  * One function per subcommand in subs[]; each parses its own options from argv[0] = its
  * name. cron next needs no database: the schedule and the host's tzdata decide. The others
@@ -18,12 +20,24 @@
 
 #include "child.h"
 #include "cli.h"
+#include "cmd_cron_int.h"
 #include "dbwait.h"
 #include "jobcmd.h"
+#include "opt.h"
+#include "render.h"
 #include "util/util.h"
 
 #define NEXT_DEFAULT 5
 #define NEXT_MAX 1000
+
+/* One option of the table, with the subcommands (A_*) that take it. */
+typedef struct cron_opt {
+	unsigned groups;
+	cli_opt o;
+} cron_opt;
+
+#define CRON_OPTS_MAX 40
+static size_t cron_options(cron_args *a, cron_opt *out);
 
 static void usage(FILE *f)
 {
@@ -73,42 +87,16 @@ static void usage(FILE *f)
 	      "PGCOORD_CRON_SCHEDULE and PGCOORD_CRON_TICK in the environment: exit 0 done,\n"
 	      "75 retry later, anything else a failure, retried until --max-attempts.\n"
 	      "\n"
-	      "Options:\n"
-	      "      --tz=ZONE        IANA time zone of the schedule (default UTC), from the\n"
-	      "                       host's tzdata ($TZDIR or /usr/share/zoneinfo)\n"
-	      "      --from=TIME      fire times strictly after TIME (default: now)\n"
-	      "  -n, --count=N        how many fire times, 1 to 1000 (default 5)\n"
-	      "      --queue=Q        the queue the schedule's jobs go to\n"
-	      "      --payload=JSON   a JSON object, the jobs' payload (default {})\n"
-	      "      --catch-up=POLICY  ticks missed while no scheduler ran: skip (default),\n"
-	      "                       once (one job for them all), all (each, bounded)\n"
-	      "      --catch-up-window=D  all: catch up ticks at most D old (default 1h)\n"
-	      "      --catch-up-max=N   all: at most N late ticks, 1 to 1000 (default 100)\n"
-	      "      --overlap=WHAT   allow (default), or skip a tick while the previous\n"
-	      "                       tick's job is pending or running\n"
-	      "      --jitter=D       start each job up to D after its tick, at random\n"
-	      "      --max-attempts=N  runs of a failing job, 1 to 1000000 (default 25)\n"
-	      "      --replace        add: change the schedule NAME if it exists\n"
-	      "      --limit=N        history: how many ticks, 1 to 1000 (default 20)\n"
-	      "      --dry-run        sync: print the changes, change nothing\n"
-	      "      --allow-empty    sync: a FILE without schedules removes every one\n"
-	      "  -q, --quiet          as pgcoord -q (sync: print only what changed)\n"
-	      "      --batch=N        run: schedules per transaction, 1 to 1000 (default 100)\n"
-	      "      --lookahead=D    run: fire ticks up to D ahead, their jobs runnable at\n"
-	      "                       the tick (overlap allow only; 0 to 60s, default 5s)\n"
-	      "      --once           run: fire what is due now, then exit\n"
-	      "      --wait-for-db[=D]  run: retry until the database answers at start (or\n"
-	      "                       for at most D, then exit 69); default: 69 at once\n"
-	      "  -c, --concurrency=N  run: commands at once (default 4)\n"
-	      "      --timeout=D      run: kill a command's process group after D\n"
-	      "      --grace=D        run: on stop, wait D for running commands (default\n"
-	      "                       30s), then kill them and return their jobs to pending\n"
-	      "      --no-commands    run: only schedule; leave the commands to others\n"
-	      "      --schema=NAME    pgcoord schema (default: pgcoord)\n"
-	      "      --json           JSON output (next, list, show, history, trigger)\n"
-	      "      --prometheus     list: Prometheus text format (next run, last success,\n"
-	      "                       fired/missed/skipped counters per schedule)\n"
-	      "  -h, --help           show this help and exit\n"
+	      "Options:\n", f);
+	cron_args dummy;
+	cron_opt all[CRON_OPTS_MAX];
+	size_t n = cron_options(&dummy, all);
+	cli_opt o[CRON_OPTS_MAX + 1];
+	for (size_t i = 0; i < n; i++)
+		o[i] = all[i].o;
+	o[n] = (cli_opt)CLI_OPT_TABLE_END;
+	cli_opt_help(f, o, 23);
+	fputs(
 	      "\n"
 	      "Durations: 500ms, 2s, 5m, 1h, 1d. Exit status: 0 ok (next: fewer than N\n"
 	      "times when the year 10000 comes first); 1 the schedule does not exist, or\n"
@@ -141,49 +129,19 @@ static void print_time_json(const pgc_cron *c, int64_t t)
 
 static int cron_next(int argc, char **argv)
 {
-	enum { O_TZ = 256, O_FROM, O_JSON };
-	static const struct option longopts[] = {
-		{ "tz", required_argument, NULL, O_TZ },
-		{ "from", required_argument, NULL, O_FROM },
-		{ "count", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *tz = NULL, *from = NULL;
-	long long count = NEXT_DEFAULT;
-	int ch;
-	optind = 0; /* glibc: start over */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":n:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case O_TZ:
-			tz = optarg;
-			break;
-		case O_FROM:
-			from = optarg;
-			break;
-		case 'n':
-			if (!cli_parse_int(optarg, 1, NEXT_MAX, &count))
-				return cli_usage_error("cron next", "-n must be an integer from 1 to %d, not \"%s\"", NEXT_MAX,
-				                       cli_esc(optarg));
-			break;
-		case O_JSON:
-			g_cli.json = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			return cli_getopt_error("cron next", ch, argv);
-		}
-	}
-	if (optind >= argc)
+	cron_args a;
+	int prc = cron_parse_args(argc, argv, "cron next", A_NEXT, &a);
+	if (prc != 0)
+		return prc < 0 ? 0 : prc;
+	const char *tz = a.next_tz, *from = a.from;
+	long long count = a.count;
+	int i = argc - a.argc;
+	if (i >= argc)
 		return cli_usage_error("cron next", "missing SCHEDULE (a cron expression such as \"30 2 * * *\")");
-	const char *expr = argv[optind++];
-	if (optind < argc)
+	const char *expr = argv[i++];
+	if (i < argc)
 		return cli_usage_error("cron next", "unexpected argument \"%s\": give the schedule as one quoted argument "
-		                       "(\"30 2 * * *\")", cli_esc(argv[optind]));
+		                       "(\"30 2 * * *\")", cli_esc(argv[i]));
 	if (tz != NULL && *tz == '\0')
 		return cli_usage_error("cron next", "--tz must not be empty (leave it out for UTC)");
 	pgc_cron *c;
@@ -259,53 +217,28 @@ static int cron_next(int argc, char **argv)
 
 /* ---- schedules in the database ------------------------------------------------------------- */
 
-#define HISTORY_DEFAULT 20
-#define BATCH_DEFAULT 100
-#define CONCURRENCY_DEFAULT 4
-#define GRACE_DEFAULT_MS 30000
 
-/* What each subcommand accepts, besides --schema, --json and --help. */
-enum {
-	A_DEF = 0x01,     /* --tz --queue --payload --catch-up* --overlap --jitter --replace */
-	A_LIMIT = 0x02,   /* --limit */
-	A_DRYRUN = 0x04,  /* --dry-run */
-	A_RUN = 0x08,     /* --batch --lookahead --once --wait-for-db -c --timeout --grace --no-commands */
-	A_PROM = 0x10     /* --prometheus */
-};
 
-typedef struct cron_args {
-	const char *sub;     /* "cron add", for messages */
-	const char *schema;
-	pgc_cron_schedule def;
-	bool replace, dry_run, once, no_commands, prometheus, allow_empty;
-	long long limit, batch, concurrency;
-	int64_t dbwait_ms, timeout_ms, grace_ms, lookahead_ms;
-	int argc;            /* the operands */
-	char **argv;
-} cron_args;
-
-/* Parses a policy-ish option's value; a usage error names the allowed ones. */
-static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d);
-
-enum { O_TZ2 = 300, O_QUEUE, O_PAYLOAD, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_REPLACE,
-       O_LIMIT, O_DRYRUN, O_BATCH, O_LOOKAHEAD, O_ONCE, O_DBWAIT, O_TIMEOUT, O_GRACE, O_NOCMD, O_SCHEMA, O_JSON2, O_PROM,
-       O_ALLOWEMPTY };
-
-static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedule *d)
+/* The check and the store of an option's value with a rule of its own; dest is the cron_args. */
+static int cron_value(const char *cmd, const char *opt, const char *v, void *dest)
 {
-	int rc = 0;
+	cron_args *a = dest;
+	pgc_cron_schedule *d = &a->def;
+	static const char *const names[] = { "--tz", "--catch-up", "--catch-up-window", "--catch-up-max", "--overlap",
+	                                     "--jitter", "--max-attempts", "--limit", "--batch", "--lookahead",
+	                                     "--wait-for-db", "--concurrency", "--timeout", "--grace", "--schema",
+	                                     "--count", NULL };
+	enum { O_TZ, O_CATCHUP, O_WINDOW, O_CMAX, O_OVERLAP, O_JITTER, O_MAXATT, O_LIMIT, O_BATCH, O_LOOKAHEAD,
+	       O_DBWAIT, O_CONC, O_TIMEOUT, O_GRACE, O_SCHEMA, O_COUNT };
+	int ch = 0, rc = 0;
+	while (names[ch] != NULL && strcmp(names[ch], opt) != 0)
+		ch++;
 	long long n;
 	switch (ch) {
-	case O_TZ2:
+	case O_TZ:
 		if (*v == '\0')
 			return cli_usage_error(cmd, "--tz must not be empty (leave it out for UTC)");
 		d->tz = v;
-		return 0;
-	case O_QUEUE:
-		d->queue = v;
-		return 0;
-	case O_PAYLOAD:
-		d->payload = v;
 		return 0;
 	case O_CATCHUP:
 		if (!pgc_cron_catch_up_parse(v, &d->catch_up))
@@ -331,42 +264,112 @@ static int parse_def_opt(const char *cmd, int ch, const char *v, pgc_cron_schedu
 			return cli_usage_error(cmd, "--max-attempts must be an integer from 1 to 1000000, not \"%s\"", cli_esc(v));
 		d->max_attempts = (int)n;
 		return 0;
+	case O_LIMIT:
+		if (!cli_parse_int(v, 1, PGC_CRON_TICKS_KEPT, &a->limit))
+			return cli_usage_error(cmd, "--limit must be an integer from 1 to %d, not \"%s\"", PGC_CRON_TICKS_KEPT,
+			                       cli_esc(v));
+		return 0;
+	case O_BATCH:
+		if (!cli_parse_int(v, 1, 1000, &a->batch))
+			return cli_usage_error(cmd, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_LOOKAHEAD:
+		return cli_duration_opt(cmd, "--lookahead", v, 0, PGC_CRON_LOOKAHEAD_MAX_MS, &a->lookahead_ms, &rc) ? 0 : rc;
+	case O_CONC:
+		if (!cli_parse_int(v, 1, 1024, &a->concurrency))
+			return cli_usage_error(cmd, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(v));
+		return 0;
+	case O_TIMEOUT:
+		return cli_duration_opt(cmd, "--timeout", v, 1, INT64_C(366) * 86400000, &a->timeout_ms, &rc) ? 0 : rc;
+	case O_GRACE:
+		return cli_duration_opt(cmd, "--grace", v, 0, INT64_C(86400000), &a->grace_ms, &rc) ? 0 : rc;
+	case O_DBWAIT:
+		return cli_dbwait_opt(cmd, v, &a->dbwait_ms, &rc) ? 0 : rc;
+	case O_SCHEMA:
+		if (*v == '\0')
+			return cli_usage_error(cmd, "--schema must not be empty");
+		a->schema = v;
+		return 0;
+	case O_COUNT:
+		if (!cli_parse_int(v, 1, NEXT_MAX, &a->count))
+			return cli_usage_error(cmd, "-n must be an integer from 1 to %d, not \"%s\"", NEXT_MAX, cli_esc(v));
+		return 0;
 	default:
-		return cli_usage_error(cmd, "internal: option %d", ch);
+		abort(); /* an option cron_options sends here that this switch does not know */
 	}
 }
 
-static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
+/* The options of every subcommand, in the order --help shows them. A value with a rule of
+ * its own goes through cron_value (dest: the cron_args). */
+static size_t cron_options(cron_args *a, cron_opt *out)
 {
-	static const struct option longopts[] = {
-		{ "tz", required_argument, NULL, O_TZ2 },
-		{ "queue", required_argument, NULL, O_QUEUE },
-		{ "payload", required_argument, NULL, O_PAYLOAD },
-		{ "catch-up", required_argument, NULL, O_CATCHUP },
-		{ "catch-up-window", required_argument, NULL, O_WINDOW },
-		{ "catch-up-max", required_argument, NULL, O_CMAX },
-		{ "overlap", required_argument, NULL, O_OVERLAP },
-		{ "jitter", required_argument, NULL, O_JITTER },
-		{ "max-attempts", required_argument, NULL, O_MAXATT },
-		{ "replace", no_argument, NULL, O_REPLACE },
-		{ "limit", required_argument, NULL, O_LIMIT },
-		{ "dry-run", no_argument, NULL, O_DRYRUN },
-		{ "allow-empty", no_argument, NULL, O_ALLOWEMPTY },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "batch", required_argument, NULL, O_BATCH },
-		{ "lookahead", required_argument, NULL, O_LOOKAHEAD },
-		{ "once", no_argument, NULL, O_ONCE },
-		{ "wait-for-db", optional_argument, NULL, O_DBWAIT },
-		{ "concurrency", required_argument, NULL, 'c' },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "grace", required_argument, NULL, O_GRACE },
-		{ "no-commands", no_argument, NULL, O_NOCMD },
-		{ "schema", required_argument, NULL, O_SCHEMA },
-		{ "json", no_argument, NULL, O_JSON2 },
-		{ "prometheus", no_argument, NULL, O_PROM },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	const cron_opt t[] = {
+		{ A_DEF, CLI_OPT(0, "tz", CLI_OPT_CALL, a, "ZONE", "IANA time zone of the schedule (default UTC), from the\n"
+		                 "host's tzdata ($TZDIR or /usr/share/zoneinfo)", .call = cron_value) },
+		{ A_NEXT, CLI_OPT(0, "tz", CLI_OPT_STR, &a->next_tz, "ZONE", NULL, .flags = CLI_OPT_HIDDEN) },
+		{ A_NEXT, CLI_OPT(0, "from", CLI_OPT_STR, &a->from, "TIME", "fire times strictly after TIME (default: now)") },
+		{ A_NEXT, CLI_OPT('n', "count", CLI_OPT_CALL, a, "N", "how many fire times, 1 to 1000 (default 5)",
+		                  .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "queue", CLI_OPT_STR, &a->def.queue, "Q", "the queue the schedule's jobs go to") },
+		{ A_DEF, CLI_OPT(0, "payload", CLI_OPT_STR, &a->def.payload, "JSON", "a JSON object, the jobs' payload (default {})") },
+		{ A_DEF, CLI_OPT(0, "catch-up", CLI_OPT_CALL, a, "POLICY", "ticks missed while no scheduler ran: skip (default),\n"
+		                 "once (one job for them all), all (each, bounded)", .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "catch-up-window", CLI_OPT_CALL, a, "D", "all: catch up ticks at most D old (default 1h)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "catch-up-max", CLI_OPT_CALL, a, "N", "all: at most N late ticks, 1 to 1000 (default 100)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "overlap", CLI_OPT_CALL, a, "WHAT", "allow (default), or skip a tick while the previous\n"
+		                 "tick's job is pending or running", .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "jitter", CLI_OPT_CALL, a, "D", "start each job up to D after its tick, at random",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "max-attempts", CLI_OPT_CALL, a, "N", "runs of a failing job, 1 to 1000000 (default 25)",
+		                 .call = cron_value) },
+		{ A_DEF, CLI_OPT(0, "replace", CLI_OPT_BOOL, &a->replace, NULL, "add: change the schedule NAME if it exists") },
+		{ A_LIMIT, CLI_OPT(0, "limit", CLI_OPT_CALL, a, "N", "history: how many ticks, 1 to 1000 (default 20)",
+		                   .call = cron_value) },
+		{ A_DRYRUN, CLI_OPT(0, "dry-run", CLI_OPT_BOOL, &a->dry_run, NULL, "sync: print the changes, change nothing") },
+		{ A_DRYRUN, CLI_OPT(0, "allow-empty", CLI_OPT_BOOL, &a->allow_empty, NULL,
+		                    "sync: a FILE without schedules removes every one") },
+		{ A_DB, CLI_OPT('q', "quiet", CLI_OPT_BOOL, &g_cli.quiet, NULL, "as pgcoord -q (sync: print only what changed)") },
+		{ A_RUN, CLI_OPT(0, "batch", CLI_OPT_CALL, a, "N", "run: schedules per transaction, 1 to 1000 (default 100)",
+		                 .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "lookahead", CLI_OPT_CALL, a, "D", "run: fire ticks up to D ahead, their jobs runnable at\n"
+		                 "the tick (overlap allow only; 0 to 60s, default 5s)", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "once", CLI_OPT_BOOL, &a->once, NULL, "run: fire what is due now, then exit") },
+		{ A_RUN, CLI_OPT(0, "wait-for-db", CLI_OPT_CALL, a, "D", "run: retry until the database answers at start (or\n"
+		                 "for at most D, then exit 69); default: 69 at once", .call = cron_value,
+		                 .flags = CLI_OPT_OPTIONAL) },
+		{ A_RUN, CLI_OPT('c', "concurrency", CLI_OPT_CALL, a, "N", "run: commands at once (default 4)", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "timeout", CLI_OPT_CALL, a, "D", "run: kill a command's process group after D",
+		                 .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "grace", CLI_OPT_CALL, a, "D", "run: on stop, wait D for running commands (default\n"
+		                 "30s), then kill them and return their jobs to pending", .call = cron_value) },
+		{ A_RUN, CLI_OPT(0, "no-commands", CLI_OPT_BOOL, &a->no_commands, NULL,
+		                 "run: only schedule; leave the commands to others") },
+		{ A_DB, CLI_OPT(0, "schema", CLI_OPT_CALL, a, "NAME", "pgcoord schema (default: pgcoord)", .call = cron_value) },
+		{ A_ALL, CLI_OPT(0, "json", CLI_OPT_BOOL, &g_cli.json, NULL, "JSON output (next, list, show, history, trigger)") },
+		{ A_PROM, CLI_OPT(0, "prometheus", CLI_OPT_BOOL, &a->prometheus, NULL,
+		                  "list: Prometheus text format (next run, last success,\n"
+		                  "fired/missed/skipped counters per schedule)") },
+		{ A_ALL, CLI_OPT('h', "help", CLI_OPT_HELP, NULL, NULL, "show this help and exit") },
 	};
+	size_t n = sizeof t / sizeof t[0];
+	if (n > CRON_OPTS_MAX)
+		abort(); /* a programming error */
+	memcpy(out, t, sizeof t);
+	return n;
+}
+
+/* An option the subcommand does not take (another's). */
+static int not_taken(const char *cmd, const char *opt, const char *value, void *dest)
+{
+	(void)value;
+	(void)dest;
+	return cli_usage_error(cmd, "%s does not take %s", cmd, opt);
+}
+
+int cron_parse_args(int argc, char **argv, const char *sub, unsigned allowed, cron_args *a)
+{
 	memset(a, 0, sizeof *a);
 	a->sub = sub;
 	a->schema = PGC_SCHEMA_DEFAULT;
@@ -376,81 +379,43 @@ static int parse_args(int argc, char **argv, const char *sub, unsigned allowed, 
 	a->concurrency = CONCURRENCY_DEFAULT;
 	a->grace_ms = GRACE_DEFAULT_MS;
 	a->lookahead_ms = PGC_CRON_LOOKAHEAD_MS;
-	int ch, idx = -1, rc;
-	optind = 0; /* glibc: start over */
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":c:hq", longopts, &idx)) != -1) {
-		unsigned need = ch >= O_TZ2 && ch <= O_REPLACE ? A_DEF : ch == O_LIMIT ? A_LIMIT
-		                : ch == O_DRYRUN || ch == O_ALLOWEMPTY ? A_DRYRUN
-		                : (ch >= O_BATCH && ch <= O_NOCMD) || ch == 'c' ? A_RUN : ch == O_PROM ? A_PROM : 0;
-		if (need != 0 && !(allowed & need)) {
-			if (ch == 'c' && idx < 0)
-				return cli_usage_error(sub, "%s does not take -c", sub);
-			return cli_usage_error(sub, "%s does not take --%s", sub, longopts[idx].name);
-		}
-		idx = -1;
-		switch (ch) {
-		case O_REPLACE: a->replace = true; break;
-		case O_LIMIT:
-			if (!cli_parse_int(optarg, 1, PGC_CRON_TICKS_KEPT, &a->limit))
-				return cli_usage_error(sub, "--limit must be an integer from 1 to %d, not \"%s\"",
-				                       PGC_CRON_TICKS_KEPT, cli_esc(optarg));
-			break;
-		case O_DRYRUN: a->dry_run = true; break;
-		case O_ALLOWEMPTY: a->allow_empty = true; break;
-		case 'q': g_cli.quiet = true; break;
-		case O_BATCH:
-			if (!cli_parse_int(optarg, 1, 1000, &a->batch))
-				return cli_usage_error(sub, "--batch must be an integer from 1 to 1000, not \"%s\"", cli_esc(optarg));
-			break;
-		case O_LOOKAHEAD:
-			if (!cli_duration_opt(sub, "--lookahead", optarg, 0, PGC_CRON_LOOKAHEAD_MAX_MS, &a->lookahead_ms, &rc))
-				return rc;
-			break;
-		case O_ONCE: a->once = true; break;
-		case O_NOCMD: a->no_commands = true; break;
-		case O_PROM: a->prometheus = true; break;
-		case 'c':
-			if (!cli_parse_int(optarg, 1, 1024, &a->concurrency))
-				return cli_usage_error(sub, "--concurrency must be an integer from 1 to 1024, not \"%s\"", cli_esc(optarg));
-			break;
-		case O_TIMEOUT:
-			if (!cli_duration_opt(sub, "--timeout", optarg, 1, INT64_C(366) * 86400000, &a->timeout_ms, &rc))
-				return rc;
-			break;
-		case O_GRACE:
-			if (!cli_duration_opt(sub, "--grace", optarg, 0, INT64_C(86400000), &a->grace_ms, &rc))
-				return rc;
-			break;
-		case O_DBWAIT:
-			if (!cli_dbwait_opt(sub, optarg, &a->dbwait_ms, &rc))
-				return rc;
-			break;
-		case O_SCHEMA:
-			if (*optarg == '\0')
-				return cli_usage_error(sub, "--schema must not be empty");
-			a->schema = optarg;
-			break;
-		case O_JSON2: g_cli.json = true; break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		default:
-			if (need == A_DEF) {
-				if ((rc = parse_def_opt(sub, ch, optarg, &a->def)) != 0)
-					return rc;
-				break;
-			}
-			return cli_getopt_error(sub, ch, argv);
-		}
+	a->count = NEXT_DEFAULT;
+	/* Every subcommand but next works on the database. */
+	allowed |= A_ALL | (allowed & A_NEXT ? 0 : A_DB);
+	cron_opt all[CRON_OPTS_MAX];
+	size_t n = cron_options(a, all);
+	/* The subcommand's options, then the others', refused by not_taken. */
+	cli_opt o[CRON_OPTS_MAX + 1];
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].groups & allowed)
+			o[k++] = all[i].o;
+	for (size_t i = 0; i < n; i++) {
+		bool mine = false;
+		for (size_t j = 0; j < k && !mine; j++)
+			mine = strcmp(o[j].long_name, all[i].o.long_name) == 0;
+		if (mine)
+			continue;
+		cli_opt r = all[i].o;
+		bool value = r.type != CLI_OPT_BOOL && r.type != CLI_OPT_HELP;
+		r.type = CLI_OPT_CALL;
+		r.call = not_taken;
+		r.flags = value ? (r.flags & CLI_OPT_OPTIONAL) : CLI_OPT_OPTIONAL;
+		o[k++] = r;
 	}
-	a->argc = argc - optind;
-	a->argv = argv + optind;
+	o[k] = (cli_opt)CLI_OPT_TABLE_END;
+	cli_opt_usage_set(usage);
+	optind = 0; /* glibc: start over */
+	int first, rc = cli_opt_parse(sub, o, argc, argv, &first);
+	if (rc != 0)
+		return rc;
+	a->argc = argc - first;
+	a->argv = argv + first;
 	return 0;
 }
 
 /* The operands a subcommand takes: exactly n, named in what ("NAME"). */
-static int want_args(const cron_args *a, int n, const char *what)
+int cron_want_args(const cron_args *a, int n, const char *what)
 {
 	if (a->argc < n)
 		return cli_usage_error(a->sub, "missing %s", what);
@@ -462,14 +427,14 @@ static int want_args(const cron_args *a, int n, const char *what)
 
 /* The exit code of a failed library call, as cli_report's table says; a bad name, expression,
  * zone or value also gets the usage hint. */
-static int report(const char *sub, const pgc_error *err)
+int cron_report(const char *sub, const pgc_error *err)
 {
 	if (err->code == PGC_EUSAGE)
 		return cli_usage_error(sub, "%s", err->message);
 	return cli_report(err);
 }
 
-static int open_conn(const char *sub, pgc_conn **conn)
+int cron_open_conn(const char *sub, pgc_conn **conn)
 {
 	return cli_connect(sub, conn);
 }
@@ -483,15 +448,6 @@ static const char *local_us(const pgc_cron *c, int64_t us, char *buf, size_t siz
 	return buf;
 }
 
-static void json_time(const pgc_cron *c, int64_t us)
-{
-	char b[PGC_CRON_TIME_MAX];
-	if (us == 0)
-		fputs("null", stdout);
-	else
-		json_str(stdout, local_us(c, us, b, sizeof b));
-}
-
 /* ---- the run log ---------------------------------------------------------------------------- */
 
 /* What a run's job ended with, in one line: the last line of its error when it has one and did
@@ -502,30 +458,6 @@ static const char *run_line(const pgc_cron_run *r, char *buf, size_t size)
 	bool err = r->error != NULL && strcmp(r->job_status, "succeeded") != 0;
 	cli_last_line(err ? r->error : r->output, last, sizeof last);
 	return cli_escape(last, buf, size);
-}
-
-/* The job part of a run as JSON members (after others): job_status, attempts, exit_status,
- * duration_ms, error, output. */
-static void run_json_members(const pgc_cron_run *r)
-{
-	fputs(",\"job_status\":", stdout);
-	json_str(stdout, r->job_status[0] ? r->job_status : NULL);
-	if (r->job_status[0] && strcmp(r->job_status, "gone") != 0)
-		printf(",\"attempts\":%d,\"max_attempts\":%d", r->attempts, r->max_attempts);
-	else
-		fputs(",\"attempts\":null,\"max_attempts\":null", stdout);
-	if (r->exit_status >= 0)
-		printf(",\"exit_status\":%d", r->exit_status);
-	else
-		fputs(",\"exit_status\":null", stdout);
-	if (r->duration_ms >= 0)
-		printf(",\"duration_ms\":%" PRId64, r->duration_ms);
-	else
-		fputs(",\"duration_ms\":null", stdout);
-	fputs(",\"error\":", stdout);
-	json_str(stdout, r->error);
-	fputs(",\"output\":", stdout);
-	json_str(stdout, r->output);
 }
 
 /* A run's job in words: "failed, exit 127, 12ms" (what is known of it). */
@@ -545,69 +477,6 @@ static const char *run_words(const pgc_cron_run *r, char *buf, size_t size)
 	return buf;
 }
 
-static void info_json(const pgc_cron_info *x, const pgc_cron_run *last)
-{
-	pgc_cron *c = NULL;
-	pgc_error err;
-	if (pgc_cron_parse(x->expr, x->tz, &c, &err) != PGC_OK)
-		c = NULL;
-	char d[PGC_DURATION_FORMAT_MAX];
-	fputs("{\"name\":", stdout);
-	json_str(stdout, x->name);
-	fputs(",\"schedule\":", stdout);
-	json_str(stdout, x->expr);
-	fputs(",\"tz\":", stdout);
-	json_str(stdout, x->tz);
-	fputs(",\"queue\":", stdout);
-	json_str(stdout, x->queue);
-	printf(",\"command\":%s,\"max_attempts\":", x->command != NULL ? x->command : "null");
-	if (x->max_attempts > 0)
-		printf("%d", x->max_attempts);
-	else
-		fputs("null", stdout);
-	printf(",\"payload\":%s,\"catch_up\":", x->payload);
-	json_str(stdout, pgc_cron_catch_up_name(x->catch_up));
-	fputs(",\"catch_up_window\":", stdout);
-	json_str(stdout, cli_duration_str(x->catch_up_window_ms, d));
-	printf(",\"catch_up_max\":%d,\"overlap\":", x->catch_up_max);
-	json_str(stdout, pgc_cron_overlap_name(x->overlap));
-	fputs(",\"jitter\":", stdout);
-	json_str(stdout, cli_duration_str(x->jitter_ms, d));
-	printf(",\"paused\":%s,\"next_run\":", x->paused ? "true" : "false");
-	if (x->paused)
-		fputs("null", stdout);
-	else
-		json_time(c, x->next_tick_us);
-	fputs(",\"last_run\":", stdout);
-	json_time(c, x->last_tick_us);
-	fputs(",\"last_outcome\":", stdout);
-	json_str(stdout, x->last_outcome);
-	/* The last run's job (the run log), or null when it has none. */
-	fputs(",\"last_job\":", stdout);
-	if (last != NULL && last->tick.job_id > 0) {
-		printf("{\"id\":%" PRId64, last->tick.job_id);
-		run_json_members(last);
-		putchar('}');
-	} else {
-		fputs("null", stdout);
-	}
-	fputs(",\"last_fired_at\":", stdout);
-	json_time(c, x->last_fired_us);
-	fputs(",\"last_success\":", stdout);
-	json_time(c, x->last_success_us);
-	printf(",\"fired\":%" PRId64 ",\"missed\":%" PRId64 ",\"skipped\":%" PRId64 ",\"last_scheduler\":", x->fired,
-	       x->missed, x->skipped);
-	json_str(stdout, x->last_scheduler);
-	fputs(",\"seen_at\":", stdout);
-	json_time(c, x->seen_us);
-	fputs(",\"created_at\":", stdout);
-	json_time(c, x->created_us);
-	fputs(",\"updated_at\":", stdout);
-	json_time(c, x->updated_us);
-	putchar('}');
-	pgc_cron_free(c);
-}
-
 static int cron_add(int argc, char **argv)
 {
 	/* "-- COMMAND [ARGS...]": everything after the first "--" is the command, its options
@@ -622,10 +491,10 @@ static int cron_add(int argc, char **argv)
 			break;
 		}
 	cron_args a;
-	int rc = parse_args(argc, argv, "cron add", A_DEF, &a);
+	int rc = cron_parse_args(argc, argv, "cron add", A_DEF, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q, or -- COMMAND)")) != 0)
+	if ((rc = cron_want_args(&a, 2, "NAME and SCHEDULE (pgcoord cron add NAME 'SCHEDULE' --queue Q, or -- COMMAND)")) != 0)
 		return rc;
 	if (cmd != NULL && ncmd == 0)
 		return cli_usage_error(a.sub, "no COMMAND after \"--\" (pgcoord cron add NAME 'SCHEDULE' -- COMMAND [ARGS...])");
@@ -648,11 +517,11 @@ static int cron_add(int argc, char **argv)
 		return cli_usage_error(a.sub, "%s", err.message);
 	pgc_cron_free(c);
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	bool changed = false;
 	if (pgc_cron_add(conn, a.schema, a.argv[0], &a.def, a.replace ? PGC_CRON_REPLACE : 0, &changed, &err) != PGC_OK)
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 	else if (!g_cli.quiet)
 		fprintf(stderr, "pgcoord: schedule %s %s\n", a.argv[0], changed ? "saved" : "unchanged");
 	pgc_conn_close(conn);
@@ -663,29 +532,29 @@ static int cron_list(int argc, char **argv)
 {
 	cron_args a;
 	bool show = strcmp(argv[0], "show") == 0;
-	int rc = parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
+	int rc = cron_parse_args(argc, argv, show ? "cron show" : "cron list", show ? 0 : A_PROM, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (a.prometheus && g_cli.json)
 		return cli_usage_error(a.sub, "give --json or --prometheus, not both");
-	if ((rc = want_args(&a, show ? 1 : 0, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, show ? 1 : 0, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	pgc_cron_info *xs;
 	size_t n, nr = 0;
 	pgc_error err;
 	pgc_cron_run *runs = NULL;
 	if (pgc_cron_list(conn, a.schema, show ? a.argv[0] : NULL, &xs, &n, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_conn_close(conn);
 		return rc;
 	}
 	/* Each schedule's last run with its job (both lists are by name). */
 	if (!a.prometheus &&
 	    pgc_cron_runs(conn, a.schema, show ? a.argv[0] : NULL, 1, PGC_CRON_RUNS_COME, &runs, &nr, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_cron_infos_free(xs, n);
 		pgc_conn_close(conn);
 		return rc;
@@ -706,14 +575,18 @@ static int cron_list(int argc, char **argv)
 	if (a.prometheus) {
 		cli_prom_cron(stdout, xs, n);
 	} else if (g_cli.json) {
-		if (!show)
-			fputs("{\"schedules\":[", stdout);
-		for (size_t i = 0; i < n; i++) {
-			if (i > 0)
-				putchar(',');
-			info_json(&xs[i], last[i]);
+		json_w w = json_w_on(stdout);
+		if (!show) {
+			json_obj(&w, NULL);
+			json_arr(&w, "schedules");
 		}
-		puts(show ? "" : "]}");
+		for (size_t i = 0; i < n; i++)
+			render_schedule(&w, NULL, &xs[i], last[i], 0);
+		if (!show) {
+			json_arr_end(&w);
+			json_obj_end(&w);
+		}
+		putchar('\n');
 	} else if (show) {
 		const pgc_cron_info *x = &xs[0];
 		pgc_cron *c = NULL;
@@ -789,13 +662,13 @@ static int cron_simple(int argc, char **argv)
 	char sub[32];
 	snprintf(sub, sizeof sub, "cron %s", argv[0]);
 	cron_args a;
-	int rc = parse_args(argc, argv, sub, 0, &a);
+	int rc = cron_parse_args(argc, argv, sub, 0, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, 1, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(sub, &conn)) != 0)
+	if ((rc = cron_open_conn(sub, &conn)) != 0)
 		return rc;
 	pgc_error err;
 	int64_t id = 0;
@@ -810,12 +683,15 @@ static int cron_simple(int argc, char **argv)
 		rc = pgc_cron_trigger(conn, a.schema, name, &id, &err);
 	pgc_conn_close(conn);
 	if (rc != PGC_OK)
-		return report(sub, &err);
+		return cron_report(sub, &err);
 	if (strcmp(argv[0], "trigger") == 0) {
 		if (g_cli.json) {
-			fputs("{\"schedule\":", stdout);
-			json_str(stdout, name);
-			printf(",\"job_id\":%" PRId64 "}\n", id);
+			json_w w = json_w_on(stdout);
+			json_obj(&w, NULL);
+			json_s(&w, "schedule", name);
+			json_i(&w, "job_id", id);
+			json_obj_end(&w);
+			putchar('\n');
 		} else {
 			printf("%" PRId64 "\n", id);
 		}
@@ -829,13 +705,13 @@ static int cron_simple(int argc, char **argv)
 static int cron_history(int argc, char **argv)
 {
 	cron_args a;
-	int rc = parse_args(argc, argv, "cron history", A_LIMIT, &a);
+	int rc = cron_parse_args(argc, argv, "cron history", A_LIMIT, &a);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "NAME")) != 0)
+	if ((rc = cron_want_args(&a, 1, "NAME")) != 0)
 		return rc;
 	pgc_conn *conn;
-	if ((rc = open_conn(a.sub, &conn)) != 0)
+	if ((rc = cron_open_conn(a.sub, &conn)) != 0)
 		return rc;
 	pgc_error err;
 	pgc_cron_info *xs = NULL;
@@ -844,7 +720,7 @@ static int cron_history(int argc, char **argv)
 	/* The ticks with their jobs: the run log. */
 	if (pgc_cron_list(conn, a.schema, a.argv[0], &xs, &nx, &err) != PGC_OK ||
 	    pgc_cron_runs(conn, a.schema, a.argv[0], (int)a.limit, 0, &t, &n, &err) != PGC_OK) {
-		rc = report(a.sub, &err);
+		rc = cron_report(a.sub, &err);
 		pgc_cron_infos_free(xs, nx);
 		pgc_conn_close(conn);
 		return rc;
@@ -854,27 +730,25 @@ static int cron_history(int argc, char **argv)
 	if (pgc_cron_parse(xs[0].expr, xs[0].tz, &c, &err) != PGC_OK)
 		c = NULL;
 	char b1[PGC_CRON_TIME_MAX], b2[PGC_CRON_TIME_MAX];
-	if (g_cli.json)
-		fputs("{\"schedule\":", stdout), json_str(stdout, xs[0].name), fputs(",\"ticks\":[", stdout);
-	else if (n > 0)
+	json_w w = json_w_on(stdout);
+	if (g_cli.json) {
+		json_obj(&w, NULL);
+		json_s(&w, "schedule", xs[0].name);
+		json_arr(&w, "ticks");
+	} else if (n > 0)
 		printf("%-25s %-25s %-15s %5s %-10s %-10s %4s %8s %s\n", "TICK", "FIRED AT", "OUTCOME", "TICKS", "JOB",
 		       "STATUS", "EXIT", "TOOK", "OUTPUT");
 	for (size_t i = 0; i < n; i++) {
 		const pgc_cron_tick *k = &t[i].tick;
 		if (g_cli.json) {
-			fputs(i ? ",{\"tick\":" : "{\"tick\":", stdout);
-			json_time(c, k->tick_us);
-			fputs(",\"fired_at\":", stdout);
-			json_time(c, k->fired_us);
-			fputs(",\"outcome\":", stdout);
-			json_str(stdout, k->outcome);
-			printf(",\"ticks\":%d,\"job_id\":", k->ticks);
-			if (k->job_id > 0)
-				printf("%" PRId64, k->job_id);
-			else
-				fputs("null", stdout);
-			run_json_members(&t[i]);
-			putchar('}');
+			json_obj(&w, NULL);
+			render_cron_time(&w, "tick", c, k->tick_us);
+			render_cron_time(&w, "fired_at", c, k->fired_us);
+			json_s(&w, "outcome", k->outcome);
+			json_i(&w, "ticks", k->ticks);
+			json_i_or_null(&w, "job_id", k->job_id > 0, k->job_id);
+			render_cron_run_members(&w, &t[i]);
+			json_obj_end(&w);
 		} else {
 			char job[24] = "-", ex[16] = "-", took[PGC_DURATION_FORMAT_MAX] = "-", line[120];
 			if (k->job_id > 0)
@@ -888,621 +762,17 @@ static int cron_history(int argc, char **argv)
 			       t[i].job_status[0] ? t[i].job_status : "-", ex, took, run_line(&t[i], line, sizeof line));
 		}
 	}
-	if (g_cli.json)
-		puts("]}");
+	if (g_cli.json) {
+		json_arr_end(&w);
+		json_obj_end(&w);
+		putchar('\n');
+	}
 	pgc_cron_free(c);
 	pgc_cron_runs_free(t, n);
 	pgc_cron_infos_free(xs, nx);
 	return 0;
 }
 
-/* ---- sync ------------------------------------------------------------------------------------ */
-
-/* One schedule of a sync file. */
-typedef struct sync_entry {
-	const char *name;
-	pgc_cron_schedule def;
-	long lineno;
-	bool seen;  /* exists in the database */
-	char **cmd; /* the command's words (pointers into the line), or NULL; free() */
-} sync_entry;
-
-/* Splits a sync line's command, in place, into words as a shell would without expanding
- * anything: blanks separate words, '...' is literal, "..." takes \" and \\ (and keeps other
- * backslashes), a backslash outside quotes takes the next character. *out (free()) is NULL-
- * terminated. Returns NULL, or what is wrong. */
-static const char *split_command(char *p, char ***out, size_t *n_out)
-{
-	size_t n = 0, cap = 8;
-	char **w = malloc(cap * sizeof *w);
-	if (w == NULL)
-		return "out of memory";
-	for (;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0')
-			break;
-		char *o = p, *start = p;
-		while (*p && *p != ' ' && *p != '\t') {
-			if (*p == '\'') {
-				for (p++; *p && *p != '\''; p++)
-					*o++ = *p;
-				if (*p++ != '\'') {
-					free(w);
-					return "unterminated ' in the command";
-				}
-			} else if (*p == '"') {
-				for (p++; *p && *p != '"'; p++) {
-					if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
-						p++;
-					*o++ = *p;
-				}
-				if (*p++ != '"') {
-					free(w);
-					return "unterminated \" in the command";
-				}
-			} else if (*p == '\\' && p[1] != '\0') {
-				*o++ = p[1];
-				p += 2;
-			} else {
-				*o++ = *p++;
-			}
-		}
-		bool end = *p == '\0';
-		*o = '\0';
-		if (n + 2 > cap) {
-			char **g = realloc(w, (cap *= 2) * sizeof *w);
-			if (g == NULL) {
-				free(w);
-				return "out of memory";
-			}
-			w = g;
-		}
-		w[n++] = start;
-		if (end)
-			break;
-		p++;
-	}
-	w[n] = NULL;
-	if (n == 0 || w[0][0] == '\0') {
-		free(w);
-		return "no COMMAND after \"--\"";
-	}
-	*out = w;
-	*n_out = n;
-	return NULL;
-}
-
-/* The standalone word "--" that starts a line's command, outside the payload's JSON strings,
- * or NULL. */
-static char *command_sep(char *line)
-{
-	bool in_str = false;
-	for (char *p = line; *p; p++) {
-		if (in_str) {
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == '"')
-				in_str = false;
-		} else if (*p == '"') {
-			in_str = true;
-		} else if (p[0] == '-' && p[1] == '-' && (p == line || p[-1] == ' ' || p[-1] == '\t') &&
-		           (p[2] == '\0' || p[2] == ' ' || p[2] == '\t')) {
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* Parses one line, "NAME FIELD... [key=value...] [payload=JSON]", in place. Returns NULL, or
- * a message (in msg) saying what is wrong. */
-static const char *sync_parse_line(char *line, sync_entry *e, char *msg, size_t size)
-{
-	e->def = (pgc_cron_schedule)PGC_CRON_SCHEDULE_INIT;
-	e->cmd = NULL;
-	char *sep = command_sep(line);
-	if (sep != NULL) {
-		*sep = '\0';
-		const char *bad = split_command(sep + 2, &e->cmd, &e->def.n_command);
-		if (bad != NULL) {
-			snprintf(msg, size, "%s", bad);
-			return msg;
-		}
-		e->def.command = (const char *const *)e->cmd;
-	}
-	char *p = line;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	e->name = p;
-	while (*p && *p != ' ' && *p != '\t')
-		p++;
-	if (*p == '\0') {
-		snprintf(msg, size, "expected NAME SCHEDULE queue=Q [options] or NAME SCHEDULE [options] -- COMMAND, got only "
-		         "\"%.60s\"", e->name);
-		return msg;
-	}
-	*p++ = '\0';
-	/* The schedule's fields: the words up to the first with an '='. */
-	char *expr = NULL, *expr_end = NULL;
-	for (;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0' || (strchr(p, '=') != NULL && (size_t)(strchr(p, '=') - p) < strcspn(p, " \t")))
-			break;
-		if (expr == NULL)
-			expr = p;
-		while (*p && *p != ' ' && *p != '\t')
-			p++;
-		expr_end = p;
-	}
-	if (expr == NULL) {
-		snprintf(msg, size, "schedule %.100s: no cron expression before the options", e->name);
-		return msg;
-	}
-	char *opts = p;
-	*expr_end = '\0';
-	e->def.expr = expr;
-	p = opts;
-	while (*p) {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0')
-			break;
-		char *key = p, *eq = strchr(p, '=');
-		char *val = eq + 1;
-		*eq = '\0';
-		if (strcmp(key, "payload") == 0) {
-			/* The rest of the line: JSON may hold blanks. */
-			size_t n = strlen(val);
-			while (n > 0 && (val[n - 1] == ' ' || val[n - 1] == '\t'))
-				val[--n] = '\0';
-			e->def.payload = val;
-			break;
-		}
-		p = val + strcspn(val, " \t");
-		if (*p)
-			*p++ = '\0';
-		int64_t ms;
-		long long n;
-		pgc_error err;
-		if (strcmp(key, "queue") == 0) {
-			e->def.queue = val;
-		} else if (strcmp(key, "tz") == 0) {
-			e->def.tz = val;
-		} else if (strcmp(key, "catch-up") == 0) {
-			if (!pgc_cron_catch_up_parse(val, &e->def.catch_up))
-				snprintf(msg, size, "catch-up must be skip, once or all, not \"%.40s\"", val);
-			else
-				continue;
-			return msg;
-		} else if (strcmp(key, "overlap") == 0) {
-			if (!pgc_cron_overlap_parse(val, &e->def.overlap))
-				snprintf(msg, size, "overlap must be allow or skip, not \"%.40s\"", val);
-			else
-				continue;
-			return msg;
-		} else if (strcmp(key, "max-attempts") == 0) {
-			if (!cli_parse_int(val, 1, 1000000, &n)) {
-				snprintf(msg, size, "max-attempts must be an integer from 1 to 1000000, not \"%.40s\"", val);
-				return msg;
-			}
-			e->def.max_attempts = (int)n;
-		} else if (strcmp(key, "catch-up-max") == 0) {
-			if (!cli_parse_int(val, 1, PGC_CRON_CATCHUP_MAX_LIMIT, &n)) {
-				snprintf(msg, size, "catch-up-max must be an integer from 1 to %d, not \"%.40s\"",
-				         PGC_CRON_CATCHUP_MAX_LIMIT, val);
-				return msg;
-			}
-			e->def.catch_up_max = (int)n;
-		} else if (strcmp(key, "catch-up-window") == 0 || strcmp(key, "jitter") == 0) {
-			if (pgc_duration_parse(val, &ms, &err) != PGC_OK) {
-				snprintf(msg, size, "%s: %s", key, err.message);
-				return msg;
-			}
-			if (key[0] == 'j')
-				e->def.jitter_ms = ms;
-			else if (ms < 1000) {
-				snprintf(msg, size, "catch-up-window must be at least 1s");
-				return msg;
-			} else
-				e->def.catch_up_window_ms = ms;
-		} else {
-			snprintf(msg, size, "unknown option \"%.40s\" (queue, tz, catch-up, catch-up-window, catch-up-max, "
-			         "overlap, jitter, max-attempts, payload)", key);
-			return msg;
-		}
-	}
-	if (e->def.queue == NULL && e->cmd == NULL) {
-		snprintf(msg, size, "schedule %.100s: no queue=Q and no -- COMMAND", e->name);
-		return msg;
-	}
-	if (e->def.queue != NULL && e->cmd != NULL) {
-		snprintf(msg, size, "schedule %.100s: queue= and a COMMAND exclude each other (its jobs go to %s)", e->name,
-		         PGC_CRON_COMMAND_QUEUE);
-		return msg;
-	}
-	pgc_cron *c;
-	pgc_error err;
-	if (pgc_cron_parse(e->def.expr, e->def.tz, &c, &err) != PGC_OK) {
-		snprintf(msg, size, "schedule %.100s: %s", e->name, err.message);
-		return msg;
-	}
-	pgc_cron_free(c);
-	return NULL;
-}
-
-static int cron_sync(int argc, char **argv)
-{
-	cron_args a;
-	int rc = parse_args(argc, argv, "cron sync", A_DRYRUN, &a);
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 1, "FILE (a schedule a line: NAME SCHEDULE queue=Q [options])")) != 0)
-		return rc;
-	const char *file = a.argv[0];
-	cli_lines l;
-	if ((rc = cli_read_lines(file, &l)) != 0)
-		return rc;
-	sync_entry *es = calloc(l.n + 1, sizeof *es);
-	size_t ne = 0;
-	if (es == NULL) {
-		cli_lines_free(&l);
-		cli_errorf("out of memory");
-		return EXIT_SOFTWARE;
-	}
-	char msg[512];
-	rc = 0;
-	for (size_t i = 0; rc == 0 && i < l.n; i++) {
-		const char *p = l.line[i] + strspn(l.line[i], " \t");
-		if (*p == '#' || *p == '\0')
-			continue;
-		sync_entry *e = &es[ne];
-		e->lineno = l.lineno[i];
-		const char *bad = sync_parse_line(l.line[i], e, msg, sizeof msg);
-		for (size_t k = 0; bad == NULL && k < ne; k++)
-			if (strcmp(es[k].name, e->name) == 0) {
-				snprintf(msg, sizeof msg, "schedule %.100s is already on line %ld", e->name, es[k].lineno);
-				bad = msg;
-			}
-		if (bad != NULL) {
-			cli_errorf("%s:%ld: %s", file, e->lineno, bad);
-			rc = EXIT_DATAERR;
-		}
-		ne++;
-	}
-	/* No schedule at all would remove every one: an empty file (or a truncated one, or the
-	 * wrong one) must not do that unless asked. */
-	if (rc == 0 && ne == 0 && !a.allow_empty) {
-		cli_errorf("%s has no schedule: syncing it would remove every schedule; pass --allow-empty "
-		           "to do that", file);
-		rc = EXIT_DATAERR;
-	}
-	pgc_conn *conn = NULL;
-	if (rc == 0)
-		rc = open_conn(a.sub, &conn);
-	pgc_error err = PGC_ERROR_INIT;
-	pgc_cron_info *xs = NULL;
-	size_t nx = 0;
-	if (rc == 0 && pgc_exec(conn, "BEGIN", &err) != PGC_OK)
-		rc = cli_report(&err);
-	if (rc == 0 && pgc_cron_list(conn, a.schema, NULL, &xs, &nx, &err) != PGC_OK)
-		rc = report(a.sub, &err);
-	long added = 0, changed = 0, removed = 0, same = 0;
-	const char *pre = a.dry_run ? "would be " : "";
-	for (size_t i = 0; rc == 0 && i < ne; i++) {
-		bool exists = false, ch = false;
-		for (size_t k = 0; k < nx; k++)
-			exists = exists || strcmp(xs[k].name, es[i].name) == 0;
-		if (pgc_cron_add(conn, a.schema, es[i].name, &es[i].def, PGC_CRON_REPLACE, &ch, &err) != PGC_OK) {
-			if (err.code == PGC_EUSAGE || err.code == PGC_ENOTFOUND || (err.code == PGC_ESQL && cli_exit_code(&err) == EXIT_DATAERR)) {
-				cli_errorf("%s:%ld: schedule %s: %s", file, es[i].lineno, es[i].name, err.message);
-				rc = EXIT_DATAERR;
-			} else {
-				rc = cli_report(&err);
-			}
-			break;
-		}
-		const char *what = !exists ? "added" : ch ? "changed" : "unchanged";
-		added += !exists;
-		changed += exists && ch;
-		same += exists && !ch;
-		/* Quiet: the changes only. */
-		if (!g_cli.json && (!g_cli.quiet || !exists || ch))
-			printf("%s%s %s\n", exists && !ch ? "" : pre, what, es[i].name);
-	}
-	for (size_t k = 0; rc == 0 && k < nx; k++) {
-		bool kept = false;
-		for (size_t i = 0; i < ne; i++)
-			kept = kept || strcmp(xs[k].name, es[i].name) == 0;
-		if (kept)
-			continue;
-		if (pgc_cron_remove(conn, a.schema, xs[k].name, &err) != PGC_OK) {
-			rc = report(a.sub, &err);
-			break;
-		}
-		removed++;
-		if (!g_cli.json)
-			printf("%sremoved %s\n", pre, xs[k].name);
-	}
-	if (rc == 0 && pgc_exec(conn, a.dry_run ? "ROLLBACK" : "COMMIT", &err) != PGC_OK)
-		rc = cli_report(&err);
-	if (rc == 0 && g_cli.json)
-		printf("{\"dry_run\":%s,\"added\":%ld,\"changed\":%ld,\"removed\":%ld,\"unchanged\":%ld}\n",
-		       a.dry_run ? "true" : "false", added, changed, removed, same);
-	pgc_cron_infos_free(xs, nx);
-	pgc_conn_close(conn); /* an open transaction rolls back with the session */
-	for (size_t i = 0; i < ne; i++)
-		free(es[i].cmd);
-	free(es);
-	cli_lines_free(&l);
-	return rc;
-}
-
-/* ---- run: the scheduler --------------------------------------------------------------------- */
-
-/* Sleeps up to ms, woken by a stop signal: returns it, or 0. */
-static int nap(int64_t ms)
-{
-	int fd = cli_signal_fd();
-	struct pollfd p = { fd, POLLIN, 0 };
-	if (poll(&p, 1, (int)ms) > 0) {
-		char buf[64];
-		ssize_t r = read(fd, buf, sizeof buf);
-		(void)r;
-	}
-	return cli_signal_take();
-}
-
-/* Errors after which the scheduler reconnects rather than stops. */
-static bool transient(const pgc_error *e)
-{
-	return e->code == PGC_ECONNLOST || e->code == PGC_ECONNECT || e->code == PGC_ETIMEDOUT ||
-	       e->klass == PGC_CLASS_RETRY_LATER || e->klass == PGC_CLASS_RETRY_TX;
-}
-
-/* The scheduler's session, shared with the worker's handler threads, which read a command
- * schedule's command on it (what runs is what the schedule's row says, never what a job
- * carries). The mutex makes one user at a time; conn is NULL while the scheduler reconnects. */
-typedef struct cron_shared {
-	pthread_mutex_t mu;
-	pgc_conn *conn;
-	const char *schema;
-} cron_shared;
-
-static pgc_job_outcome resolve_command(const pgc_job *job, char ***argv, char *error, size_t size, void *arg)
-{
-	cron_shared *sh = arg;
-	char name[PGC_CRON_NAME_MAX + 1], tick[PGC_CRON_NAME_MAX + 1];
-	if (!pgc_cron_payload_tick(job->payload, name, tick, sizeof name)) {
-		snprintf(error, size, "job %lld in %s is not a tick of a command schedule (no \"cron\" member)",
-		         (long long)job->id, job->queue);
-		return PGC_JOB_FAIL;
-	}
-	pgc_error err = PGC_ERROR_INIT;
-	int rc = PGC_ECONNLOST;
-	pthread_mutex_lock(&sh->mu);
-	bool connected = sh->conn != NULL;
-	if (connected)
-		rc = pgc_cron_command(sh->conn, sh->schema, name, argv, &err);
-	pthread_mutex_unlock(&sh->mu);
-	if (rc == PGC_OK)
-		return PGC_JOB_COMPLETE;
-	snprintf(error, size, "schedule %s: %s", name, connected ? err.message : "the scheduler is reconnecting");
-	return rc == PGC_ENOTFOUND || rc == PGC_EUSAGE ? PGC_JOB_FAIL : PGC_JOB_RETRY_LATER;
-}
-
-static void log_line(pgc_log_level level, const char *msg, void *arg)
-{
-	(void)arg;
-	if (level == PGC_LOG_DEBUG || (g_cli.quiet && level < PGC_LOG_WARN))
-		return;
-	fprintf(stderr, "pgcoord cron: %s\n", msg);
-}
-
-/* After the first stop signal, a second one stops the worker at once. */
-static void *second_signal(void *arg)
-{
-	pgc_worker *w = arg;
-	sigset_t s;
-	cli_stop_signals(&s);
-	int sig;
-	if (sigwait(&s, &sig) == 0) {
-		if (!g_cli.quiet)
-			fprintf(stderr, "pgcoord cron: %s: stopping now\n", strsignal(sig));
-		pgc_worker_stop(w, 0);
-	}
-	return NULL;
-}
-
-/* The worker of the command schedules: the queue PGC_CRON_COMMAND_QUEUE, cli/jobcmd.c's
- * handler, its threads with the stop signals blocked so that they reach the main thread. */
-static int start_worker(const cron_args *a, cli_jobcmd *jc, bool once, pgc_worker **out, pgc_error *err)
-{
-	static const char *const queues[] = { PGC_CRON_COMMAND_QUEUE };
-	pgc_worker_options o = PGC_WORKER_OPTIONS_INIT;
-	o.dsn = pgc_dsn_resolve(g_cli.dsn, NULL);
-	o.schema = a->schema;
-	o.queues = queues;
-	o.n_queues = 1;
-	o.concurrency = (int)a->concurrency;
-	o.log = log_line;
-	o.application_name = "pgcoord/cron";
-	o.once = once;
-	sigset_t stop, old;
-	cli_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	*out = NULL;
-	int rc = pgc_worker_new(&o, cli_jobcmd_run, jc, out, err);
-	if (rc == PGC_OK)
-		rc = pgc_worker_start(*out, err);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != PGC_OK) {
-		pgc_worker_free(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
-/* Stops the worker (grace_ms for its running commands, a second signal: at once) and waits. */
-static int stop_worker(pgc_worker *w, int64_t grace_ms, bool asked)
-{
-	if (w == NULL)
-		return 0;
-	sigset_t stop;
-	cli_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	pthread_t second;
-	bool have_second = pthread_create(&second, NULL, second_signal, w) == 0;
-	if (asked)
-		pgc_worker_stop(w, grace_ms);
-	pgc_error err;
-	int rc = pgc_worker_wait(w, &err) != PGC_OK ? cli_report(&err) : 0;
-	if (have_second) {
-		pthread_cancel(second);
-		pthread_join(second, NULL);
-	}
-	pgc_worker_stats st;
-	pgc_worker_get_stats(w, &st);
-	if (!g_cli.quiet)
-		fprintf(stderr, "pgcoord cron: commands: %ld completed, %ld failed, %ld retried later, %ld released\n",
-		        st.completed, st.failed, st.retried, st.released);
-	pgc_worker_free(w);
-	return rc;
-}
-
-static int cron_run(int argc, char **argv)
-{
-	cron_args a;
-	int rc = parse_args(argc, argv, "cron run", A_RUN, &a);
-	if (rc != 0)
-		return rc < 0 ? 0 : rc;
-	if ((rc = want_args(&a, 0, "")) != 0)
-		return rc;
-	if (a.no_commands && (a.concurrency != CONCURRENCY_DEFAULT || a.timeout_ms > 0 || a.grace_ms != GRACE_DEFAULT_MS))
-		return cli_usage_error(a.sub, "--no-commands runs no command: -c, --timeout and --grace do not apply");
-	if (cli_signal_fd() < 0) {
-		cli_errorf("cannot set up signal handling");
-		return EXIT_SOFTWARE;
-	}
-	/* Before any thread or connection: if this process dies, even by SIGKILL, the guard kills
-	 * what the schedules' commands still run (cli/child.c). */
-	if (!a.no_commands && (rc = cli_child_guard_start(2000)) != 0)
-		return rc;
-	signal(SIGPIPE, SIG_IGN);
-	char host[256] = "?", id[300];
-	if (gethostname(host, sizeof host) != 0)
-		snprintf(host, sizeof host, "?");
-	host[sizeof host - 1] = '\0';
-	snprintf(id, sizeof id, "%.200s:%d", host, (int)getpid());
-	pgc_conn *conn = NULL;
-	if ((rc = cli_connect_wait("cron run", a.dbwait_ms, &conn)) != 0)
-		return rc >= 128 ? 0 : rc;
-	cron_shared sh = { PTHREAD_MUTEX_INITIALIZER, conn, a.schema };
-	cli_jobcmd jc = CLI_JOBCMD_INIT;
-	jc.timeout_ms = a.timeout_ms;
-	jc.grace_ms = a.grace_ms;
-	jc.resolve = resolve_command;
-	jc.resolve_arg = &sh;
-	pgc_worker *w = NULL;
-	pgc_error werr = PGC_ERROR_INIT;
-	if (!a.no_commands && !a.once && start_worker(&a, &jc, false, &w, &werr) != PGC_OK) {
-		pgc_conn_close(conn);
-		return werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
-	}
-	if (!g_cli.quiet && !a.once) {
-		char td[PGC_DURATION_FORMAT_MAX];
-		fprintf(stderr, "pgcoord cron: scheduler %s, schema %s, on the database's clock", id, a.schema);
-		if (w != NULL)
-			fprintf(stderr, "; commands: %lld at once, timeout %s", a.concurrency,
-			        a.timeout_ms > 0 ? cli_duration_str(a.timeout_ms, td) : "none");
-		fputc('\n', stderr);
-	}
-	int sig = 0;
-	int64_t last_warn = 0;
-	long total = 0;
-	for (;;) {
-		pgc_cron_fire_result res;
-		pgc_error err = PGC_ERROR_INIT;
-		pthread_mutex_lock(&sh.mu);
-		int frc = pgc_cron_fire_due(conn, a.schema, id, (int)a.batch, a.lookahead_ms, &res, &err);
-		pthread_mutex_unlock(&sh.mu);
-		if (frc != PGC_OK) {
-			if (!transient(&err) || a.once) {
-				rc = err.code == PGC_ENOSCHEMA ? (cli_report(&err), EXIT_UNAVAILABLE) : cli_report(&err);
-				break;
-			}
-			if (!g_cli.quiet)
-				fprintf(stderr, "pgcoord cron: %s; reconnecting\n", err.message);
-			pthread_mutex_lock(&sh.mu);
-			pgc_conn_close(conn);
-			conn = sh.conn = NULL;
-			pthread_mutex_unlock(&sh.mu);
-			if ((sig = nap(250)) != 0)
-				break;
-			if ((rc = cli_connect_wait("cron run", CLI_DBWAIT_FOREVER, &conn)) != 0) {
-				if (rc >= 128) {
-					rc = 0;
-					sig = -1;
-				}
-				break;
-			}
-			pthread_mutex_lock(&sh.mu);
-			sh.conn = conn;
-			pthread_mutex_unlock(&sh.mu);
-			if (!g_cli.quiet)
-				fprintf(stderr, "pgcoord cron: reconnected\n");
-			continue;
-		}
-		total += res.enqueued;
-		if (!g_cli.quiet && (res.missed > 0 || res.skipped > 0))
-			fprintf(stderr, "pgcoord cron: %ld enqueued, %ld missed, %ld skipped (overlap)\n", res.enqueued,
-			        res.missed, res.skipped);
-		int64_t now = pgc__now_ms();
-		if (res.failed > 0 && !g_cli.quiet && now - last_warn >= 60000) {
-			fprintf(stderr, "pgcoord cron: warning: schedule %s cannot be fired on this host: %s\n", res.failed_name,
-			        res.failed_err.message);
-			last_warn = now;
-		}
-		if (res.schedules >= a.batch)
-			continue; /* more are due */
-		if (a.once)
-			break;
-		/* Until the next tick by the server's clock, and at most a second, so that edits,
-		 * pauses and new schedules are seen. A tick that is due but locked by another
-		 * scheduler (or that this host cannot compute) is looked at again shortly. */
-		int64_t ms = res.next_due_ms < 0 || res.next_due_ms > 1000 ? 1000 : res.next_due_ms;
-		if (res.failed > 0 && ms < 1000)
-			ms = 1000;
-		if (ms < 20)
-			ms = 20;
-		if ((sig = nap(ms)) != 0)
-			break;
-	}
-	if (sig > 0 && !g_cli.quiet) {
-		char gd[PGC_DURATION_FORMAT_MAX];
-		fprintf(stderr, "pgcoord cron: %s: stopping (%ld jobs enqueued%s%s%s)\n", strsignal(sig), total,
-		        w != NULL ? "; running commands get " : "", w != NULL ? cli_duration_str(a.grace_ms, gd) : "",
-		        w != NULL ? " to finish" : "");
-	}
-	/* --once: the commands of the command schedules' runnable jobs, then exit. */
-	if (rc == 0 && a.once && !a.no_commands && sig == 0) {
-		if (start_worker(&a, &jc, true, &w, &werr) != PGC_OK)
-			rc = werr.code == PGC_ENOSCHEMA ? (cli_report(&werr), EXIT_UNAVAILABLE) : cli_report(&werr);
-		else
-			rc = stop_worker(w, a.grace_ms, false);
-		w = NULL;
-	}
-	int wrc = stop_worker(w, a.grace_ms, true);
-	if (rc == 0)
-		rc = wrc;
-	pthread_mutex_lock(&sh.mu);
-	sh.conn = NULL;
-	pthread_mutex_unlock(&sh.mu);
-	pgc_conn_close(conn);
-	return rc;
-}
-
-/* The subcommands; one line each, so that adding one is one line and one function. */
 static const struct cron_sub {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -1516,8 +786,8 @@ static const struct cron_sub {
 	{ "trigger", cron_simple },
 	{ "remove", cron_simple },
 	{ "history", cron_history },
-	{ "sync", cron_sync },
-	{ "run", cron_run },
+	{ "sync", cron_cmd_sync },
+	{ "run", cron_cmd_run },
 	{ NULL, NULL },
 };
 

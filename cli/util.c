@@ -309,16 +309,6 @@ const char *cli_last_line(const char *s, char *buf, size_t size)
 	}
 }
 
-void cli_job_wait_json(FILE *f, const pgc_job_wait *w)
-{
-	fprintf(f, "{\"live\":%s,\"running\":%s,\"scheduled\":%s,\"run_in_s\":%.3f,\"paused\":%s,"
-	        "\"ahead\":%ld,\"workers\":%ld,\"free_slots\":%ld,\"reason\":",
-	        w->live ? "true" : "false", w->running ? "true" : "false", w->scheduled ? "true" : "false", w->run_in_s,
-	        w->paused ? "true" : "false", w->ahead, w->workers, w->free_slots);
-	json_str(f, w->reason[0] ? w->reason : NULL);
-	fputc('}', f);
-}
-
 const char *cli_fmt_time_us(int64_t us, char *buf, size_t size)
 {
 	if (us == 0) {

@@ -4,6 +4,7 @@
  * what it writes goes to the response's memory stream. Reads are bounded (capped counts, keyset
  * pages with a scan bound); the paths and their fields are documented in pgcoord-web(1). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,39 +75,18 @@ static void db_error(web_req *r, web_resp *out, const pgc_error *err)
 		out->f = open_memstream(&out->body, &out->len);
 		if (out->f == NULL)
 			return;
-		fputs("{\"error\":{\"message\":", out->f);
-		json_str(out->f, err->message);
-		fputs(",\"sqlstate\":\"42501\",\"needs\":", out->f);
-		json_str(out->f, hint);
-		fputs("}}\n", out->f);
+		json_w w = json_w_on(out->f);
+		json_obj(&w, NULL);
+		json_obj(&w, "error");
+		json_s(&w, "message", err->message);
+		json_s(&w, "sqlstate", "42501");
+		json_s(&w, "needs", hint);
+		json_obj_end(&w);
+		json_obj_end(&w);
+		fputc('\n', out->f);
 		return;
 	}
 	web_error(out, status, NULL, "%s", err->message);
-}
-
-static void json_time_us(FILE *f, int64_t us)
-{
-	if (us == 0) {
-		fputs("null", f);
-		return;
-	}
-	char b[CLI_TIME_MAX];
-	json_str(f, cli_fmt_time_us(us, b, sizeof b));
-}
-
-/* A prefix of s of at most max bytes, cut on a character boundary. */
-static void json_prefix(FILE *f, const char *s, size_t max)
-{
-	size_t n = strlen(s);
-	if (n <= max) {
-		json_str(f, s);
-		return;
-	}
-	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
-		max--;
-	char *cut = strndup(s, max);
-	json_str(f, cut);
-	free(cut);
 }
 
 static bool check_args(web_req *r, web_resp *out, const char *const *names)
@@ -145,57 +125,6 @@ static bool name_arg(web_req *r, web_resp *out, const char *name, const char **v
 	return true;
 }
 
-/* ---- the job ---- */
-
-static void job_json(FILE *f, const web_server *srv, const pgc_job_info *j, bool full)
-{
-	fprintf(f, "{\"id\":%" PRId64 ",\"queue\":", j->id);
-	json_str(f, j->queue);
-	fputs(",\"status\":", f);
-	json_str(f, j->status);
-	fprintf(f, ",\"priority\":%d,\"aged\":%s,\"attempts\":%d,\"max_attempts\":%d,\"deferrals\":%d,"
-	        "\"max_deferrals\":%d", j->priority, j->aged ? "true" : "false", j->attempts, j->max_attempts,
-	        j->deferrals, j->max_deferrals);
-	const char *keys[] = { "run_at", "created_at", "started_at", "finished_at", "lease_until", "worker",
-	                       "unique_key", "key", "held", "last_error" };
-	const char *vals[] = { j->run_at, j->created_at, j->started_at, j->finished_at, j->lease_until,
-	                       j->worker, j->unique_key, j->key, j->held, j->last_error };
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-		fprintf(f, ",\"%s\":", keys[i]);
-		json_str(f, vals[i]);
-	}
-	/* A failure's last line (a traceback's exception) for the lists; the whole in last_error. */
-	char last[PGC_JOB_ERROR_MAX];
-	fputs(",\"error_line\":", f);
-	json_str(f, j->last_error != NULL ? cli_last_line(j->last_error, last, sizeof last) : NULL);
-	if (j->exit_status >= 0)
-		fprintf(f, ",\"exit_status\":%d", j->exit_status);
-	else
-		fputs(",\"exit_status\":null", f);
-	if (j->duration_ms >= 0)
-		fprintf(f, ",\"duration_ms\":%" PRId64, j->duration_ms);
-	else
-		fputs(",\"duration_ms\":null", f);
-	if (full) {
-		fputs(",\"output\":", f);
-		json_str(f, j->output);
-	}
-	size_t bytes = j->payload ? strlen(j->payload) : 0;
-	fprintf(f, ",\"payload_bytes\":%zu,\"payload_hidden\":%s", bytes, srv->hide_payloads ? "true" : "false");
-	if (full) {
-		/* errors and payload are JSON from the server (jsonb) already. */
-		fprintf(f, ",\"errors\":%s", j->errors ? j->errors : "[]");
-		fprintf(f, ",\"payload\":%s", srv->hide_payloads || j->payload == NULL ? "null" : j->payload);
-	} else {
-		fputs(",\"payload_preview\":", f);
-		if (srv->hide_payloads || j->payload == NULL)
-			fputs("null", f);
-		else
-			json_prefix(f, j->payload, 160);
-	}
-	fputc('}', f);
-}
-
 /* ---- GET handlers ---- */
 
 static void api_config(web_req *r, web_resp *out)
@@ -204,12 +133,18 @@ static void api_config(web_req *r, web_resp *out)
 	if (!check_args(r, out, ok))
 		return;
 	const web_server *srv = r->srv;
-	fprintf(out->f, "{\"version\":\"%s\",\"schema\":", pgc_version());
-	json_str(out->f, srv->schema ? srv->schema : "pgcoord");
-	fprintf(out->f, ",\"actions\":%s,\"terminate\":%s,\"hide_payloads\":%s,\"auth\":%s,\"refresh_ms\":%" PRId64
-	        ",\"count_cap\":%d}\n", srv->allow_actions ? "true" : "false",
-	        srv->allow_actions && srv->allow_terminate ? "true" : "false", srv->hide_payloads ? "true" : "false",
-	        srv->creds ? "true" : "false", srv->refresh_ms, WEB_COUNT_CAP);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_s(&w, "version", pgc_version());
+	json_s(&w, "schema", srv->schema ? srv->schema : "pgcoord");
+	json_b(&w, "actions", srv->allow_actions);
+	json_b(&w, "terminate", srv->allow_actions && srv->allow_terminate);
+	json_b(&w, "hide_payloads", srv->hide_payloads);
+	json_b(&w, "auth", srv->creds != NULL);
+	json_i(&w, "refresh_ms", srv->refresh_ms);
+	json_i(&w, "count_cap", WEB_COUNT_CAP);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	out->status = 200;
 }
 
@@ -225,19 +160,15 @@ static void api_queues(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fprintf(f, "{\"count_cap\":%d,\"queues\":[", WEB_COUNT_CAP);
-	for (size_t i = 0; i < n; i++) {
-		fputs(i ? ",{\"queue\":" : "{\"queue\":", f);
-		json_str(f, st[i].queue);
-		fprintf(f, ",\"paused\":%s,\"pending\":%ld,\"scheduled\":%ld,\"waiting\":%ld,\"running\":%ld,"
-		        "\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,\"oldest_pending_s\":%.3f,\"completed_1m\":%ld,"
-		        "\"failed_1m\":%ld}",
-		        st[i].paused ? "true" : "false", st[i].pending, st[i].scheduled, st[i].waiting, st[i].running,
-		        st[i].succeeded, st[i].failed, st[i].cancelled, st[i].oldest_pending_s, st[i].completed_1m,
-		        st[i].failed_1m);
-	}
-	fputs("]}\n", f);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_i(&w, "count_cap", WEB_COUNT_CAP);
+	json_arr(&w, "queues");
+	for (size_t i = 0; i < n; i++)
+		render_queue_stat(&w, NULL, &st[i]);
+	json_arr_end(&w);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pgc_free(st);
 	out->status = 200;
 }
@@ -270,16 +201,16 @@ static void api_keys(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"queue\":", f);
-	json_str(f, queue);
-	fputs(",\"keys\":[", f);
-	for (size_t i = 0; i < n && i < WEB_KEYS_MAX; i++) {
-		if (i)
-			fputc(',', f);
-		render_key(f, &k[i]);
-	}
-	fprintf(f, "],\"total\":%zu}\n", n);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_s(&w, "queue", queue);
+	json_arr(&w, "keys");
+	for (size_t i = 0; i < n && i < WEB_KEYS_MAX; i++)
+		render_key(&w, NULL, &k[i]);
+	json_arr_end(&w);
+	json_u(&w, "total", n);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pgc_free(k);
 	out->status = 200;
 }
@@ -295,17 +226,21 @@ static void api_workers(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"workers\":[", f);
+	json_w j = json_w_on(out->f);
+	json_obj(&j, NULL);
+	json_arr(&j, "workers");
 	for (size_t i = 0; i < n; i++) {
-		fputs(i ? ",{\"channel\":" : "{\"channel\":", f);
-		json_str(f, w[i].channel);
-		fputs(",\"queues\":", f);
-		json_str(f, w[i].queues);
-		fprintf(f, ",\"free\":%d,\"seen_s\":%.3f,\"alive\":%s}", w[i].free, w[i].seen_s,
-		        w[i].seen_s < 10 ? "true" : "false");
+		json_obj(&j, NULL);
+		json_s(&j, "channel", w[i].channel);
+		json_s(&j, "queues", w[i].queues);
+		json_i(&j, "free", w[i].free);
+		json_f(&j, "seen_s", w[i].seen_s, 3);
+		json_b(&j, "alive", w[i].seen_s < 10);
+		json_obj_end(&j);
 	}
-	fputs("]}\n", f);
+	json_arr_end(&j);
+	json_obj_end(&j);
+	fputc('\n', out->f);
 	pgc_free(w);
 	out->status = 200;
 }
@@ -355,19 +290,17 @@ static void api_jobs(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"jobs\":[", f);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			fputc(',', f);
-		job_json(f, r->srv, js[i], false);
-	}
-	fputs("],\"next\":", f);
-	if (next > 0)
-		fprintf(f, "%" PRId64, next);
-	else
-		fputs("null", f);
-	fprintf(f, ",\"limit\":%lld}\n", limit);
+	unsigned flags = r->srv->hide_payloads ? RENDER_HIDE_PAYLOAD : 0;
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_arr(&w, "jobs");
+	for (size_t i = 0; i < n; i++)
+		render_job(&w, NULL, js[i], NULL, flags);
+	json_arr_end(&w);
+	json_i_or_null(&w, "next", next > 0, next);
+	json_i(&w, "limit", limit);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pgc_queue_infos_free(js, n);
 	out->status = 200;
 }
@@ -388,12 +321,13 @@ static void api_job(web_req *r, web_resp *out, web_slot *s, int64_t id, pgc_erro
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"job\":", f);
-	job_json(f, r->srv, j, true);
-	fputs(",\"wait\":", f);
-	cli_job_wait_json(f, &w);
-	fputs("}\n", f);
+	if (err->code == PGC_ENOTFOUND) /* gone between the two reads */
+		memset(&w, 0, sizeof w);
+	json_w jw = json_w_on(out->f);
+	json_obj(&jw, NULL);
+	render_job(&jw, "job", j, &w, RENDER_FULL | (r->srv->hide_payloads ? RENDER_HIDE_PAYLOAD : 0));
+	json_obj_end(&jw);
+	fputc('\n', out->f);
 	pgc_free(j);
 	out->status = 200;
 }
@@ -404,47 +338,32 @@ static void api_schedules(web_req *r, web_resp *out, web_slot *s, pgc_error *err
 	if (!check_args(r, out, ok))
 		return;
 	pgc_cron_info *xs;
-	size_t n;
+	size_t n, nr = 0;
+	pgc_cron_run *runs = NULL;
 	if (pgc_cron_list(s->conn, r->srv->schema, NULL, &xs, &n, err) != PGC_OK) {
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"schedules\":[", f);
-	for (size_t i = 0; i < n; i++) {
-		const pgc_cron_info *x = &xs[i];
-		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		json_str(f, x->name);
-		fputs(",\"schedule\":", f);
-		json_str(f, x->expr);
-		fputs(",\"tz\":", f);
-		json_str(f, x->tz);
-		fputs(",\"queue\":", f);
-		json_str(f, x->queue);
-		fprintf(f, ",\"payload_hidden\":%s,\"payload\":", r->srv->hide_payloads ? "true" : "false");
-		fputs(r->srv->hide_payloads || x->payload == NULL ? "null" : x->payload, f);
-		fprintf(f, ",\"payload_bytes\":%zu", x->payload ? strlen(x->payload) : 0);
-		fputs(",\"command\":", f);
-		fputs(r->srv->hide_payloads || x->command == NULL ? "null" : x->command, f);
-		fprintf(f, ",\"paused\":%s,\"catch_up\":\"%s\",\"overlap\":\"%s\",\"next_tick\":", x->paused ? "true" : "false",
-		        pgc_cron_catch_up_name(x->catch_up), pgc_cron_overlap_name(x->overlap));
-		json_time_us(f, x->paused ? 0 : x->next_tick_us);
-		fputs(",\"last_tick\":", f);
-		json_time_us(f, x->last_tick_us);
-		fputs(",\"last_success\":", f);
-		json_time_us(f, x->last_success_us);
-		fputs(",\"last_outcome\":", f);
-		json_str(f, x->last_outcome);
-		fputs(",\"last_scheduler\":", f);
-		json_str(f, x->last_scheduler);
-		fputs(",\"scheduler_seen\":", f);
-		json_time_us(f, x->seen_us);
-		double overdue = !x->paused && x->next_tick_us > 0 && x->db_now_us > x->next_tick_us
-		                 ? (double)(x->db_now_us - x->next_tick_us) / 1e6 : 0.0;
-		fprintf(f, ",\"overdue_s\":%.3f,\"fired\":%" PRId64 ",\"missed\":%" PRId64 ",\"skipped\":%" PRId64 "}",
-		        overdue, x->fired, x->missed, x->skipped);
+	/* Each schedule's last run with its job (both lists are by name), as cron list shows. */
+	if (pgc_cron_runs(s->conn, r->srv->schema, NULL, 1, PGC_CRON_RUNS_COME, &runs, &nr, err) != PGC_OK) {
+		pgc_cron_infos_free(xs, n);
+		db_error(r, out, err);
+		return;
 	}
-	fputs("]}\n", f);
+	unsigned flags = r->srv->hide_payloads ? RENDER_HIDE_PAYLOAD : 0;
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_arr(&w, "schedules");
+	for (size_t i = 0, k = 0; i < n; i++) {
+		while (k < nr && strcmp(runs[k].schedule, xs[i].name) < 0)
+			k++;
+		render_schedule(&w, NULL, &xs[i], k < nr && strcmp(runs[k].schedule, xs[i].name) == 0 ? &runs[k] : NULL,
+		                flags);
+	}
+	json_arr_end(&w);
+	json_obj_end(&w);
+	fputc('\n', out->f);
+	pgc_cron_runs_free(runs, nr);
 	pgc_cron_infos_free(xs, n);
 	out->status = 200;
 }
@@ -498,11 +417,11 @@ static void api_locks(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		db_error(r, out, err);
 		return;
 	}
-	FILE *f = out->f;
-	fputs("{\"taken_at\":", f);
-	json_str(f, snap->taken_at);
-	fprintf(f, ",\"names_available\":%s,\"locks\":[", snap->names_available ? "true" : "false");
-	bool first = true;
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_s(&w, "taken_at", snap->taken_at);
+	json_b(&w, "names_available", snap->names_available);
+	json_arr(&w, "locks");
 	for (size_t i = 0; i < snap->nlocks; i++) {
 		const pgc_diag_lock *l = &snap->locks[i];
 		if (l->key == NULL)
@@ -510,27 +429,24 @@ static void api_locks(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		const pgc_diag_session *ss = pgc_diag_session_find(snap, l->pid);
 		char key[PGC_KEY_FORMAT_MAX];
 		pgc_key_format(l->key, key, sizeof key);
-		fprintf(f, "%s{\"pid\":%d,\"key\":\"%s\",\"space\":\"%s\",\"name\":", first ? "" : ",", l->pid, key,
-		        pgc_key_space_name(l->key->kind));
-		first = false;
-		json_str(f, l->key->name[0] ? l->key->name : NULL);
-		fputs(",\"mode\":", f);
-		json_str(f, l->mode);
-		fprintf(f, ",\"granted\":%s,\"waited_s\":", l->granted ? "true" : "false");
-		diag_json_dur(f, l->waited_s);
-		fputs(",\"application\":", f);
-		json_str(f, ss ? ss->application : NULL);
-		fputs(",\"user\":", f);
-		json_str(f, ss ? ss->user : NULL);
-		fputs(",\"state\":", f);
-		json_str(f, ss ? ss->state : NULL);
-		fputs(",\"xact_age_s\":", f);
-		diag_json_dur(f, ss ? ss->xact_age_s : -1);
-		fputs(",\"backend_start\":", f);
-		json_str(f, ss ? ss->backend_start : NULL);
-		fputc('}', f);
+		json_obj(&w, NULL);
+		json_i(&w, "pid", l->pid);
+		json_s(&w, "key", key);
+		json_s(&w, "space", pgc_key_space_name(l->key->kind));
+		json_s(&w, "name", l->key->name[0] ? l->key->name : NULL);
+		json_s(&w, "mode", l->mode);
+		json_b(&w, "granted", l->granted);
+		json_f(&w, "waited_s", l->waited_s < 0 ? (double)NAN : l->waited_s, 3);
+		json_s(&w, "application", ss ? ss->application : NULL);
+		json_s(&w, "user", ss ? ss->user : NULL);
+		json_s(&w, "state", ss ? ss->state : NULL);
+		json_f(&w, "xact_age_s", ss == NULL || ss->xact_age_s < 0 ? (double)NAN : ss->xact_age_s, 3);
+		json_s(&w, "backend_start", ss ? ss->backend_start : NULL);
+		json_obj_end(&w);
 	}
-	fputs("]}\n", f);
+	json_arr_end(&w);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pgc_diag_snapshot_free(snap);
 	out->status = 200;
 }
@@ -575,22 +491,25 @@ static void api_doctor(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		srv->doctor_at_ms = now;
 		cli_fmt_time_us((int64_t)time(NULL) * 1000000, srv->doctor_taken, sizeof srv->doctor_taken);
 	}
-	FILE *f = out->f;
-	fprintf(f, "{\"checked_at\":\"%s\",\"age_s\":%.1f,\"worst\":\"%s\",\"findings\":[", srv->doctor_taken,
-	        (double)(now - srv->doctor_at_ms) / 1000.0, pgc_doctor_severity_name(srv->doctor.worst));
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_s(&w, "checked_at", srv->doctor_taken);
+	json_f(&w, "age_s", (double)(now - srv->doctor_at_ms) / 1000.0, 1);
+	json_s(&w, "worst", pgc_doctor_severity_name(srv->doctor.worst));
+	json_arr(&w, "findings");
 	for (int i = 0; i < srv->doctor.count; i++) {
 		const pgc_doctor_finding *x = &srv->doctor.findings[i];
-		fputs(i ? ",{\"check\":" : "{\"check\":", f);
-		json_str(f, x->check);
-		fprintf(f, ",\"severity\":\"%s\",\"value\":", pgc_doctor_severity_name(x->severity));
-		json_str(f, x->value);
-		fputs(",\"message\":", f);
-		json_str(f, x->message);
-		fputs(",\"fix\":", f);
-		json_str(f, x->fix[0] ? x->fix : NULL);
-		fputc('}', f);
+		json_obj(&w, NULL);
+		json_s(&w, "check", x->check);
+		json_s(&w, "severity", pgc_doctor_severity_name(x->severity));
+		json_s(&w, "value", x->value);
+		json_s(&w, "message", x->message);
+		json_s(&w, "fix", x->fix[0] ? x->fix : NULL);
+		json_obj_end(&w);
 	}
-	fputs("]}\n", f);
+	json_arr_end(&w);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 	pthread_mutex_unlock(&srv->doctor_mu);
 	out->status = 200;
 }
@@ -650,9 +569,13 @@ static void log_action(const web_req *r, const char *fmt, ...)
 static void done(web_resp *out, const char *msg, long rows)
 {
 	out->status = 200;
-	fputs("{\"ok\":true,\"message\":", out->f);
-	json_str(out->f, msg);
-	fprintf(out->f, ",\"rows\":%ld}\n", rows);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_b(&w, "ok", true);
+	json_s(&w, "message", msg);
+	json_i(&w, "rows", rows);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 }
 
 static void act_job(web_req *r, web_resp *out, web_slot *s, int64_t id, const char *verb, pgc_error *err)
@@ -751,8 +674,17 @@ static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 	}
 	if (dry != NULL) {
 		out->status = 200;
-		fprintf(out->f, "{\"ok\":true,\"dry_run\":true,\"count\":%ld,\"upto\":%" PRId64 ",\"message\":\"%ld jobs match\"}\n",
-		        count, b.upto_id, count);
+		char msg[64];
+		snprintf(msg, sizeof msg, "%ld jobs match", count);
+		json_w w = json_w_on(out->f);
+		json_obj(&w, NULL);
+		json_b(&w, "ok", true);
+		json_b(&w, "dry_run", true);
+		json_i(&w, "count", count);
+		json_i(&w, "upto", b.upto_id);
+		json_s(&w, "message", msg);
+		json_obj_end(&w);
+		fputc('\n', out->f);
 		return;
 	}
 	if (count != confirm) {
@@ -771,8 +703,17 @@ static void act_bulk(web_req *r, web_resp *out, web_slot *s, pgc_error *err)
 		return;
 	}
 	out->status = 200;
-	fprintf(out->f, "{\"ok\":true,\"rows\":%ld,\"skipped\":%ld,\"batches\":%ld,\"message\":\"%ld jobs: %s\"}\n",
-	        res.done, res.skipped, res.batches, res.done, op);
+	char msg[64];
+	snprintf(msg, sizeof msg, "%ld jobs: %s", res.done, op);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_b(&w, "ok", true);
+	json_i(&w, "rows", res.done);
+	json_i(&w, "skipped", res.skipped);
+	json_i(&w, "batches", res.batches);
+	json_s(&w, "message", msg);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 }
 
 static void act_schedule(web_req *r, web_resp *out, web_slot *s, const char *name, const char *verb, pgc_error *err)
@@ -827,15 +768,19 @@ static void act_session(web_req *r, web_resp *out, web_slot *s, int pid, const c
 	log_action(r, "%s pid %d (started %s): %s", verb, pid, start,
 	           !res.done ? "not done" : res.gone ? "session gone" : "done");
 	out->status = 200;
-	fprintf(out->f, "{\"ok\":%s,\"done\":%s,\"gone\":%s,\"state\":", res.done ? "true" : "false",
-	        res.done ? "true" : "false", res.gone ? "true" : "false");
-	json_str(out->f, res.gone ? NULL : res.state);
-	fputs(",\"message\":", out->f);
 	char msg[400];
 	snprintf(msg, sizeof msg, "pid %d: %s", pid, !res.done ? (res.warning[0] ? res.warning : "not done")
 	         : res.gone ? "the session is gone" : terminate ? "terminated" : "query cancelled");
-	json_str(out->f, msg);
-	fputs(",\"rows\":1}\n", out->f);
+	json_w w = json_w_on(out->f);
+	json_obj(&w, NULL);
+	json_b(&w, "ok", res.done);
+	json_b(&w, "done", res.done);
+	json_b(&w, "gone", res.gone);
+	json_s(&w, "state", res.gone ? NULL : res.state);
+	json_s(&w, "message", msg);
+	json_i(&w, "rows", 1);
+	json_obj_end(&w);
+	fputc('\n', out->f);
 }
 
 /* Splits "/api/<what>/<middle>/<verb>" with verb one of verbs: *middle (allocated) and the

@@ -105,7 +105,7 @@ run 0 "$PG" --json cron list --schema "$S"
 python3 - "$TMP/out" <<'PY' || fail "cron list --json pairs the last run and its outcome wrongly: $(cat "$TMP/out")"
 import json, sys
 s = next(x for x in json.load(open(sys.argv[1]))["schedules"] if x["name"] == "backup")
-assert s["last_outcome"] == "triggered" and s["last_run"] is not None, s
+assert s["last_outcome"] == "triggered" and s["last_tick"] is not None, s
 PY
 # list and show name them.
 run 0 "$PG" cron list --schema "$S"

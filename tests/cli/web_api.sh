@@ -99,8 +99,8 @@ req 200 "$URL/api/jobs/$failed_id"
 body_has '"live":false'
 req 200 "$URL/api/jobs/$pending_id"
 body_has 's3cr3t-57'
-[ "$(json "j['wait']['ahead']")" = 53 ] || fail "jobs ahead: $(cat "$TMP/body")"
-[ "$(json "j['wait']['reason']")" = "no listening worker serves its queue (seen in the last 10 s; polling workers do not register)" ] ||
+[ "$(json "j['job']['wait']['ahead']")" = 53 ] || fail "jobs ahead: $(cat "$TMP/body")"
+[ "$(json "j['job']['wait']['reason']")" = "no listening worker serves its queue (seen in the last 10 s; polling workers do not register)" ] ||
 	fail "reason: $(cat "$TMP/body")"
 req 200 "$URL/api/jobs?q=s3cr3t-42"
 [ "$(json "len(j['jobs'])")" = 1 ] || fail "text search"
@@ -118,7 +118,7 @@ req 200 "$URL/api/jobs?status=waiting"
 [ "$(json "str([(x['id'], x['held']) for x in j['jobs']])")" = "[($waiting_id, 'waiting for job $pending_id')]" ] ||
 	fail "waiting jobs: $(cat "$TMP/body")"
 req 200 "$URL/api/jobs/$waiting_id"
-[ "$(json "j['wait']['reason']")" = "waiting for job $pending_id" ] || fail "why waiting: $(cat "$TMP/body")"
+[ "$(json "j['job']['wait']['reason']")" = "waiting for job $pending_id" ] || fail "why waiting: $(cat "$TMP/body")"
 req 200 "$URL/api/keys?queue=tenant"
 [ "$(json "str([(k['key'], k['pending'], k['limit']) for k in j['keys']]) + ' ' + str(j['total'])")" = "[('acme', 3, 2), ('other', 2, 2)] 2" ] ||
 	fail "keys: $(cat "$TMP/body")"
@@ -136,6 +136,24 @@ body_has '"leases":['
 "$PG" --json lease show --schema "$S" "web-fence-$$" >"$TMP/lease.json" || fail "lease show --json"
 [ "$(json "sorted(j['leases'][0])")" = "$(python3 -c "import json,sys; print(sorted(json.load(open(sys.argv[1]))))" "$TMP/lease.json")" ] ||
 	fail "/api/leases and lease show --json differ: $(cat "$TMP/body") / $(cat "$TMP/lease.json")"
+# A schedule and a job have one JSON shape each as well: the API's objects have the keys of
+# cron show --json and queue show --json; a list's job has the preview in place of output,
+# errors and the whole payload (queue list --json keeps those: a script reads them).
+keys_of() { python3 -c 'import json,sys; print(sorted(json.loads(open(sys.argv[1]).readline())))' "$1"; }
+req 200 "$URL/api/schedules"
+"$PG" --json cron show --schema "$S" nightly >"$TMP/sched.json" || fail "cron show --json"
+[ "$(json "sorted(j['schedules'][0])")" = "$(keys_of "$TMP/sched.json")" ] ||
+	fail "/api/schedules and cron show --json differ: $(cat "$TMP/body") / $(cat "$TMP/sched.json")"
+req 200 "$URL/api/jobs/$failed_id"
+"$PG" --json queue show --schema "$S" "$failed_id" >"$TMP/job.json" || fail "queue show --json"
+[ "$(json "sorted(j['job'])")" = "$(keys_of "$TMP/job.json")" ] ||
+	fail "/api/jobs/ID and queue show --json differ: $(cat "$TMP/body") / $(cat "$TMP/job.json")"
+"$PG" --json queue list --schema "$S" mail --limit 1 >"$TMP/list.json" || fail "queue list --json"
+[ "$(keys_of "$TMP/list.json")" = "$(python3 -c 'import json,sys; print(sorted(set(json.load(open(sys.argv[1]))) - {"wait"}))' "$TMP/job.json")" ] ||
+	fail "queue list --json and queue show --json differ: $(cat "$TMP/list.json") / $(cat "$TMP/job.json")"
+req 200 "$URL/api/jobs?queue=mail&limit=1"
+[ "$(json "sorted(j['jobs'][0])")" = "$(python3 -c 'import json,sys; print(sorted(set(json.load(open(sys.argv[1]))) - {"wait", "output", "errors", "payload"} | {"payload_preview"}))' "$TMP/job.json")" ] ||
+	fail "/api/jobs and queue show --json differ: $(cat "$TMP/body") / $(cat "$TMP/job.json")"
 req 200 "$URL/api/locks"
 [ "$(json "[l['application'] for l in j['locks'] if l['key'] == '4242$$']")" = "['web-api-holder-$$']" ] ||
 	fail "locks: $(cat "$TMP/body")"

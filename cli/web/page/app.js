@@ -391,7 +391,7 @@ function renderBulk(box, f) {
 async function pageJob(main, params) {
   const id = params.get('id') || '';
   const r = await api('/api/jobs/' + enc(id));
-  const j = r.job, w = r.wait;
+  const j = r.job, w = j.wait;
   const out = h('div', {});
   const kv = [['queue', j.queue], ['status', j.status], ['priority', j.priority + (j.aged ? ' (aged)' : '')],
     ['attempts', j.attempts + ' of ' + j.max_attempts], ['deferrals', j.deferrals + ' of ' + j.max_deferrals],
