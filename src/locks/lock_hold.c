@@ -124,20 +124,10 @@ int pgc__lock_hold_release(pgc_lock *lock, pgc__lock_table *t, const char *d, pg
 
 /* ---- when a lock was taken (PGC_LOCK_RECORD) -------------------------------------------- */
 
-/* The session's row for the key, after deleting the rows of sessions that are gone (a pid not
- * seen, or seen with another backend_start; a session hidden from this role keeps its rows). */
-static const char sql_hold_record[] =
-	"WITH gone AS (DELETE FROM @S@.lock_holds h WHERE NOT EXISTS (SELECT 1"
-	" FROM pg_catalog.pg_stat_activity a WHERE a.pid = h.pid"
-	" AND (a.backend_start IS NULL OR a.backend_start = h.backend_start)))"
-	" INSERT INTO @S@.lock_holds (pid, backend_start, classid, objid, objsubid)"
-	" SELECT pid, backend_start, $1::oid, $2::oid, $3::int2 FROM pg_catalog.pg_stat_activity"
-	" WHERE pid = pg_backend_pid()"
-	" ON CONFLICT (pid, backend_start, classid, objid, objsubid)"
-	" DO UPDATE SET acquired_at = clock_timestamp()";
-static const char sql_hold_forget[] =
-	"DELETE FROM @S@.lock_holds WHERE pid = pg_backend_pid()"
-	" AND classid = $1::oid AND objid = $2::oid AND objsubid = $3::int2";
+/* The session's row for the key (SQL lock_hold_record(), which first deletes the rows of
+ * sessions that are gone), and its removal after the last release. */
+static const char sql_hold_record[] = "SELECT @S@.lock_hold_record($1::oid, $2::oid, $3::int2)";
+static const char sql_hold_forget[] = "SELECT @S@.lock_hold_forget($1::oid, $2::oid, $3::int2)";
 
 /* Whether schema has a lock_holds (it is older than the recording, or not installed, when not),
  * remembered in cache (the session's lock table, or NULL) until the session changes. *quoted

@@ -24,15 +24,10 @@ const char pgc__lock_sql_table_exists[] =
 	" JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
 	" WHERE n.nspname = $1 AND c.relname = $2)";
 
-/* One row always: whether this statement inserted the name, and what the registry held for
- * this key and for this name before it (the CTE's insert is not visible to the subqueries).
- * key and name are both unique, so each subquery finds at most one row. */
+/* SQL lock_name_register(), one row always: whether this call recorded the name, and what the
+ * registry held for this key and for this name before it. */
 static const char sql_registry_record[] =
-	"WITH ins AS (INSERT INTO @S@.lock_names (key, name) VALUES ($1::bigint, $2)"
-	" ON CONFLICT DO NOTHING RETURNING key)"
-	" SELECT (SELECT count(*) FROM ins),"
-	" (SELECT name FROM @S@.lock_names WHERE key = $1::bigint),"
-	" (SELECT key::text FROM @S@.lock_names WHERE name = $2)";
+	"SELECT inserted, recorded_name, recorded_key::text FROM @S@.lock_name_register($1::bigint, $2)";
 
 int pgc__lock_registry_check(pgc_conn *conn, pgc__lock_table *t, const pgc_key *key, unsigned flags,
                              const char *schema, pgc_error *err)
@@ -86,7 +81,7 @@ int pgc__lock_registry_check(pgc_conn *conn, pgc__lock_table *t, const pgc_key *
 			rc = pgc__err(err, PGC_EINTERNAL, "unexpected answer from the server recording lock name \"%s\"", key->name);
 			break;
 		}
-		bool inserted = strcmp(PQgetvalue(r, 0, 0), "1") == 0;
+		bool inserted = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 		bool has_name = !PQgetisnull(r, 0, 1), has_key = !PQgetisnull(r, 0, 2);
 		if (!inserted && has_name && strcmp(PQgetvalue(r, 0, 1), key->name) != 0)
 			rc = pgc__err(err, PGC_ECOLLISION,

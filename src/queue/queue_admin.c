@@ -1,8 +1,12 @@
 /* queue_admin.c - the job queue's maintenance and administration: the reaper, the vacuum,
  * pause, cancel, retry, purge, settings, statistics and inspection
  *
- * These run rarely, so their statements are not kept in the statement cache; like the hot path
- * (queue.c) they are constant text with the schema put in, values as parameters. */
+ * Every change is a call of a SQL function of the protocol (docs/PROTOCOL.md, "Queue:
+ * administration"): reap(), cancel(), retry(), queue_pause(), queue_config_set(), and the
+ * bulk actions one batch per call (bulk_cancel(), bulk_retry(), bulk_purge()); the reads are
+ * plain SELECTs. These run rarely, so their statements are not kept in the statement cache;
+ * like the hot path (queue.c) they are constant text with the schema put in, values as
+ * parameters. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,84 +15,27 @@
 
 /* ---- reaper ----------------------------------------------------------------------------- */
 
-static const char reap_leases_sql[] =
-	"WITH expired AS MATERIALIZED ("
-	" SELECT id, token FROM @S@.jobs"
-	" WHERE status = 'running' AND lease_until < clock_timestamp()"
-	" ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED),"
-	" dead AS (DELETE FROM @S@.jobs j"
-	"  WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
-	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
-	"  AND j.attempts >= j.max_attempts"
-	"  RETURNING j, 'lease expired (worker ' || coalesce(j.worker, '?') || ')' AS why),"
-	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
-	"  @S@.job_history_row(x.j, 'failed', x.why, @S@.push_error((x.j).errors, (x.j).attempts, x.why),"
-	"   (x.j).exit_status, (x.j).output) h),"
-	" back AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
-	"  last_error = 'lease expired (worker ' || coalesce(j.worker, '?') || ')',"
-	"  errors = @S@.push_error(j.errors, j.attempts,"
-	"                          'lease expired (worker ' || coalesce(j.worker, '?') || ')'),"
-	"  eff_priority = j.priority, run_at = clock_timestamp()"
-	" WHERE j.id = ANY (ARRAY(SELECT id FROM expired))"
-	"  AND j.token = ANY (ARRAY(SELECT token FROM expired)) AND j.status = 'running'"
-	"  AND j.attempts < j.max_attempts RETURNING j.queue, j.key),"
-	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM"
-	"  (SELECT (j).queue, (j).key FROM dead UNION ALL SELECT queue, key FROM back) x,"
-	"  @S@.job_key_ended(x.queue, x.key) e)"
-	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM back),"
-	"  (SELECT count(pg_notify(s.channel, b.queue))"
-	"   FROM (SELECT DISTINCT queue FROM back) b, @S@.queue_settings s)";
-
-static const char reap_aging_sql[] =
-	"WITH old AS MATERIALIZED ("
-	" SELECT x.id FROM @S@.queues q, @S@.queue_settings s,"
-	" LATERAL (SELECT id FROM @S@.jobs"
-	"  WHERE queue = q.name AND status = 'pending' AND eff_priority < 32768"
-	"  AND run_at < statement_timestamp() - s.aging ORDER BY run_at LIMIT 1000"
-	"  FOR UPDATE SKIP LOCKED) x)"
-	" UPDATE @S@.jobs j SET eff_priority = 32768"
-	" WHERE j.id = ANY (ARRAY(SELECT id FROM old)) AND j.status = 'pending'";
-
-static const char reap_history_sql[] =
-	"DELETE FROM @S@.job_history h WHERE h.id IN ("
-	" SELECT x.id FROM @S@.queues q, @S@.queue_settings s,"
-	"  unnest(array['succeeded', 'failed', 'cancelled']) AS st(status),"
-	" LATERAL (SELECT id FROM @S@.job_history"
-	"  WHERE queue = q.name AND status = st.status"
-	"  AND finished_at < statement_timestamp() - CASE WHEN st.status = 'succeeded'"
-	"      THEN s.succeeded_retention ELSE s.failed_retention END"
-	"  ORDER BY finished_at LIMIT 5000) x)";
-
-/* The reaper's work, in its transaction: leases, aging, history, registrations. */
-static const char *const reap_work[] = {
-	reap_leases_sql, reap_aging_sql, reap_history_sql,
-	/* Workers that stopped refreshing their registration are gone. */
-	"DELETE FROM @S@.workers WHERE seen_at < clock_timestamp() - interval '1 minute'",
-	/* Ended jobs of keys no claim looked at are folded; keys with nothing left go. */
-	"SELECT @S@.job_keys_tidy()",
-};
-#define REAP_WORK (sizeof reap_work / sizeof reap_work[0])
-
-/* Opens the reaper's transaction and takes its key, in one round trip. */
-static int reap_begin(pgc_queue *q, pgc_error *err)
+/* A refusal of one of the administration functions as the error this library gave before the
+ * decision moved into SQL: the function's message, the library's code, no SQLSTATE (a refusal
+ * is an answer, not a failed statement). Other errors are left as they are. */
+static int refusal(int rc, pgc_error *err)
 {
-	char key[32];
-	snprintf(key, sizeof key, "%lld", (long long)PGC_QUEUE_REAPER_LOCK_KEY);
-	const char *kp[1] = { key };
-	pgc__batch *b = pgc__batch_new(q->conn);
-	if (b == NULL)
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	int added = pgc__batch_add(b, "BEGIN", 0, NULL, 0);
-	/* Small tables with no statistics yet make the planner guess large; JIT compiling these
-	 * millisecond statements would take longer than running them. */
-	if (added >= 0)
-		added = pgc__batch_add(b, "SET LOCAL jit = off", 0, NULL, 0);
-	int lock = added < 0 ? added : pgc__batch_add(b, "SELECT pg_try_advisory_xact_lock($1::bigint)", 1, kp, 0);
-	int rc = lock < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	PGresult *got = rc == PGC_OK ? pgc__queue_result(b, lock, &rc, err) : NULL;
-	if (rc == PGC_OK && strcmp(PQgetvalue(got, 0, 0), "t") != 0)
-		rc = pgc__err(err, PGC_EBUSY, "another reaper is running");
-	pgc__batch_free(b);
+	static const struct {
+		const char *sqlstate;
+		int code;
+	} map[] = {
+		{ "P0002", PGC_ENOTFOUND }, { "55000", PGC_EFINISHED },
+		{ "23505", PGC_EDUPLICATE }, { "55P03", PGC_EBUSY },
+	};
+	if (rc != PGC_ESQL || err == NULL)
+		return rc;
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+		if (strcmp(err->sqlstate, map[i].sqlstate) == 0) {
+			char msg[PGC_ERROR_MESSAGE_MAX];
+			snprintf(msg, sizeof msg, "%s", err->message);
+			return pgc__err(err, map[i].code, "%s", msg);
+		}
+	}
 	return rc;
 }
 
@@ -102,36 +49,18 @@ int pgc_queue_reap(pgc_queue *q, pgc_reap_result *out, pgc_error *err)
 		return PGC_EUSAGE;
 	if (pgc__in_transaction(q->conn))
 		return pgc__err(err, PGC_EUSAGE, "pgc_queue_reap must run outside a transaction");
-	int rc = reap_begin(q, err);
-	if (rc != PGC_OK) {
-		(void)pgc__rollback(q->conn);
-		return rc;
-	}
-	/* The work and its COMMIT in a second round trip. */
-	char *sql[REAP_WORK] = { NULL };
-	pgc__batch *b = pgc__batch_new(q->conn);
-	bool oom = b == NULL;
-	for (size_t i = 0; i < REAP_WORK && !oom; i++)
-		oom = (sql[i] = pgc__sql_schema(reap_work[i], q->quoted)) == NULL ||
-		      pgc__batch_add(b, sql[i], 0, NULL, 0) < 0;
-	oom = oom || pgc__batch_add(b, "COMMIT", 0, NULL, 0) < 0;
-	rc = oom ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	PGresult *res[REAP_WORK + 1] = { NULL };
-	for (int i = 0; rc == PGC_OK && i <= (int)REAP_WORK; i++)
-		res[i] = pgc__queue_result(b, i, &rc, err);
-	if (rc == PGC_OK) {
-		r.dead = atol(PQgetvalue(res[0], 0, 0));
-		r.returned = atol(PQgetvalue(res[0], 0, 1));
-		r.aged = atol(PQcmdTuples(res[1]));
-		r.purged = atol(PQcmdTuples(res[2]));
-	}
-	pgc__batch_free(b);
-	for (size_t i = 0; i < REAP_WORK; i++)
-		free(sql[i]);
-	if (rc != PGC_OK) {
-		(void)pgc__rollback(q->conn);
-		return rc;
-	}
+	/* One statement, its own transaction: SQL reap() takes the reaper's lock and does the
+	 * leases, aging, retention, registrations and the key ledger. */
+	int rc;
+	PGresult *res = pgc__queue_run_text(q, "SELECT failed, returned, aged, purged FROM @S@.reap()", 0, NULL,
+	                                    &rc, err);
+	if (res == NULL)
+		return refusal(rc, err);
+	r.dead = atol(PQgetvalue(res, 0, 0));
+	r.returned = atol(PQgetvalue(res, 0, 1));
+	r.aged = atol(PQgetvalue(res, 0, 2));
+	r.purged = atol(PQgetvalue(res, 0, 3));
+	PQclear(res);
 	if (out != NULL)
 		*out = r;
 	return PGC_OK;
@@ -221,11 +150,7 @@ int pgc_queue_pause(pgc_queue *q, const char *queue, bool paused, pgc_error *err
 	if (rc != PGC_OK)
 		return rc;
 	const char *v[2] = { queue, paused ? "t" : "f" };
-	PGresult *res = pgc__queue_run_text(q,
-	        "WITH u AS (INSERT INTO @S@.queues (name, paused) VALUES ($1, $2::boolean)"
-	        " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused RETURNING paused)"
-	        " SELECT CASE WHEN NOT u.paused THEN pg_notify(s.channel, $1) END"
-	        " FROM u, @S@.queue_settings s", 2, v, &rc, err);
+	PGresult *res = pgc__queue_run_text(q, "SELECT @S@.queue_pause($1, $2::boolean)", 2, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	PQclear(res);
@@ -249,65 +174,20 @@ static PGresult *run_on_job(pgc_queue *q, const char *fn, int64_t id, const char
 	return pgc__queue_run_text(q, tmpl, 1, v, rc, err);
 }
 
-/* Cancels a live job in one statement: the row is locked, deleted and written to the history
- * as cancelled, and when it was running the workers serving its queue get a notification on
- * their own channels (sent at commit, so only for a cancel that happened). The lock decides a
- * race with the job's completion: whichever comes second finds the row gone (a completion is
- * then stale; a cancel looks in the history, with a snapshot taken after the wait, and says
- * how the job ended). A worker takes the notification as a hint only: it renews its leases at
- * once, and a job whose row is gone and whose history says cancelled is cancelled for it. */
+/* Cancels a live job: SQL cancel() (its comment says how a race with the job's completion
+ * ends) says whether it was running, or raises P0002 (unknown) or 55000 (finished). */
 int pgc_queue_cancel_job(pgc_queue *q, int64_t id, bool *was_running, pgc_error *err)
 {
 	if (was_running != NULL)
 		*was_running = false;
-	char sql[4096];
-	snprintf(sql, sizeof sql,
-	         "WITH j AS MATERIALIZED (SELECT id, status FROM @S@.jobs WHERE id = $1::bigint FOR UPDATE),"
-	         " d AS (DELETE FROM @S@.jobs x WHERE x.id = $1::bigint AND EXISTS (SELECT 1 FROM j)"
-	         "  RETURNING x.*, x AS r),"
-	         " h AS (INSERT INTO @S@.job_history SELECT h.* FROM d,"
-	         "  @S@.job_history_row(d.r, 'cancelled', CASE WHEN d.status = 'running'"
-	         "   THEN 'cancelled while running on ' || coalesce(d.worker, '?') ELSE d.last_error END,"
-	         "   d.errors, (d.r).exit_status, (d.r).output) h),"
-	         /* A waiting job's edges go with it (job_ends_fold() would find none). */
-	         " unedge AS (DELETE FROM @S@.job_deps e WHERE e.job = $1::bigint"
-	         "  AND EXISTS (SELECT 1 FROM d WHERE d.status = 'waiting')),"
-	         /* A keyed job's run ended: a row for the next claim of its key to fold. */
-	         " ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM d,"
-	         "  @S@.job_key_ended(d.queue, d.key) e WHERE d.status = 'running'),"
-	         " n AS (SELECT count(pg_notify(w.channel, 'cancel ' || d.id)) AS sent"
-	         "  FROM d JOIN @S@.workers w ON d.queue = ANY (w.queues) WHERE d.status = 'running')"
-	         " SELECT (SELECT status FROM j), (SELECT count(*) FROM d), (SELECT sent FROM n)");
 	int rc;
-	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, sql, &rc, err);
+	PGresult *res = run_on_job(q, "pgc_queue_cancel", id, "SELECT @S@.cancel($1::bigint)", &rc, err);
 	if (res == NULL)
-		return rc;
-	bool none = PQgetisnull(res, 0, 0);
-	bool running = !none && strcmp(PQgetvalue(res, 0, 0), "running") == 0;
-	long done = atol(PQgetvalue(res, 0, 1));
+		return refusal(rc, err);
+	if (was_running != NULL)
+		*was_running = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
-	if (!none && done == 1) {
-		if (was_running != NULL)
-			*was_running = running;
-		return PGC_OK;
-	}
-	if (!none)
-		return pgc__err(err, PGC_EINTERNAL, "job %lld was locked but not cancelled", (long long)id);
-	/* Not live: finished (perhaps while we waited for its row), or unknown. A new statement,
-	 * so that a completion that committed during the wait is seen. */
-	res = run_on_job(q, "pgc_queue_cancel", id, "SELECT status FROM @S@.job_history WHERE id = $1::bigint",
-	                 &rc, err);
-	if (res == NULL)
-		return rc;
-	char status[16] = "";
-	if (PQntuples(res) == 1)
-		snprintf(status, sizeof status, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (status[0] != '\0')
-		return pgc__err(err, PGC_EFINISHED, "job %lld has already finished (%s): nothing to cancel",
-		                (long long)id, status);
-	return pgc__err(err, PGC_ENOTFOUND, "no job with id %lld (never enqueued, or finished and no longer"
-	                " in the history)", (long long)id);
+	return PGC_OK;
 }
 
 int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
@@ -318,32 +198,10 @@ int pgc_queue_cancel(pgc_queue *q, int64_t id, pgc_error *err)
 int pgc_queue_retry(pgc_queue *q, int64_t id, pgc_error *err)
 {
 	int rc;
-	PGresult *res = run_on_job(q, "pgc_queue_retry", id,
-	        "WITH h AS MATERIALIZED (SELECT * FROM @S@.job_history WHERE id = $1::bigint"
-	        "  AND status IN ('failed', 'cancelled') FOR UPDATE),"
-	        " ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
-	        "  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	        "  deferrals, max_deferrals, key, has_dependents)"
-	        "  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	        "   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key,"
-	        "   has_dependents FROM h"
-	        "  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
-	        "  RETURNING id, queue),"
-	        " del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
-	        " SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM ins),"
-	        "  (SELECT count(pg_notify(s.channel, ins.queue)) FROM ins, @S@.queue_settings s)",
-	        &rc, err);
+	PGresult *res = run_on_job(q, "pgc_queue_retry", id, "SELECT @S@.retry($1::bigint)", &rc, err);
 	if (res == NULL)
-		return rc;
-	long found = atol(PQgetvalue(res, 0, 0)), back = atol(PQgetvalue(res, 0, 1));
+		return refusal(rc, err); /* 23505: the history row stays where it was */
 	PQclear(res);
-	if (found == 0)
-		return pgc__err(err, PGC_ENOTFOUND, "no failed or cancelled job with id %lld", (long long)id);
-	if (back == 0) {
-		/* Nothing changed: the history row stays where it was. */
-		return pgc__err(err, PGC_EDUPLICATE,
-		                "job %lld has a unique key that a pending or running job holds now", (long long)id);
-	}
 	return PGC_OK;
 }
 
@@ -401,43 +259,16 @@ static const char *const bulk_table[] = {
 	[PGC_BULK_CANCEL] = "jobs", [PGC_BULK_RETRY] = "job_history", [PGC_BULK_PURGE] = "job_history",
 };
 
-/* Every batch returns: the jobs it picked, the highest id among them, the jobs done. */
+/* One batch of each operation: SQL bulk_cancel(), bulk_retry(), bulk_purge(), with the filters
+ * $1..$5, the last id of the batch before ($6) and the batch size ($7). Each returns the jobs
+ * it picked, the highest id among them, the jobs done. */
 static const char *const bulk_batch[] = {
-	[PGC_BULK_CANCEL] =
-	"WITH pick AS MATERIALIZED (SELECT id FROM @S@.jobs WHERE %s AND id > $6::bigint"
-	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
-	" d AS (DELETE FROM @S@.jobs x WHERE x.id = ANY (ARRAY(SELECT id FROM pick))"
-	"  AND x.status <> 'running' RETURNING x.*, x AS r),"
-	" h AS (INSERT INTO @S@.job_history SELECT h.* FROM d,"
-	"  @S@.job_history_row(d.r, 'cancelled', d.last_error, d.errors, (d.r).exit_status, (d.r).output) h"
-	" ORDER BY d.id),"
-	" unedge AS (DELETE FROM @S@.job_deps e"
-	"  WHERE e.job = ANY (ARRAY(SELECT id FROM d WHERE status = 'waiting')))"
-	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
-
-	[PGC_BULK_RETRY] =
-	"WITH pick AS MATERIALIZED (SELECT * FROM @S@.job_history WHERE %s AND id > $6::bigint"
-	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
-	" ins AS (INSERT INTO @S@.jobs (id, queue, status, priority, eff_priority, run_at,"
-	"  attempts, max_attempts, last_error, errors, unique_key, created_at, payload,"
-	"  deferrals, max_deferrals, key, has_dependents)"
-	"  SELECT id, queue, 'pending', priority, priority, clock_timestamp(), 0, max_attempts,"
-	"   last_error, errors, unique_key, created_at, payload, 0, max_deferrals, key,"
-	"   has_dependents FROM pick"
-	"  ORDER BY id"
-	"  ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
-	"  RETURNING id, queue),"
-	" del AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM ins)))"
-	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM ins),"
-	"  (SELECT count(pg_notify(s.channel, n.queue))"
-	"   FROM (SELECT DISTINCT queue FROM ins) n, @S@.queue_settings s)",
-
-	[PGC_BULK_PURGE] =
-	"WITH pick AS MATERIALIZED (SELECT id FROM @S@.job_history WHERE %s AND id > $6::bigint"
-	"  ORDER BY id LIMIT $7::int FOR UPDATE),"
-	" d AS (DELETE FROM @S@.job_history x WHERE x.id = ANY (ARRAY(SELECT id FROM pick))"
-	"  RETURNING x.id)"
-	" SELECT (SELECT count(*) FROM pick), (SELECT max(id) FROM pick), (SELECT count(*) FROM d), 0",
+	[PGC_BULK_CANCEL] = "SELECT picked, last_id, done FROM @S@.bulk_cancel($1, $2, $3::bigint, $4,"
+	                    " $5::bigint, $6::bigint, $7::int)",
+	[PGC_BULK_RETRY] = "SELECT picked, last_id, done FROM @S@.bulk_retry($1, $2, $3::bigint, $4,"
+	                   " $5::bigint, $6::bigint, $7::int)",
+	[PGC_BULK_PURGE] = "SELECT picked, last_id, done FROM @S@.bulk_purge($1, $2, $3::bigint, $4,"
+	                   " $5::bigint, $6::bigint, $7::int)",
 };
 
 #define BULK_BATCH_DEFAULT 1000
@@ -537,9 +368,8 @@ int pgc_queue_bulk_run(pgc_queue *q, const pgc_queue_bulk *b, pgc_queue_bulk_res
 	int rc = bulk_check("pgc_queue_bulk_run", q, b, err);
 	if (rc != PGC_OK)
 		return rc;
-	char tmpl[4096], age[24], upto[24], after[24] = "0", lim[16];
-	snprintf(tmpl, sizeof tmpl, bulk_batch[b->op], bulk_where[b->op]);
-	char *sql = pgc__sql_schema(tmpl, q->quoted);
+	char age[24], upto[24], after[24] = "0", lim[16];
+	char *sql = pgc__sql_schema(bulk_batch[b->op], q->quoted);
 	if (sql == NULL)
 		return pgc__err(err, PGC_ENOMEM, "out of memory");
 	snprintf(lim, sizeof lim, "%d", b->batch_size ? b->batch_size : BULK_BATCH_DEFAULT);
@@ -585,10 +415,8 @@ int pgc_queue_config_get(pgc_queue *q, pgc_queue_config *out, pgc_error *err)
 		return PGC_EUSAGE;
 	int rc;
 	PGresult *res = pgc__queue_run_text(q,
-	        "SELECT (extract(epoch FROM aging) * 1000)::bigint,"
-	        " (extract(epoch FROM succeeded_retention) * 1000)::bigint,"
-	        " (extract(epoch FROM failed_retention) * 1000)::bigint, max_payload_bytes"
-	        " FROM @S@.queue_settings", 0, NULL, &rc, err);
+	        "SELECT aging_ms, succeeded_retention_ms, failed_retention_ms, max_payload_bytes"
+	        " FROM @S@.queue_config()", 0, NULL, &rc, err);
 	if (res == NULL)
 		return rc;
 	out->aging_ms = atoll(PQgetvalue(res, 0, 0));
@@ -618,14 +446,7 @@ int pgc_queue_config_set(pgc_queue *q, const pgc_queue_config *cfg, pgc_error *e
 	const char *v[4] = { a, s, f, m };
 	int rc;
 	PGresult *res = pgc__queue_run_text(q,
-	        "UPDATE @S@.queue_settings SET"
-	        " aging = CASE WHEN $1::bigint < 0 THEN aging ELSE $1::bigint * interval '1 millisecond' END,"
-	        " succeeded_retention = CASE WHEN $2::bigint < 0 THEN succeeded_retention"
-	        "  ELSE $2::bigint * interval '1 millisecond' END,"
-	        " failed_retention = CASE WHEN $3::bigint < 0 THEN failed_retention"
-	        "  ELSE $3::bigint * interval '1 millisecond' END,"
-	        " max_payload_bytes = CASE WHEN $4::int < 0 THEN max_payload_bytes ELSE $4::int END",
-	        4, v, &rc, err);
+	        "SELECT @S@.queue_config_set($1::bigint, $2::bigint, $3::bigint, $4::int)", 4, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	PQclear(res);

@@ -2,9 +2,10 @@
  * the keys look like now
  *
  * The claim itself is the SQL function claim_flow() (src/schema/functions/claim_flow.sql), called by queue.c and
- * the worker in the claim's round trip; here are the settings it reads (queues, job_keys) and
- * the figures of each key. A change of the settings takes effect at the next claim, and wakes
- * the queue's workers. */
+ * the worker in the claim's round trip; here are the settings it reads (queues, job_keys),
+ * changed by SQL queue_flow_set(), queue_key_set() and queue_key_reset(), and the figures of
+ * each key. A change of the settings takes effect at the next claim, and wakes the queue's
+ * workers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,29 +83,10 @@ int pgc_queue_flow_set(pgc_queue *q, const char *queue, const pgc_queue_flow *se
 	snprintf(krms, sizeof krms, "%lld", (long long)set->key_rate.per_ms);
 	snprintf(fair, sizeof fair, "%d", set->fair);
 	const char *v[7] = { queue, lim, rn, rms, krn, krms, fair };
-	/* The keys without a limit of their own take the new default; a rate that changes starts
-	 * afresh. */
+	/* SQL queue_flow_set(): the keys without a limit of their own take the new default; a rate
+	 * that changes starts afresh. */
 	PGresult *res = pgc__queue_run_text(q,
-	        "WITH u AS (INSERT INTO @S@.queues AS s (name, flow, key_limit, rate_n, rate_ms,"
-	        "  key_rate_n, key_rate_ms, fair)"
-	        " VALUES ($1, true, CASE WHEN $2::int > 0 THEN $2::int END,"
-	        "  CASE WHEN $3::int > 0 THEN $3::int END, CASE WHEN $3::int > 0 THEN $4::bigint END,"
-	        "  CASE WHEN $5::int > 0 THEN $5::int END, CASE WHEN $5::int > 0 THEN $6::bigint END,"
-	        "  $7::int = 1)"
-	        " ON CONFLICT (name) DO UPDATE SET flow = true,"
-	        "  key_limit = CASE WHEN $2::int < 0 THEN s.key_limit ELSE nullif($2::int, 0) END,"
-	        "  rate_n = CASE WHEN $3::int < 0 THEN s.rate_n ELSE nullif($3::int, 0) END,"
-	        "  rate_ms = CASE WHEN $3::int < 0 THEN s.rate_ms WHEN $3::int = 0 THEN NULL ELSE $4::bigint END,"
-	        "  rate_next = CASE WHEN $3::int < 0 THEN s.rate_next END,"
-	        "  key_rate_n = CASE WHEN $5::int < 0 THEN s.key_rate_n ELSE nullif($5::int, 0) END,"
-	        "  key_rate_ms = CASE WHEN $5::int < 0 THEN s.key_rate_ms WHEN $5::int = 0 THEN NULL"
-	        "   ELSE $6::bigint END,"
-	        "  fair = CASE WHEN $7::int < 0 THEN s.fair ELSE $7::int = 1 END"
-	        " RETURNING s.name, s.key_limit),"
-	        " k AS (UPDATE @S@.job_keys k SET lim = coalesce(k.max_running, u.key_limit) FROM u"
-	        "  WHERE k.queue = u.name AND k.lim IS DISTINCT FROM coalesce(k.max_running, u.key_limit)"
-	        "  RETURNING 1)"
-	        " SELECT (SELECT count(*) FROM k), pg_notify(st.channel, $1) FROM @S@.queue_settings st",
+	        "SELECT @S@.queue_flow_set($1, $2::int, $3::int, $4::bigint, $5::int, $6::bigint, $7::int)",
 	        7, v, &rc, err);
 	if (res == NULL)
 		return rc;
@@ -146,33 +128,8 @@ int pgc_queue_key_set(pgc_queue *q, const char *queue, const char *key,
 	snprintf(rn, sizeof rn, "%d", set->rate.n);
 	snprintf(rms, sizeof rms, "%lld", (long long)set->rate.per_ms);
 	const char *v[6] = { queue, key, lim, w, rn, rms };
-	/* The queue first, in a statement of its own, so that the key's statement sees it. */
 	PGresult *res = pgc__queue_run_text(q,
-	        "INSERT INTO @S@.queues (name, flow) VALUES ($1, true)"
-	        " ON CONFLICT (name) DO UPDATE SET flow = true WHERE NOT @S@.queues.flow", 1, v, &rc, err);
-	if (res == NULL)
-		return rc;
-	PQclear(res);
-	res = pgc__queue_run_text(q,
-	        "WITH k AS (INSERT INTO @S@.job_keys AS k (queue, key, max_running, weight, rate_n, rate_ms,"
-	        "  lim, vtime)"
-	        " SELECT $1, $2, CASE WHEN $3::int > 0 THEN $3::int END, CASE WHEN $4::int > 0 THEN $4::int END,"
-	        "  CASE WHEN $5::int > 0 THEN $5::int END, CASE WHEN $5::int > 0 THEN $6::bigint END,"
-	        "  coalesce(CASE WHEN $3::int > 0 THEN $3::int END, q.key_limit),"
-	        "  coalesce((SELECT o.vtime FROM @S@.job_keys o WHERE o.queue = $1"
-	        "   AND (o.lim IS NULL OR o.running < o.lim) ORDER BY o.vtime LIMIT 1), 0)"
-	        " FROM @S@.queues q WHERE q.name = $1"
-	        " ON CONFLICT (queue, key) DO UPDATE SET"
-	        "  max_running = CASE WHEN $3::int < 0 THEN k.max_running ELSE nullif($3::int, 0) END,"
-	        "  weight = CASE WHEN $4::int < 0 THEN k.weight ELSE nullif($4::int, 0) END,"
-	        "  rate_n = CASE WHEN $5::int < 0 THEN k.rate_n ELSE nullif($5::int, 0) END,"
-	        "  rate_ms = CASE WHEN $5::int < 0 THEN k.rate_ms WHEN $5::int = 0 THEN NULL ELSE $6::bigint END,"
-	        "  rate_next = CASE WHEN $5::int < 0 THEN k.rate_next END,"
-	        "  lim = coalesce(CASE WHEN $3::int < 0 THEN k.max_running ELSE nullif($3::int, 0) END,"
-	        "   (SELECT key_limit FROM @S@.queues WHERE name = $1))"
-	        " RETURNING 1)"
-	        " SELECT (SELECT count(*) FROM k), pg_notify(st.channel, $1) FROM @S@.queue_settings st",
-	        6, v, &rc, err);
+	        "SELECT @S@.queue_key_set($1, $2, $3::int, $4::int, $5::int, $6::bigint)", 6, v, &rc, err);
 	if (res == NULL)
 		return rc;
 	PQclear(res);
@@ -186,18 +143,13 @@ int pgc_queue_key_reset(pgc_queue *q, const char *queue, const char *key, pgc_er
 	if (rc != PGC_OK)
 		return rc;
 	const char *v[2] = { queue, key };
-	PGresult *res = pgc__queue_run_text(q,
-	        "WITH k AS (UPDATE @S@.job_keys k SET max_running = NULL, weight = NULL, rate_n = NULL,"
-	        "  rate_ms = NULL, rate_next = NULL, lim = q.key_limit"
-	        " FROM @S@.queues q WHERE q.name = k.queue AND k.queue = $1 AND k.key = $2 RETURNING 1)"
-	        " SELECT (SELECT count(*) FROM k), pg_notify(st.channel, $1) FROM @S@.queue_settings st",
-	        2, v, &rc, err);
-	if (res == NULL)
+	PGresult *res = pgc__queue_run_text(q, "SELECT @S@.queue_key_reset($1, $2)", 2, v, &rc, err);
+	if (res == NULL) {
+		if (rc == PGC_ESQL && err != NULL && strcmp(err->sqlstate, "P0002") == 0)
+			return pgc__err(err, PGC_ENOTFOUND, "queue \"%.100s\" has no key \"%.100s\"", queue, key);
 		return rc;
-	bool none = atol(PQgetvalue(res, 0, 0)) == 0;
+	}
 	PQclear(res);
-	if (none)
-		return pgc__err(err, PGC_ENOTFOUND, "queue \"%.100s\" has no key \"%.100s\"", queue, key);
 	return PGC_OK;
 }
 
