@@ -534,6 +534,35 @@ class AsyncClient:
         """Acquire the lease if it is free now: its handle, or ``None`` when another holds it."""
         return await self._lease(name, ttl, holder, 0, True)
 
+    async def lease_acquire(self, name: str, *, ttl: float, holder: Optional[str] = None) -> LeaseInfo:
+        """One attempt to take the lease, with no handle and no renewal; see
+        :meth:`pgcoord.Client.lease_acquire`."""
+        name_bytes("lease name", name, 200)
+        h = holder if holder is not None else default_holder()
+        ms = ttl_ms(ttl)
+        return await self._call(
+            f'acquiring lease "{name}"',
+            lambda c: _lease_row(c, self._stmts.lease_acquire, name, [name, h, ms, 1000], True),
+        )
+
+    async def lease_renew(self, name: str, token: int, *, ttl: float) -> LeaseInfo:
+        """One renewal of the lease granted with ``token``; ``info.status`` says whether it was
+        renewed; see :meth:`pgcoord.Client.lease_renew`."""
+        ms = ttl_ms(ttl)
+        return await self._call(
+            f'renewing lease "{name}"',
+            lambda c: _lease_row(c, self._stmts.lease_renew, name, [name, token, ms], False),
+        )
+
+    async def lease_release(self, name: str, token: int) -> str:
+        """Release the lease granted with ``token``; the server's status; see
+        :meth:`pgcoord.Client.lease_release`."""
+
+        async def go(c: AConn) -> str:
+            return str((await _fetch(c, self._stmts.lease_release, [name, token]))[0][0])
+
+        return await self._call(f'releasing lease "{name}"', go)
+
     async def fence_check(self, conn: AConn, name: str, token: int) -> int:
         """Check ``token`` in the writer's transaction on ``conn``; see
         :meth:`pgcoord.Client.fence_check`."""

@@ -552,6 +552,37 @@ class Client:
         """Acquire the lease if it is free now: its handle, or ``None`` when another holds it."""
         return self._lease(name, ttl, holder, 0, True)
 
+    def lease_acquire(self, name: str, *, ttl: float, holder: Optional[str] = None) -> LeaseInfo:
+        """One attempt to take the lease, with no handle and no renewal: the call :meth:`lease`
+        is built on, for a caller that renews on its own schedule (or in another process).
+
+        ``info.granted`` says whether it was granted; ``info.token`` is then the fencing token,
+        else the current holder's. Unrenewed, the lease runs out after ``ttl`` seconds.
+        """
+        name_bytes("lease name", name, 200)
+        info, _ = self._lease_acquire(name, holder if holder is not None else default_holder(), ttl_ms(ttl))
+        return info
+
+    def lease_renew(self, name: str, token: int, *, ttl: float) -> LeaseInfo:
+        """One renewal of the lease granted with ``token``, for ``ttl`` seconds from now.
+
+        ``info.status`` is ``ok`` (renewed) or says why not: ``expired``, ``released``,
+        ``superseded`` (a newer token was granted) or ``unknown``. A stale token is an answer,
+        not an exception: the caller stops what the lease protected.
+        """
+        ms = ttl_ms(ttl)
+        return self._call(
+            f'renewing lease "{name}"',
+            lambda c: lease_info(name, _fetch(c, self._stmts.lease_renew, [name, token, ms])[0], False),
+        )
+
+    def lease_release(self, name: str, token: int) -> str:
+        """Release the lease granted with ``token`` so a candidate can take it at once; the
+        server's status: ``ok``, ``released`` (already), ``superseded`` or ``unknown``."""
+        return self._call(
+            f'releasing lease "{name}"', lambda c: str(_fetch(c, self._stmts.lease_release, [name, token])[0][0])
+        )
+
     def fence_check(self, conn: Conn, name: str, token: int) -> int:
         """Check, in the writer's transaction on ``conn``, that ``token`` is the newest for ``name``.
 

@@ -183,3 +183,17 @@ async def test_on_one_async_connection(dsn: str, schema: str) -> None:
         with psycopg.Connection.connect(dsn) as sync_conn:
             with pytest.raises(pgcoord.UsageError, match="Client for sync"):
                 pgcoord.AsyncClient(sync_conn)  # type: ignore[arg-type]
+
+
+async def test_one_call_lease(client: pgcoord.AsyncClient) -> None:
+    name = f"apy-onecall-{uuid.uuid4().hex[:8]}"
+    a = await client.lease_acquire(name, ttl=10, holder="a")
+    assert a.granted and a.token > 0
+    b = await client.lease_acquire(name, ttl=10, holder="b")
+    assert not b.granted and b.holder == "a"
+    assert (await client.lease_renew(name, a.token, ttl=10)).status == "ok"
+    assert await client.lease_release(name, a.token) == "ok"
+    b = await client.lease_acquire(name, ttl=10, holder="b")
+    assert b.granted and b.token > a.token
+    assert (await client.lease_renew(name, a.token, ttl=10)).status == "superseded"
+    assert await client.lease_release(name, b.token) == "ok"

@@ -136,3 +136,27 @@ def test_bad_arguments(client: pgcoord.Client) -> None:
         client.lease("x", ttl=0)
     with pytest.raises(pgcoord.UsageError, match="lease name is empty"):
         client.lease("", ttl=1)
+
+
+def test_one_call_acquire_renew_release(client: pgcoord.Client) -> None:
+    # The level under the handle: one call each, no renewal thread, tokens passed by hand
+    # (as between processes).
+    name = uniq("onecall")
+    a = client.lease_acquire(name, ttl=0.3, holder="a")
+    assert a.granted and a.token > 0 and a.holder == "a"
+    b = client.lease_acquire(name, ttl=10, holder="b")
+    assert not b.granted and b.holder == "a" and b.token == a.token
+    # Nobody renews it: it runs out, and b is granted a newer token.
+    got: list[pgcoord.LeaseInfo] = []
+    wait_for(lambda: bool(got.append(client.lease_acquire(name, ttl=10, holder="b")) or got[-1].granted), what="expiry")
+    b = got[-1]
+    assert b.token > a.token
+    assert client.lease_renew(name, a.token, ttl=10).status == "superseded"
+    r = client.lease_renew(name, b.token, ttl=10)
+    assert r.status == "ok" and r.granted and r.remaining > 5
+    assert client.lease_release(name, b.token) == "ok"
+    assert client.lease_release(name, b.token) == "released"
+    assert client.lease_release(name, a.token) == "superseded"
+    assert client.lease_renew(name, b.token, ttl=10).status == "released"
+    with pytest.raises(pgcoord.UsageError):
+        client.lease_acquire("", ttl=1)
