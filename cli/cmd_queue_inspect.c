@@ -273,9 +273,9 @@ int queue_do_show(int argc, char **argv)
 			       "attempts:", j->attempts, j->max_attempts);
 			printf("%-14s%d of %d\n", "deferrals:", j->deferrals, j->max_deferrals);
 			if (w.reason[0] != '\0')
-				printf("%-14s%s\n", "why waiting:", cli_esc(w.reason));
+				printf("%-14s%s\n", "waiting:", cli_esc(w.reason));
 			if (j->exit_status >= 0)
-				printf("%-14s%d\n", "exit status:", j->exit_status);
+				printf("%-14s%d\n", "exit:", j->exit_status);
 			if (j->duration_ms >= 0) {
 				char d[PGC_DURATION_FORMAT_MAX];
 				printf("%-14s%s%s\n", "duration:", cli_duration_str(j->duration_ms, d),

@@ -72,7 +72,7 @@ out_has "^$id .* failed .* ValueError: bad$"
 grep -q "Traceback" "$TMP/out" && fail "queue list shows the traceback's first line: $(cat "$TMP/out")"
 run 0 "$PG" queue show "$id" --schema "$S"
 out_has "^last_error: *exit status 1: Traceback (most recent call last):.*ValueError: bad"
-out_has "^exit status: *1$"
+out_has "^exit: *1$"
 out_has "^duration: "
 run 0 "$PG" --json queue list tb --schema "$S"
 out_has '"error_line":"ValueError: bad"'

@@ -14,7 +14,7 @@ enqueue_id() { q enqueue "$@" --payload '{}' --json | sed 's/.*"id":\([0-9]*\).*
 # why ID TEXT: queue show ID says TEXT as its reason, and --json the same in wait.reason.
 why() {
 	run 0 q show "$1"
-	out_has "^why waiting: *$2"
+	out_has "^waiting: *$2"
 	run 0 q show "$1" --json
 	python3 - "$TMP/out" "$2" <<'PY' || fail "queue show $1 --json: $(cat "$TMP/out")"
 import json, re, sys
@@ -51,6 +51,6 @@ why "$k2" "its key k is at its limit 1"
 why "$r2" "queue rated is rate-limited until "
 # A running job has no reason; text shows none.
 run 0 q show "$k1"
-grep -q "^why waiting:" "$TMP/out" && fail "a running job says why it waits: $(cat "$TMP/out")"
+grep -q "^waiting:" "$TMP/out" && fail "a running job says why it waits: $(cat "$TMP/out")"
 stop_all
 echo ok
