@@ -8,26 +8,35 @@ skip_without_pg
 export PGCOORD_DSN=$PGCOORD_TEST_DSN
 OLD_COMMIT=1617607
 
-# The tool of that commit: $PGCOORD_OLD_BIN, or built once from the repository into the build
-# directory (about a minute).
+# The schema as that commit's init made it, without building its tool: each of its migration
+# files, run as its runner ran them (one transaction each, the schema name for @S@, a row in
+# the migrations table), from the repository's history.
 missing() {
 	[ "${PGCOORD_CI:-}" = 1 ] && fail "$1"
 	echo "skipped: $1" >&2
 	exit 77
 }
-old=${PGCOORD_OLD_BIN:-}
-if [ -z "$old" ]; then
-	dir=${PGCOORD_BUILD:?}/old-$OLD_COMMIT
-	old=$dir/b/pgcoord
-	if [ ! -x "$old" ]; then
-		git -C "$SRC" rev-parse -q --verify "$OLD_COMMIT^{commit}" >/dev/null 2>&1 ||
-			missing "commit $OLD_COMMIT is not in $SRC (a git checkout with its history is needed)"
-		rm -rf "$dir" && mkdir -p "$dir/src" || fail "cannot create $dir"
-		git -C "$SRC" archive "$OLD_COMMIT" | tar -x -C "$dir/src" || fail "git archive $OLD_COMMIT"
-		(meson setup "$dir/b" "$dir/src" && ninja -C "$dir/b" pgcoord) >"$dir/build.log" 2>&1 ||
-			{ tail -20 "$dir/build.log"; fail "cannot build pgcoord at $OLD_COMMIT"; }
-	fi
-fi
+git -C "$SRC" rev-parse -q --verify "$OLD_COMMIT^{commit}" >/dev/null 2>&1 ||
+	missing "commit $OLD_COMMIT is not in $SRC (a git checkout with its history is needed)"
+old_init() {
+	local schema=$1 f name n
+	psql_q "CREATE SCHEMA IF NOT EXISTS $schema; CREATE TABLE $schema.migrations (
+	          version integer PRIMARY KEY, name text NOT NULL,
+	          applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	          applied_by text NOT NULL DEFAULT current_user)" >/dev/null || fail "old init: migrations table"
+	for f in $(git -C "$SRC" ls-tree -r --name-only "$OLD_COMMIT" | grep -E '^src/(sql|schema/migrations)/[0-9]{3}_[a-z_0-9]+\.sql$' | sort); do
+		name=$(basename "$f" .sql)
+		n=$((10#${name%%_*}))
+		{
+			echo "BEGIN;"
+			git -C "$SRC" show "$OLD_COMMIT:$f" | sed "s/@S@/$schema/g"
+			echo ";"
+			echo "INSERT INTO $schema.migrations (version, name) VALUES ($n, '${name#*_}');"
+			echo "COMMIT;"
+		} | psql -X -q -v ON_ERROR_STOP=1 -d "$PGCOORD_TEST_DSN" >/dev/null 2>"$TMP/old.err" ||
+			{ cat "$TMP/old.err"; fail "old init: $f"; }
+	done
+}
 
 up=pgc_up_$$
 fresh=pgc_fresh_$$
@@ -37,13 +46,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run 0 "$old" init --schema "$up"
+old_init "$up"
 [ "$(psql_q "SELECT max(version) FROM $up.migrations")" = 14 ] || fail "the old tool did not make version 14"
 psql_q "SELECT 1 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
          WHERE c.relnamespace = '$up'::regnamespace AND c.relname = 'migrations' AND a.attname = 'checksum'" |
 	grep -q 1 && fail "the old schema already records checksums"
 # A job enqueued before the upgrade is worked after it.
-run 0 "$old" queue enqueue old --schema "$up" --payload '{"n":1}'
+psql_q "SELECT * FROM $up.enqueue('old', ARRAY['{\"n\":1}'], NULL, 0, clock_timestamp(), 25)" >/dev/null ||
+	fail "enqueue on the old schema"
 
 # The migrations since 14 apply, then the functions.
 latest=$(ls "$SRC"/src/schema/migrations/*.sql | wc -l)
