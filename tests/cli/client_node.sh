@@ -14,10 +14,14 @@ major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || missing "node $(node --version) is too old: the client needs Node.js 20 or newer"
 dir="$SRC/clients/node"
 cd "$dir" || fail "no $dir"
-# The packages exactly as locked, into clients/node/node_modules (ignored by git).
+# The packages exactly as locked, into clients/node/node_modules (ignored by git), under a lock
+# on this directory that tests/conformance/run_node.sh takes too: two installs never overlap.
+exec 9<"$dir"
+flock -w 600 9 || fail "waited 600 s for the lock on $dir"
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
 	npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm" 2>&1 || { cat "$TMP/npm"; fail "npm ci failed in $dir"; }
 fi
+exec 9<&-
 npx --no-install tsc --noEmit -p tsconfig.json || fail "tsc --noEmit found errors"
 PGCOORD_BIN="$PG" npm test --silent >"$TMP/out" 2>&1
 rc=$?

@@ -16,7 +16,17 @@ import {
   sqlstateOf,
 } from "./errors.js";
 import { bounded, checkMs, checkout, dsnPassword, masker, sleep } from "./internal.js";
-import { Lease, type LeaseHost, type LeaseOptions, type LeaseRow, checkLeaseArgs } from "./lease.js";
+import {
+  Lease,
+  type LeaseHost,
+  type LeaseGrant,
+  type LeaseOptions,
+  type LeaseRenewal,
+  type LeaseRow,
+  type LeaseStatus,
+  checkLeaseArgs,
+  leaseInfo,
+} from "./lease.js";
 import {
   type LockOptions,
   type LockTarget,
@@ -466,7 +476,14 @@ export class Client {
    * @returns the held lease (renewing itself), or null when someone else holds it
    */
   async leaseAcquire(name: string, opts: LeaseOptions): Promise<Lease | null> {
-    const holder = opts.holder ?? `node-${process.pid}@${os.hostname()}`;
+    const { row, holder, sentAt } = await this.leaseGrant(name, opts);
+    if (row?.granted !== true) return null;
+    return new Lease(this.leaseHost(), name, holder, BigInt(row.token as string), opts.ttlMs, sentAt, row.expires_at);
+  }
+
+  /** One lease_acquire() call: its row, the holder asked for and when it was sent. @internal */
+  private async leaseGrant(name: string, opts: LeaseOptions): Promise<{ row: LeaseRow | undefined; holder: string; sentAt: number }> {
+    const holder = opts?.holder ?? `node-${process.pid}@${os.hostname()}`;
     checkLeaseArgs(name, holder, opts?.ttlMs);
     const lockTimeout = opts.lockTimeoutMs ?? 1000;
     await this.ready();
@@ -481,9 +498,65 @@ export class Client {
     } catch (err) {
       throw fromPg(err, `acquiring lease "${name}"`, this.mask);
     }
+    return { row: r.rows[0], holder, sentAt };
+  }
+
+  /**
+   * One attempt to take the lease `name`, with no handle and no renewal: the call
+   * {@link Client.leaseAcquire} is built on, for a caller that renews on its own schedule, or
+   * whose token travels to another process. Unrenewed, the lease runs out after `opts.ttlMs`.
+   *
+   * @returns what the server said: `granted`, and `token` (the fencing token when granted,
+   *   else the current holder's), `holder`, `expiresAt`
+   */
+  async leaseAcquireToken(name: string, opts: LeaseOptions): Promise<LeaseGrant> {
+    const { row } = await this.leaseGrant(name, opts);
+    return { granted: row?.granted === true, ...leaseInfo(row) };
+  }
+
+  /**
+   * One renewal of the lease `name` granted with `token`, for `opts.ttlMs` from now.
+   *
+   * @returns `status` `ok` (renewed) or why not: `expired`, `released`, `superseded` (a newer
+   *   token was granted) or `unknown`; a stale token is an answer, not an exception
+   */
+  async leaseRenew(name: string, token: bigint, opts: { ttlMs: number }): Promise<LeaseRenewal> {
+    checkLeaseArgs(name, "", opts?.ttlMs);
+    if (typeof token !== "bigint") throw new UsageError("lease token must be a bigint");
+    await this.ready();
+    let r: pg.QueryResult<LeaseRow>;
+    try {
+      r = await this.poolQuery<LeaseRow>(
+        `SELECT status, token, holder, expires_at FROM ${this.fn("lease_renew")}($1, $2::bigint, $3::bigint)`,
+        [name, token.toString(), opts.ttlMs],
+        10000,
+      );
+    } catch (err) {
+      throw fromPg(err, `renewing lease "${name}"`, this.mask);
+    }
     const row = r.rows[0];
-    if (row?.granted !== true) return null;
-    return new Lease(this.leaseHost(), name, holder, BigInt(row.token), opts.ttlMs, sentAt, row.expires_at);
+    return { status: (row?.status ?? "unknown") as LeaseStatus, ...leaseInfo(row) };
+  }
+
+  /**
+   * Releases the lease `name` granted with `token`, so that a candidate can take it at once.
+   *
+   * @returns the server's status: `ok`, `released` (already), `superseded` or `unknown`
+   */
+  async leaseRelease(name: string, token: bigint): Promise<LeaseStatus> {
+    checkLeaseArgs(name, "", 1);
+    if (typeof token !== "bigint") throw new UsageError("lease token must be a bigint");
+    await this.ready();
+    try {
+      const r = await this.poolQuery<{ s: LeaseStatus }>(
+        `SELECT ${this.fn("lease_release")}($1, $2::bigint) AS s`,
+        [name, token.toString()],
+        10000,
+      );
+      return r.rows[0]?.s ?? "unknown";
+    } catch (err) {
+      throw fromPg(err, `releasing lease "${name}"`, this.mask);
+    }
   }
 
   /**

@@ -32,5 +32,13 @@ export {
 } from "./errors.js";
 export { maskDsn } from "./internal.js";
 export { LOCK_NAME_MAX_BYTES, key, xxh64 } from "./key.js";
-export { Lease, type LeaseLossReason, type LeaseOptions } from "./lease.js";
+export {
+  Lease,
+  type LeaseGrant,
+  type LeaseInfo,
+  type LeaseLossReason,
+  type LeaseOptions,
+  type LeaseRenewal,
+  type LeaseStatus,
+} from "./lease.js";
 export { SessionLock, type LockOptions, type LockTarget, type XactLockOptions } from "./lock.js";

@@ -37,9 +37,43 @@ export interface LeaseHost {
 export interface LeaseRow {
   granted?: boolean;
   status?: string;
-  token: string;
-  holder: string;
+  token: string | null;
+  holder: string | null;
   expires_at: Date | null;
+}
+
+/** A status of `lease_renew` and `lease_release` (docs/PROTOCOL.md). */
+export type LeaseStatus = "ok" | "expired" | "released" | "superseded" | "unknown";
+
+/** The lease's row as one call left it: who holds which token until when. */
+export interface LeaseInfo {
+  /** The fencing token of the row: this grant's, or the current holder's (0n when there is no row). */
+  token: bigint;
+  /** The holder of that token. */
+  holder: string | null;
+  /** When the lease lapses, by the server's clock. */
+  expiresAt: Date | null;
+}
+
+/** What one {@link Client.leaseAcquireToken} got. */
+export interface LeaseGrant extends LeaseInfo {
+  /** Whether the lease was granted; when not, `token`, `holder` and `expiresAt` describe the current holder. */
+  granted: boolean;
+}
+
+/** What one {@link Client.leaseRenew} got. */
+export interface LeaseRenewal extends LeaseInfo {
+  /** `ok` (renewed), or why not. */
+  status: LeaseStatus;
+}
+
+/** The row's fields as a {@link LeaseInfo}. @internal */
+export function leaseInfo(row: LeaseRow | undefined): LeaseInfo {
+  return {
+    token: row?.token === undefined || row.token === null ? 0n : BigInt(row.token),
+    holder: row?.holder ?? null,
+    expiresAt: row?.expires_at ?? null,
+  };
 }
 
 /**

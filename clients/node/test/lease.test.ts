@@ -76,3 +76,35 @@ test("a lease superseded behind its back is lost; fence_check refuses its token 
   const t = await client.fenceNext(name, "c");
   assert.ok(t > b.token);
 });
+
+test("one-call leaseAcquireToken, leaseRenew and leaseRelease: no handle, renewed by hand, stale tokens are statuses", opts, async () => {
+  const name = unique("bytoken");
+  const a = await client.leaseAcquireToken(name, { holder: "a", ttlMs: 300 });
+  assert.equal(a.granted, true);
+  assert.equal(typeof a.token, "bigint");
+  assert.equal(a.holder, "a");
+  assert.ok(a.expiresAt instanceof Date);
+  const refused = await client.leaseAcquireToken(name, { holder: "b", ttlMs: 10000 });
+  assert.equal(refused.granted, false);
+  assert.equal(refused.token, a.token);
+  assert.equal(refused.holder, "a");
+  const renewed = await client.leaseRenew(name, a.token, { ttlMs: 300 });
+  assert.equal(renewed.status, "ok");
+  // Nothing renews it now: it runs out, and the next candidate gets a newer token.
+  let b = refused;
+  await waitFor("the unrenewed lease to run out", 10000, async () => {
+    b = await client.leaseAcquireToken(name, { holder: "b", ttlMs: 10000 });
+    return b.granted;
+  });
+  assert.ok(b.token > a.token);
+  assert.equal((await client.leaseRenew(name, a.token, { ttlMs: 10000 })).status, "superseded");
+  assert.equal(await client.leaseRelease(name, a.token), "superseded");
+  assert.equal((await client.leaseRenew(name, b.token, { ttlMs: 10000 })).status, "ok");
+  assert.equal(await client.leaseRelease(name, b.token), "ok");
+  assert.equal(await client.leaseRelease(name, b.token), "released");
+  assert.equal((await client.leaseRenew(name, b.token, { ttlMs: 10000 })).status, "released");
+  assert.equal(await client.leaseRelease(unique("never"), 1n), "unknown");
+  assert.equal((await client.leaseRenew(unique("never"), 1n, { ttlMs: 1000 })).status, "unknown");
+  await assert.rejects(client.leaseRenew(name, 1 as unknown as bigint, { ttlMs: 1000 }), /bigint/);
+  await assert.rejects(client.leaseRenew(name, b.token, { ttlMs: 0 }), /positive/);
+});

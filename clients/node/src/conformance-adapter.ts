@@ -1,0 +1,505 @@
+/**
+ * The Node client's adapter for pgcoord's conformance suite (tests/conformance/README.md): one
+ * JSON request a line on stdin, one JSON answer a line on stdout, in order, each written at
+ * once. Every op runs on this client's own API, except `sql`, the runner's look at the
+ * adapter's session (a `pg` connection of its own), and `init`, which runs
+ * `pgcoord init --schema` as the README says to. The client has no worker yet: the ops of the
+ * `queue`, `keys` and `results` features answer error kind `usage`, "not supported", and
+ * `hello` does not list them.
+ *
+ * Run it as `node dist/esm/conformance-adapter.js` (built with the package, not exported from
+ * it). PGCOORD_BIN names the pgcoord tool for `init` (default: build/pgcoord of the source
+ * tree, then pgcoord on PATH). End of input exits, releasing everything with the sessions.
+ *
+ * Keys, tokens and ids are 64-bit: requests are parsed, and answers written, with exact
+ * integers (bigint), which JSON.parse and JSON.stringify cannot do.
+ *
+ * @module
+ * @internal
+ */
+import { execFile } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import * as path from "node:path";
+import * as readline from "node:readline";
+import pg from "pg";
+import { CLIENT_VERSION, Client, PROTOCOL_VERSION, type Isolation } from "./client.js";
+import { PgcoordError, SchemaError, fromPg, sqlstateOf } from "./errors.js";
+import { key } from "./key.js";
+import type { SessionLock } from "./lock.js";
+
+const FEATURES = ["locks", "leases", "tx"];
+/** Ops of features this client does not have yet (the worker and what needs it). */
+const NOT_SUPPORTED = new Set([
+  "enqueue", "enqueue_many", "claim", "complete", "fail", "release", "renew", "cancel",
+  "reap", "job", "job_result", "flow_set", "work", "stop",
+]); // prettier-ignore
+const ISOLATIONS = new Set(["read committed", "repeatable read", "serializable"]);
+const APPLICATION = "pgcoord/conformance";
+
+// ---- JSON with exact 64-bit integers ----------------------------------------------------------
+
+type Json = null | boolean | number | bigint | string | Json[] | { [k: string]: Json };
+
+/** JSON.parse, except that an integer beyond 2^53 comes back as an exact bigint. */
+function parseJson(text: string): Json {
+  let i = 0;
+  const ws = (): void => {
+    while (i < text.length && " \t\r\n".includes(text[i] as string)) i++;
+  };
+  const fail = (what: string): never => {
+    throw new SyntaxError(`${what} at offset ${i}`);
+  };
+  const value = (): Json => {
+    ws();
+    const c = text[i];
+    if (c === "{") {
+      i++;
+      const o: { [k: string]: Json } = {};
+      ws();
+      if (text[i] === "}") {
+        i++;
+        return o;
+      }
+      for (;;) {
+        ws();
+        if (text[i] !== '"') fail("expected a key");
+        const k = str();
+        ws();
+        if (text[i++] !== ":") fail("expected ':'");
+        o[k] = value();
+        ws();
+        const d = text[i++];
+        if (d === "}") return o;
+        if (d !== ",") fail("expected ',' or '}'");
+      }
+    }
+    if (c === "[") {
+      i++;
+      const a: Json[] = [];
+      ws();
+      if (text[i] === "]") {
+        i++;
+        return a;
+      }
+      for (;;) {
+        a.push(value());
+        ws();
+        const d = text[i++];
+        if (d === "]") return a;
+        if (d !== ",") fail("expected ',' or ']'");
+      }
+    }
+    if (c === '"') return str();
+    for (const [word, v] of [["true", true], ["false", false], ["null", null]] as const) {
+      if (text.startsWith(word, i)) {
+        i += word.length;
+        return v;
+      }
+    }
+    const m = /^-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));
+    if (m === null) return fail("unexpected character");
+    i += m[0].length;
+    if (m[1] === undefined && m[2] === undefined) {
+      const n = Number(m[0]);
+      return Number.isSafeInteger(n) ? n : BigInt(m[0]);
+    }
+    return Number(m[0]);
+  };
+  const str = (): string => {
+    const m = /^"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/.exec(text.slice(i));
+    if (m === null) return fail("bad string");
+    i += m[0].length;
+    return JSON.parse(m[0]) as string;
+  };
+  const v = value();
+  ws();
+  if (i !== text.length) fail("trailing text");
+  return v;
+}
+
+/** JSON.stringify, except that a bigint is written as an exact integer; undefined fields are left out. */
+function toJson(v: unknown): string {
+  if (v === null || v === undefined) return "null";
+  if (typeof v === "bigint") return v.toString();
+  if (typeof v === "number") return Number.isFinite(v) ? String(v) : "null";
+  if (typeof v === "boolean" || typeof v === "string") return JSON.stringify(v);
+  if (v instanceof Date) return JSON.stringify(v.toISOString());
+  if (Array.isArray(v)) return `[${v.map(toJson).join(",")}]`;
+  const parts: string[] = [];
+  for (const [k, x] of Object.entries(v as object)) if (x !== undefined) parts.push(`${JSON.stringify(k)}:${toJson(x)}`);
+  return `{${parts.join(",")}}`;
+}
+
+// ---- answers ------------------------------------------------------------------------------
+
+type Req = { [k: string]: Json };
+type Ans = { [k: string]: unknown };
+
+/** An error answer: kind, message, sqlstate. */
+class Answer extends Error {
+  constructor(
+    readonly kind: string,
+    message: string,
+    readonly sqlstate: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+/** The protocol's error kind of a client error (README: the kinds every client shares). */
+function kindOf(e: unknown): string {
+  if (e instanceof PgcoordError) {
+    switch (e.code) {
+      case "notFound":
+        return "not_found";
+      case "retryLater":
+        return "retry_later";
+      default:
+        return e.code;
+    }
+  }
+  return "internal";
+}
+
+function out(obj: Ans): void {
+  // One write per answer; a pipe's writes are synchronous on Linux, so it is out before kill.
+  process.stdout.write(`${toJson(obj)}\n`);
+}
+
+function argStr(req: Req, name: string): string;
+function argStr(req: Req, name: string, required: false): string | undefined;
+function argStr(req: Req, name: string, required = true): string | undefined {
+  const v = req[name];
+  if ((v === null || v === undefined) && !required) return undefined;
+  if (typeof v !== "string") throw new Answer("usage", `${name} must be a string`);
+  return v;
+}
+
+function argInt(req: Req, name: string, dflt?: number): number {
+  const v = req[name];
+  if ((v === null || v === undefined) && dflt !== undefined) return dflt;
+  if (typeof v !== "number" || !Number.isSafeInteger(v)) throw new Answer("usage", `${name} must be an integer`);
+  return v;
+}
+
+function argBig(req: Req, name: string): bigint {
+  const v = req[name];
+  const b = typeof v === "bigint" ? v : typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) : undefined;
+  if (b === undefined || BigInt.asIntN(64, b) !== b) throw new Answer("usage", `${name} must be a signed 64-bit integer`);
+  return b;
+}
+
+/** A lock held in a transaction of its own, on a session of its own, until unlock. */
+class XactLock {
+  constructor(readonly conn: pg.Client) {}
+
+  async release(): Promise<void> {
+    try {
+      await this.conn.query("ROLLBACK");
+    } catch (err) {
+      throw fromPg(err, "ending the transaction that held the lock");
+    } finally {
+      await this.conn.end().catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * A session lock the adapter holds, and how many times it took it. The client takes each
+ * session lock on a connection of its own (two tasks of one process exclude each other), so a
+ * second lock of a name this adapter holds would wait for the first; the protocol's adapter is
+ * one session, on which the server counts a lock taken twice. The adapter counts likewise.
+ */
+interface Held {
+  lock: SessionLock;
+  count: number;
+}
+
+function spawn(exe: string, args: string[]): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(exe, args, { timeout: 120000 }, (err, _stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === "number" ? err.code : 1;
+      resolve({ code, stderr: String(stderr) });
+    });
+  });
+}
+
+function executable(p: string | undefined): boolean {
+  if (p === undefined || p === "") return false;
+  try {
+    accessSync(p, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+class Adapter {
+  private dsn: string | undefined;
+  private schema: string | undefined;
+  private client: Client | undefined;
+  private conn: pg.Client | undefined;
+  private session = new Map<string, Held>();
+  private xact = new Map<string, XactLock[]>();
+
+  private need(): Client {
+    if (this.client === undefined) throw new Answer("usage", "not connected: send connect first");
+    return this.client;
+  }
+
+  /** A connection of the adapter's own (errors of an idle one are seen at its next query). */
+  private async open(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: this.dsn, application_name: APPLICATION });
+    c.on("error", () => undefined);
+    try {
+      await c.connect();
+    } catch (err) {
+      throw fromPg(err, "connecting");
+    }
+    return c;
+  }
+
+  async close(): Promise<void> {
+    const ends: Array<Promise<unknown>> = [];
+    for (const h of this.session.values()) ends.push(h.lock.release());
+    for (const held of this.xact.values()) for (const x of held) ends.push(x.conn.end());
+    if (this.conn !== undefined) ends.push(this.conn.end());
+    this.session.clear();
+    this.xact.clear();
+    this.conn = undefined;
+    await Promise.allSettled(ends);
+    if (this.client !== undefined) await this.client.end().catch(() => undefined);
+    this.client = undefined;
+  }
+
+  async hello(): Promise<Ans> {
+    return { language: "node", client_version: CLIENT_VERSION, protocol: PROTOCOL_VERSION, features: FEATURES };
+  }
+
+  async connect(req: Req): Promise<Ans> {
+    const dsn = argStr(req, "dsn");
+    const schema = argStr(req, "schema");
+    await this.close();
+    this.dsn = dsn;
+    this.schema = schema;
+    this.conn = await this.open();
+    this.client = new Client({ dsn, schema, applicationName: APPLICATION });
+    // The protocol version is checked here when the schema exists; a schema not created yet
+    // (init follows) is checked at the client's first call instead.
+    try {
+      await this.client.ready();
+    } catch (err) {
+      if (!(err instanceof SchemaError && err.sqlstate !== undefined)) throw err;
+    }
+    return {};
+  }
+
+  async init(): Promise<Ans> {
+    this.need();
+    const here = path.dirname(process.argv[1] ?? ".");
+    const pathExe = (process.env.PATH ?? "").split(path.delimiter).map((d) => path.join(d, "pgcoord"));
+    const exe = [process.env.PGCOORD_BIN, path.resolve(here, "../../../../build/pgcoord"), ...pathExe].find(executable);
+    if (exe === undefined) throw new Answer("internal", "no pgcoord tool for init: set PGCOORD_BIN");
+    const r = await spawn(exe, ["-d", this.dsn as string, "init", "--schema", this.schema as string]);
+    if (r.code !== 0) throw new Answer("schema", `pgcoord init exited ${r.code}: ${r.stderr.trim()}`);
+    return {};
+  }
+
+  // ---- locks ------------------------------------------------------------------------------
+
+  async lock_key(req: Req): Promise<Ans> {
+    return { key: key(argStr(req, "name")) };
+  }
+
+  async lock(req: Req): Promise<Ans> {
+    const client = this.need();
+    const name = argStr(req, "name");
+    const mode = argStr(req, "mode", false) ?? "session";
+    const wait = argInt(req, "wait_ms", 0);
+    if ((mode !== "session" && mode !== "xact") || wait < 0) throw new Answer("usage", "mode must be session or xact, wait_ms >= 0");
+    key(name); // an empty or bad name is usage, whatever the mode
+    if (mode === "session") {
+      const held = this.session.get(name);
+      if (held !== undefined) {
+        held.count++;
+        return { acquired: true };
+      }
+      const lock = await client.tryLock(name, { wait });
+      if (lock !== null) this.session.set(name, { lock, count: 1 });
+      return { acquired: lock !== null };
+    }
+    const conn = await this.open();
+    let got = false;
+    try {
+      await conn.query("BEGIN");
+      got = await client.tryXactLock(conn, name, { wait });
+    } finally {
+      if (!got) await conn.end().catch(() => undefined);
+    }
+    if (got) {
+      const list = this.xact.get(name) ?? [];
+      list.push(new XactLock(conn));
+      this.xact.set(name, list);
+    }
+    return { acquired: got };
+  }
+
+  async unlock(req: Req): Promise<Ans> {
+    const name = argStr(req, "name");
+    // The newest first: a transaction lock, then the session lock's count.
+    const list = this.xact.get(name);
+    const x = list?.pop();
+    if (x !== undefined) {
+      if (list?.length === 0) this.xact.delete(name);
+      await x.release();
+      return { released: true };
+    }
+    const held = this.session.get(name);
+    if (held === undefined) return { released: false };
+    if (--held.count === 0) {
+      this.session.delete(name);
+      await held.lock.release();
+    }
+    return { released: true };
+  }
+
+  // ---- leases and fencing -----------------------------------------------------------------
+
+  async lease_acquire(req: Req): Promise<Ans> {
+    const g = await this.need().leaseAcquireToken(argStr(req, "name"), {
+      holder: argStr(req, "holder", false) ?? "",
+      ttlMs: argInt(req, "ttl_ms"),
+    });
+    return { acquired: g.granted, token: g.granted ? g.token : null };
+  }
+
+  async lease_renew(req: Req): Promise<Ans> {
+    const name = argStr(req, "name");
+    const token = argBig(req, "token");
+    const r = await this.need().leaseRenew(name, token, { ttlMs: argInt(req, "ttl_ms") });
+    if (r.status !== "ok") throw new Answer("stale", `lease "${name}": token ${token} was not renewed: ${r.status}`);
+    return {};
+  }
+
+  async lease_release(req: Req): Promise<Ans> {
+    const name = argStr(req, "name");
+    const token = argBig(req, "token");
+    const status = await this.need().leaseRelease(name, token);
+    // As the C library: released (now or before) is done; a newer token is stale.
+    if (status === "superseded") throw new Answer("stale", `lease "${name}": token ${token} is stale, a newer token was granted`);
+    if (status !== "ok" && status !== "released") throw new Answer("not_found", `lease "${name}" has no token ${token}`);
+    return {};
+  }
+
+  async fence_check(req: Req): Promise<Ans> {
+    const client = this.need();
+    const name = argStr(req, "name");
+    const token = argBig(req, "token");
+    await client.transaction(async (tx) => client.fenceCheck(tx, name, token), { maxAttempts: 1 });
+    return {};
+  }
+
+  // ---- transactions and SQL ---------------------------------------------------------------
+
+  async tx(req: Req): Promise<Ans> {
+    const client = this.need();
+    const given = req.statements;
+    if (!Array.isArray(given) || !given.every((s) => typeof s === "string")) throw new Answer("usage", "statements must be a list of strings");
+    const stmts = given as string[];
+    const iso = argStr(req, "isolation", false);
+    if (iso !== undefined && !ISOLATIONS.has(iso)) throw new Answer("usage", `isolation must be one of ${[...ISOLATIONS].join(", ")}`);
+    let runs = 0;
+    await client.transaction(
+      async (tx) => {
+        runs++;
+        for (const s of stmts) await tx.query(s);
+      },
+      { maxAttempts: argInt(req, "max_attempts", 10), isolation: (iso ?? "read committed") as Isolation },
+    );
+    return { attempts: runs };
+  }
+
+  async sql(req: Req): Promise<Ans> {
+    this.need();
+    const stmt = argStr(req, "statement");
+    // The runner's check on this session, rows as the server's text (every type parsed as
+    // text), on the simple protocol: the statement may be several; the last one's rows count.
+    let res: pg.QueryResult | pg.QueryResult[];
+    try {
+      res = await (this.conn as pg.Client).query({ text: stmt, rowMode: "array", types: { getTypeParser: () => (v: string) => v } });
+    } catch (err) {
+      const st = sqlstateOf(err);
+      throw new Answer(st === undefined ? "lost" : "sql", String((err as Error).message), st ?? null);
+    }
+    const last = Array.isArray(res) ? res[res.length - 1] : res;
+    return { rows: (last?.rows ?? []) as unknown[] };
+  }
+
+  // ---- the loop ---------------------------------------------------------------------------
+
+  async dispatch(req: Req): Promise<void> {
+    const id = req.id ?? null;
+    const op = req.op;
+    let ans: Ans;
+    try {
+      if (typeof op !== "string") throw new Answer("usage", "a request needs an op");
+      if (op === "kill") process.kill(process.pid, "SIGKILL");
+      if (op === "quit") {
+        out({ id, ok: true });
+        await this.close();
+        process.exit(0);
+      }
+      if (NOT_SUPPORTED.has(op)) throw new Answer("usage", `not supported: ${op} needs the worker, which the Node client has not yet`);
+      const fn = OPS.get(op);
+      if (fn === undefined) throw new Answer("usage", `unknown op ${op}`);
+      ans = await fn.call(this, req);
+    } catch (e) {
+      const a =
+        e instanceof Answer
+          ? e
+          : new Answer(kindOf(e), String((e as Error)?.message ?? e).trim() || "error", (e as PgcoordError)?.sqlstate ?? null);
+      out({ id, ok: false, error: { kind: a.kind, sqlstate: a.sqlstate, message: a.message } });
+      return;
+    }
+    out({ id, ok: true, ...ans });
+  }
+}
+
+const OPS = new Map<string, (this: Adapter, req: Req) => Promise<Ans>>(
+  (
+    [
+      "hello", "connect", "init", "lock_key", "lock", "unlock", "lease_acquire", "lease_renew",
+      "lease_release", "fence_check", "tx", "sql",
+    ] as const
+  ).map((name) => [name, Adapter.prototype[name] as (this: Adapter, req: Req) => Promise<Ans>]),
+); // prettier-ignore
+
+async function main(): Promise<void> {
+  const ad = new Adapter();
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  // One request at a time, in order: the iterator holds the lines that come meanwhile.
+  for await (const raw of rl) {
+    const line = raw.trim();
+    if (line === "") continue;
+    let req: Json;
+    try {
+      req = parseJson(line);
+    } catch (e) {
+      out({ id: null, ok: false, error: { kind: "usage", sqlstate: null, message: `bad JSON: ${(e as Error).message}` } });
+      continue;
+    }
+    if (req === null || typeof req !== "object" || Array.isArray(req)) {
+      out({ id: null, ok: false, error: { kind: "usage", sqlstate: null, message: "a request is an object" } });
+      continue;
+    }
+    await ad.dispatch(req);
+  }
+  // The runner is gone: close the sessions, which releases whatever they held.
+  await ad.close();
+  process.exit(0);
+}
+
+void main().catch((err: unknown) => {
+  process.stderr.write(`conformance-adapter: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(70);
+});
