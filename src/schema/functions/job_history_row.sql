@@ -5,6 +5,8 @@
 -- it, docs/design/dependencies.md) is written once:
 --     WITH gone AS (DELETE FROM jobs j WHERE ... RETURNING j)
 --     INSERT INTO job_history SELECT h.* FROM gone g, job_history_row(g.j, 'failed', why, errs) h
+-- A hot path returns the columns (RETURNING j.*) and passes ROW(g.*)::jobs instead: then no
+-- whole-row value is built per job, each field inlines to its column (complete()).
 -- A single SELECT in SQL, neither volatile nor strict nor with SET clauses, so the planner
 -- inlines it into the caller's statement: a batch stays one statement, at no cost per call.
 CREATE OR REPLACE FUNCTION @S@.job_history_row(j @S@.jobs, p_status text, p_last_error text,
