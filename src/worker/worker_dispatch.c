@@ -492,10 +492,8 @@ static void register_self(pgc_worker *w, int slots)
 	const char *v[3] = { w->own_channel, w->queues_lit, fs };
 	int rc;
 	pgc_error e;
-	PGresult *res = pgc__queue_run_text(w->q,
-	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
-	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
-	        " seen_at = clock_timestamp()", 3, v, &rc, &e);
+	PGresult *res = pgc__queue_run_text(w->q, "SELECT @S@.worker_register($1, $2::text[], $3::int)", 3, v,
+	                                    &rc, &e);
 	if (res != NULL)
 		w->registered = true;
 	else if (!w->register_warned) {
@@ -513,7 +511,7 @@ static void unregister_self(pgc_worker *w)
 	const char *v[1] = { w->own_channel };
 	int rc;
 	pgc_error e;
-	PQclear(pgc__queue_run_text(w->q, "DELETE FROM @S@.workers WHERE channel = $1", 1, v, &rc, &e));
+	PQclear(pgc__queue_run_text(w->q, "SELECT @S@.worker_unregister($1)", 1, v, &rc, &e));
 	w->registered = false;
 }
 
