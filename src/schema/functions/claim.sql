@@ -24,13 +24,17 @@ BEGIN
         RAISE EXCEPTION 'the lease must be at least 1 ms, not %', coalesce(p_lease_ms::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    UPDATE @S@.jobs j SET status = 'pending'
-     WHERE j.id = ANY (ARRAY(SELECT s.id FROM @S@.jobs s
-                              WHERE s.queue = p_queue AND s.status = 'scheduled'
-                                AND s.run_at <= statement_timestamp()
-                              ORDER BY s.run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))
-       AND j.status = 'scheduled';
-    SELECT s.flow INTO qflow FROM @S@.queues s WHERE s.name = p_queue;
+    -- One statement: the promotion, and whether the queue is a flow queue.
+    WITH p AS (
+        UPDATE @S@.jobs j SET status = 'pending'
+         WHERE j.id = ANY (ARRAY(SELECT s.id FROM @S@.jobs s
+                                  WHERE s.queue = p_queue AND s.status = 'scheduled'
+                                    AND s.run_at <= statement_timestamp()
+                                  ORDER BY s.run_at LIMIT 1000 FOR UPDATE SKIP LOCKED))
+           AND j.status = 'scheduled'
+        RETURNING 1
+    )
+    SELECT (SELECT s.flow FROM @S@.queues s WHERE s.name = p_queue) INTO qflow;
     IF NOT coalesce(qflow, false) THEN
         -- The plain claim looks at the queue's row again: a flow queue gives it nothing.
         RETURN QUERY

@@ -16,9 +16,6 @@ RETURNS TABLE (id bigint) LANGUAGE plpgsql AS $pgc$
 DECLARE
     bad bigint;
     n bigint;
-    ids bigint[];
-    rids bigint[];
-    chan text;
 BEGIN
     IF cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         RAISE EXCEPTION 'complete: % ids and % tokens', cardinality(p_ids), cardinality(p_tokens)
@@ -40,6 +37,7 @@ BEGIN
     -- RETURNING j.* and ROW(d.*)::jobs, not RETURNING j and d.j: once job_history_row() is
     -- inlined, each field of the row is then the column itself, where a whole-row value would
     -- be built per job and taken apart field by field (a tenth of this statement's time).
+    RETURN QUERY
     WITH done AS (
         DELETE FROM @S@.jobs j
          WHERE j.id = ANY (p_ids) AND j.token = ANY (p_tokens) AND j.status = 'running'
@@ -58,15 +56,13 @@ BEGIN
     ), ended AS (
         -- A keyed job's run ended: a row for the next claim of its key to fold (claim_flow()).
         INSERT INTO @S@.job_key_done SELECT e.* FROM done d, @S@.job_key_ended(d.queue, d.key) e
+    ), noted AS (
+        -- A waiter is woken by a notification per job completed with a result (at commit).
+        SELECT count(pg_notify(s.channel || '.result', d.id::text)) AS n
+          FROM done d, @S@.queue_settings s
+         WHERE p_results[array_position(p_ids, d.id)] IS NOT NULL
     )
-    -- (Not RETURNING from job_history: a worker role may insert there, not read results.)
-    SELECT array_agg(d.id),
-           array_agg(d.id) FILTER (WHERE p_results[array_position(p_ids, d.id)] IS NOT NULL)
-      INTO ids, rids FROM done d;
-    IF rids IS NOT NULL THEN
-        SELECT s.channel || '.result' INTO chan FROM @S@.queue_settings s;
-        PERFORM pg_notify(chan, r::text) FROM unnest(rids) AS r;
-    END IF;
-    RETURN QUERY SELECT unnest(ids);
+    -- One statement: noted runs once, for the condition that is always true.
+    SELECT d.id FROM done d WHERE (SELECT noted.n FROM noted) IS NOT NULL;
 END
 $pgc$;
