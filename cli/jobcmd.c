@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,49 @@ static void tail_lines(const tail *t, char *out, size_t size)
 	out[n] = '\0';
 }
 
+/* The job's result, from the file PGCOORD_RESULT_FILE names (fd: that file, open): what the
+ * command wrote there, without its trailing white space, into res->result_json; nothing when
+ * it wrote nothing. One over PGC_JOB_RESULT_MAX fails the run instead (and one that is not JSON
+ * is refused by the server, which fails it too, with the reason). */
+static void read_result(int fd, pgc_job_result *res)
+{
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0)
+		return;
+	if (st.st_size > PGC_JOB_RESULT_MAX + 64) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error,
+		         "the result the command wrote to PGCOORD_RESULT_FILE is %lld bytes, over the limit of %d",
+		         (long long)st.st_size, PGC_JOB_RESULT_MAX);
+		return;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t n = 0;
+	while (buf != NULL && n < (size_t)st.st_size) {
+		ssize_t r = pread(fd, buf + n, (size_t)st.st_size - n, (off_t)n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (buf == NULL || n < (size_t)st.st_size) {
+		free(buf);
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "worker: cannot read the command's result: %s",
+		         buf == NULL ? "out of memory" : "short read");
+		return;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		n--;
+	buf[n] = '\0';
+	if (n == 0) {
+		free(buf);
+		return;
+	}
+	res->result_json = buf;
+}
+
 /* Set once the guard is found gone: the stop is asked for once. */
 static atomic_bool guard_lost;
 
@@ -110,7 +154,14 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	atomic_fetch_add(&ctx->running, 1);
 	int in = memfd_create("pgcoord-payload", MFD_CLOEXEC);
 	int errp[2] = { -1, -1 };
-	if (in < 0 || pipe2(errp, O_CLOEXEC) != 0) {
+	/* The file the command may write its result to (PGCOORD_RESULT_FILE): its own, empty. */
+	const char *tmpdir = getenv("TMPDIR");
+	char rpath[512];
+	snprintf(rpath, sizeof rpath, "%s/pgcoord-result-XXXXXX", tmpdir != NULL && *tmpdir ? tmpdir : "/tmp");
+	int rfd = mkostemp(rpath, O_CLOEXEC);
+	if (rfd < 0)
+		rpath[0] = '\0';
+	if (in < 0 || rfd < 0 || pipe2(errp, O_CLOEXEC) != 0) {
 		res->outcome = PGC_JOB_FAIL;
 		snprintf(res->error, sizeof res->error, "worker: cannot create the command's input: %s", strerror(errno));
 		goto out;
@@ -152,7 +203,9 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 	bool cron = pgc_cron_payload_tick(job->payload, cs, ct, sizeof cs);
 	snprintf(e_cs, sizeof e_cs, "PGCOORD_CRON_SCHEDULE=%s", cs);
 	snprintf(e_ct, sizeof e_ct, "PGCOORD_CRON_TICK=%s", ct);
-	char *env[] = { e_id, e_queue, e_att, e_max, e_key, cron ? e_cs : NULL, e_ct, NULL };
+	char e_res[sizeof rpath + 32];
+	snprintf(e_res, sizeof e_res, "PGCOORD_RESULT_FILE=%s", rpath);
+	char *env[] = { e_id, e_queue, e_att, e_max, e_key, e_res, cron ? e_cs : NULL, e_ct, NULL };
 	cli_child_io io = { in, -1, errp[1], argv == ctx->argv ? ctx->path : NULL, NULL, 0 };
 	cli_child c;
 	int64_t t0 = pgc__now_ms();
@@ -239,6 +292,7 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 		snprintf(res->error, sizeof res->error, "cancelled: command stopped");
 	} else if (code == 0) {
 		res->outcome = PGC_JOB_COMPLETE;
+		read_result(rfd, res);
 	} else if (code == EXIT_LOCKLOST) {
 		res->outcome = PGC_JOB_RETRY_LATER;
 		res->delay_ms = ctx->retry_delay_ms;
@@ -251,6 +305,10 @@ void cli_jobcmd_run(const pgc_job *job, pgc_job_result *res, void *arg)
 			snprintf(res->error, sizeof res->error, "exit status %d%s%s", code, last[0] ? ": " : "", last);
 	}
 out:
+	if (rfd >= 0) {
+		close(rfd);
+		unlink(rpath);
+	}
 	if (in >= 0)
 		close(in);
 	if (errp[0] >= 0)

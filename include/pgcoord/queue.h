@@ -172,6 +172,38 @@ PGC_EXTERN void pgc_queue_jobs_free(pgc_job *jobs, size_t n);
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token,
                                                 pgc_error *err);
 
+/* The largest result a job may keep (pgc_queue_complete_result, pgc_job_result.result_json):
+ * 65536 bytes of JSON text as the server prints it (jsonb). */
+#define PGC_JOB_RESULT_MAX 65536
+
+/* pgc_queue_complete() with a result: result_json (JSON text, NULL: none) is kept with the job
+ * in job_history, where pgc_queue_job_result() and pgc_queue_result_wait() read it, and the
+ * completion wakes whoever waits for it (the channel pgc_queue_channel() followed by
+ * ".result", payload the id). Errors: PGC_EUSAGE (result_json is not JSON, or bigger than
+ * PGC_JOB_RESULT_MAX: nothing changed), PGC_ESTALE, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_complete_result(pgc_queue *q, int64_t id, int64_t token,
+                                                       const char *result_json, pgc_error *err);
+
+/* A job's status and result: *status (a static string: "waiting", "scheduled", "pending",
+ * "running", "succeeded", "failed" or "cancelled") and *result_json (JSON text to free(), or
+ * NULL: none, always for a job that has not succeeded). A succeeded job without a result is in
+ * the history only while succeeded_retention keeps it. Errors: PGC_EUSAGE, PGC_ENOTFOUND (no
+ * job has the id, or it left the history), PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_job_result(pgc_queue *q, int64_t id, const char **status,
+                                                  char **result_json, pgc_error *err);
+
+/* Waits up to timeout_ms (0: look once) for job id to finish, then gives its status and result
+ * as pgc_queue_job_result() does. LISTENs on q's session for the call's length (it must not be
+ * in a transaction; notifications of other channels that arrive meanwhile are consumed) and is
+ * woken by the job's completion with a result; it also looks every second, so that a job that
+ * ends without a result (failed, cancelled) is seen too. On PGC_ETIMEDOUT *status is the job's
+ * live status. Not thread-safe with other calls on q's session.
+ * Errors: PGC_EUSAGE (NULL arguments, negative timeout, in a transaction), PGC_ENOTFOUND,
+ * PGC_ETIMEDOUT, PGC_ESQL, PGC_ECONNLOST. */
+PGC_EXTERN PGC_MUSTCHECK int pgc_queue_result_wait(pgc_queue *q, int64_t id, int64_t timeout_ms,
+                                                   const char **status, char **result_json,
+                                                   pgc_error *err);
+
 /* Completes n jobs in one statement. stale (may be NULL) gets n flags: true for a job whose
  * token was not current (nothing changed for it). *done (may be NULL) counts the completed.
  * Outside a transaction of the caller's, a completion (or pgc_queue_fail) that the server
@@ -214,7 +246,7 @@ PGC_EXTERN PGC_MUSTCHECK int pgc_queue_retry_later(pgc_queue *q, int64_t id, int
                                                    int64_t delay_ms, pgc_error *err);
 
 /* Extends the leases of n running jobs to now + lease_ms, in one statement. lost (may be NULL)
- * gets n flags: true for a job whose token is no longer current. Errors: PGC_EUSAGE, PGC_ESQL,
+ * gets n flags: true for a job whose token is no longer current (cancelled or lost). Errors: PGC_EUSAGE, PGC_ESQL,
  * PGC_ECONNLOST. */
 PGC_EXTERN PGC_MUSTCHECK int pgc_queue_heartbeat(pgc_queue *q, size_t n, const int64_t *ids,
                                                  const int64_t *tokens, int64_t lease_ms,
@@ -731,6 +763,11 @@ typedef struct pgc_job_result {
 	 * PGC_JOB_OUTPUT_MAX - 1 bytes). */
 	int exit_status;
 	char output[PGC_JOB_OUTPUT_MAX];
+	/* The job's result, recorded with a completion (pgc_queue_complete_result): JSON text
+	 * malloc'd by the handler (preset to NULL: none), freed by the worker with free() whatever
+	 * the outcome. A result that is not JSON or is bigger than PGC_JOB_RESULT_MAX fails the
+	 * attempt instead (retried as any failure; the error says why). */
+	char *result_json;
 } pgc_job_result;
 
 /* Runs one job. Called on one of the worker's threads; must be thread-safe with itself. */

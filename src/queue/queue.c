@@ -4,10 +4,10 @@
  * opened; values travel as parameters, arrays as array literals in one parameter. Every one
  * goes through the connection layer; the hot ones through the session's statement cache, which
  * every handle on the session shares (a handle opened with prepare = false stays out of it).
- * Correctness lives in the statements themselves:
- * a claim is one WITH ... FOR UPDATE SKIP LOCKED ... UPDATE ... RETURNING; every change to a
- * running job names its id and claim token and its WHERE clause requires status = 'running'
- * with that token, so a stale caller changes nothing. */
+ * Each statement calls one function of the protocol (docs/PROTOCOL.md), where correctness
+ * lives: a claim is one FOR UPDATE SKIP LOCKED ... UPDATE ... RETURNING (claim()); every change
+ * to a running job names its id and claim token and requires status = 'running' with that
+ * token, so a stale caller changes nothing. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,117 +24,27 @@ static const char *const templates[QS_COUNT] = {
 	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
 	" $8::int, $9::text, $10::bigint[], $11::boolean, $12::text)",
 
+	/* Every statement of a job's life is a call of the protocol's function (docs/PROTOCOL.md,
+	 * src/schema/functions/): the library calls what any client calls. */
 	[QS_CLAIM] =
-	"WITH picked AS MATERIALIZED ("
-	" SELECT id FROM @S@.jobs"
-	" WHERE queue = $1 AND status = 'pending' AND key IS NULL AND run_at <= clock_timestamp()"
-	"  AND NOT EXISTS (SELECT 1 FROM @S@.queues WHERE name = $1 AND (paused OR flow))"
-	" ORDER BY eff_priority DESC, run_at, id"
-	" LIMIT $2 FOR UPDATE SKIP LOCKED)"
-	" UPDATE @S@.jobs j SET status = 'running', attempts = j.attempts + 1,"
-	"  token = nextval((SELECT token_seq FROM @S@.queue_settings)),"
-	"  lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond',"
-	"  worker = $4, started_at = clock_timestamp()"
-	" WHERE j.id = ANY (ARRAY(SELECT id FROM picked))"
-	" RETURNING j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key",
-
-	/* A flow queue's claim (claim_flow()): keys, rates, fair shares. Nothing for other queues,
-	 * as the plain claim gives nothing for flow queues; it goes first in a batch, so that a
-	 * queue that turns into a flow queue between the two is claimed by one of them only. */
-	[QS_CLAIM_FLOW] =
 	"SELECT id, token, attempts, max_attempts, priority, payload, key"
-	" FROM @S@.claim_flow($1, $2::int, $3::bigint, $4)",
+	" FROM @S@.claim($1, $2::int, $3::bigint, $4)",
 
+	/* $3, $4 and $5: NULL, or one element per job in the order of $1 (what a command ended
+	 * with, the handler's result). */
 	[QS_COMPLETE] =
-	"WITH done AS ("
-	" DELETE FROM @S@.jobs j"
-	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j),"
-	" kept AS (INSERT INTO @S@.job_history SELECT h.* FROM done d,"
-	/* $3 and $4 (NULL, or one element per job, in the order of $1): what a command ended
-	 * with (015_run_log.sql). */
-	"  @S@.job_history_row(d.j, 'succeeded', NULL, (d.j).errors,"
-	"   ($3::int[])[array_position($1::bigint[], (d.j).id)],"
-	"   nullif(($4::text[])[array_position($1::bigint[], (d.j).id)], '')) h"
-	/* A job others wait for keeps its row whatever the retention: the row resolves them
-	 * (job_ends_fold()), and the reaper prunes it later. */
-	" WHERE h.has_dependents OR (SELECT succeeded_retention > interval '0' FROM @S@.queue_settings)),"
-	/* A keyed job's run ended: a row for the next claim of its key to fold (claim_flow()). */
-	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM done d,"
-	"  @S@.job_key_ended((d.j).queue, (d.j).key) e)"
-	" SELECT (j).id FROM done",
+	"SELECT id FROM @S@.complete($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::jsonb[])",
 
 	[QS_FAIL] =
-	"WITH j AS MATERIALIZED ("
-	" SELECT id, queue, key, attempts, max_attempts,"
-	"  clock_timestamp() + least($4::float8 * power(2, attempts - 1), $5::float8)"
-	"   * (0.5 + random() * 0.5) * interval '1 millisecond' AS next_at"
-	" FROM @S@.jobs"
-	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
-	" dead AS (DELETE FROM @S@.jobs d"
-	"  WHERE d.id = $1 AND (SELECT attempts >= max_attempts FROM j) RETURNING d),"
-	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
-	"  @S@.job_history_row(x.d, 'failed', $3, @S@.push_error((x.d).errors, (x.d).attempts, $3),"
-	"   $6::int, nullif($7::text, '')) h),"
-	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
-	"  status = CASE WHEN (SELECT next_at FROM j) > clock_timestamp() THEN 'scheduled'"
-	"   ELSE 'pending' END,"
-	"  last_error = $3, errors = @S@.push_error(u.errors, u.attempts, $3),"
-	"  exit_status = $6::int, output = nullif($7::text, ''),"
-	"  eff_priority = u.priority, run_at = (SELECT next_at FROM j)"
-	"  WHERE u.id = $1 AND (SELECT attempts < max_attempts FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
-	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
+	"SELECT @S@.fail($1::bigint, $2::bigint, $3, $4::bigint, $5::bigint, $6::int, $7, $8::bigint)",
 
-	/* A deferral gives the attempt back and counts against max_deferrals; the one past the
-	 * limit is a failed attempt that ends the job (the dead letter says why). */
-	[QS_SNOOZE] =
-	"WITH j AS MATERIALIZED ("
-	" SELECT id, queue, key, deferrals >= max_deferrals AS over FROM @S@.jobs"
-	" WHERE id = $1::bigint AND token = $2::bigint AND status = 'running' FOR UPDATE),"
-	" dead AS (DELETE FROM @S@.jobs d WHERE d.id = $1::bigint AND (SELECT over FROM j)"
-	"  RETURNING d, 'deferred ' || d.deferrals || ' times, the most its max_deferrals allows,"
-	" and asked again: failed' AS why),"
-	" hist AS (INSERT INTO @S@.job_history SELECT h.* FROM dead x,"
-	"  @S@.job_history_row(x.d, 'failed', x.why, @S@.push_error((x.d).errors, (x.d).attempts, x.why),"
-	"   (x.d).exit_status, (x.d).output) h),"
-	" again AS (UPDATE @S@.jobs u SET token = NULL, lease_until = NULL,"
-	"  status = CASE WHEN $3::bigint > 0 THEN 'scheduled' ELSE 'pending' END,"
-	"  attempts = greatest(u.attempts - 1, 0), deferrals = u.deferrals + 1,"
-	"  eff_priority = u.priority,"
-	"  run_at = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	"  WHERE u.id = $1::bigint AND NOT (SELECT over FROM j) RETURNING u.id),"
-	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM j, @S@.job_key_ended(j.queue, j.key) e)"
-	" SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM again)",
+	[QS_SNOOZE] = "SELECT @S@.retry_later($1::bigint, $2::bigint, $3::bigint)",
 
-	[QS_HEARTBEAT] =
-	"UPDATE @S@.jobs j SET lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond'"
-	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.id",
+	[QS_HEARTBEAT] = "SELECT id, status FROM @S@.renew($1::bigint[], $2::bigint[], $3::bigint)",
 
-	/* A release is not an attempt: the job did not fail, its worker stopped. The attempt the
-	 * claim counted is given back, whether the handler had started or not ($3: it had, which
-	 * is noted in last_error). */
-	[QS_RELEASE] =
-	"WITH r AS (UPDATE @S@.jobs j SET status = 'pending', token = NULL, lease_until = NULL,"
-	"  attempts = greatest(j.attempts - 1, 0), eff_priority = j.priority,"
-	"  last_error = CASE WHEN $3::boolean THEN 'released unfinished when worker '"
-	"   || coalesce(j.worker, '?') || ' stopped (not counted as an attempt)' ELSE j.last_error END,"
-	"  run_at = clock_timestamp()"
-	" WHERE j.id = ANY ($1::bigint[]) AND j.token = ANY ($2::bigint[]) AND j.status = 'running'"
-	" RETURNING j.queue, j.key),"
-	" ended AS (INSERT INTO @S@.job_key_done SELECT e.* FROM r, @S@.job_key_ended(r.queue, r.key) e)"
-	" SELECT count(*), count(pg_notify(s.channel, q.queue))"
-	" FROM (SELECT DISTINCT queue FROM r) q, @S@.queue_settings s",
+	[QS_RELEASE] = "SELECT @S@.release($1::bigint[], $2::bigint[], $3::boolean)",
 
-	/* Also says whether the queue is a flow queue, so that the worker can leave the flow
-	 * claim out of the next round trip of a queue that is not. */
-	[QS_PROMOTE] =
-	"WITH p AS (UPDATE @S@.jobs SET status = 'pending'"
-	" WHERE id = ANY (ARRAY(SELECT id FROM @S@.jobs"
-	"  WHERE queue = $1 AND status = 'scheduled' AND run_at <= statement_timestamp()"
-	"  ORDER BY run_at LIMIT 1000 FOR UPDATE SKIP LOCKED)) AND status = 'scheduled' RETURNING 1)"
-	" SELECT (SELECT count(*) FROM p), coalesce((SELECT flow FROM @S@.queues WHERE name = $1), false)",
+	[QS_JOB_RESULT] = "SELECT status, result FROM @S@.job_result($1::bigint)",
 
 	/* The next scheduled run_at, or the next start a rate allows to pending jobs, in ms
 	 * (next_run_ms(): a function, so that its plan is made once per session). */
@@ -631,12 +541,9 @@ void pgc__queue_job_from_row(const PGresult *res, int r, const char *queue, char
 	job->internal = NULL;
 }
 
-/* Turns the rows of a claim's two statements (one of them is empty) into a job array;
- * PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
-static int claim_result(const PGresult *flow, const PGresult *plain, const char *queue,
-                        pgc_job **jobs, size_t *n)
+/* Turns the rows of a claim into a job array; PGC_EEMPTY, PGC_ENOMEM or PGC_OK. */
+static int claim_result(const PGresult *res, const char *queue, pgc_job **jobs, size_t *n)
 {
-	const PGresult *res = PQntuples(flow) > 0 ? flow : plain;
 	int rows = PQntuples(res);
 	if (rows == 0)
 		return PGC_EEMPTY;
@@ -684,21 +591,12 @@ int pgc_queue_claim(pgc_queue *q, const char *queue, int max, int64_t lease_ms,
 	snprintf(maxs, sizeof maxs, "%d", max);
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
 	const char *v[4] = { queue, maxs, lease, worker_id };
-	/* Scheduled jobs that are due become pending first, in the same round trip. */
-	pgc__batch *b = pgc__batch_new(q->conn);
-	if (b == NULL)
-		return pgc__err(err, PGC_ENOMEM, "out of memory");
-	int flow = pgc__queue_batch_add(q, b, QS_PROMOTE, 1, v), claim = -1;
-	if (flow >= 0)
-		flow = pgc__queue_batch_add(q, b, QS_CLAIM_FLOW, 4, v);
-	if (flow >= 0)
-		claim = pgc__queue_batch_add(q, b, QS_CLAIM, 4, v);
-	rc = claim < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
-	PGresult *fres = rc == PGC_OK ? pgc__queue_result(b, flow, &rc, err) : NULL;
-	PGresult *res = rc == PGC_OK ? pgc__queue_result(b, claim, &rc, err) : NULL;
-	if (rc == PGC_OK)
-		rc = claim_result(fres, res, queue, jobs, n);
-	pgc__batch_free(b);
+	/* claim() promotes the due scheduled jobs first, and takes the flow claim when needed. */
+	PGresult *res = pgc__queue_run(q, QS_CLAIM, 4, v, &rc, err);
+	if (res != NULL) {
+		rc = claim_result(res, queue, jobs, n);
+		PQclear(res);
+	}
 	if (rc == PGC_EEMPTY)
 		return pgc__err(err, PGC_EEMPTY, "no runnable job in queue %.100s", queue);
 	if (rc == PGC_ENOMEM)
@@ -745,8 +643,72 @@ static int id_token_arrays(size_t n, const int64_t *ids, const int64_t *tokens, 
 	return PGC_OK;
 }
 
-int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
-                            bool *stale, size_t *done, pgc_error *err)
+/* A completion's error as the C API says it: a result the server refused (not JSON, over the
+ * bound, 22xxx) is the caller's input, PGC_EUSAGE; err is updated. */
+static int complete_recode(int rc, pgc_error *err)
+{
+	if (rc != PGC_ESQL || err == NULL || strncmp(err->sqlstate, "22", 2) != 0)
+		return rc;
+	err->code = PGC_EUSAGE;
+	err->klass = PGC_CLASS_USAGE;
+	return PGC_EUSAGE;
+}
+
+int pgc__queue_complete_args(size_t n, const int64_t *ids, const int64_t *tokens,
+                             const int *exit_statuses, const char *const *outputs,
+                             const char *const *results, pgc__queue_complete_lits *l,
+                             pgc_error *err)
+{
+	memset(l, 0, sizeof *l);
+	pgc__sb_int_array(&l->ia, n, ids);
+	pgc__sb_int_array(&l->ta, n, tokens);
+	/* Only the arrays someone said something in: most completions carry none. */
+	bool said = false;
+	for (size_t i = 0; exit_statuses != NULL && i < n && !said; i++)
+		said = exit_statuses[i] >= 0;
+	if (said) {
+		pgc__sb_putc(&l->ea, '{');
+		for (size_t i = 0; i < n; i++) {
+			char num[16];
+			snprintf(num, sizeof num, "%s%d", i ? "," : "", exit_statuses[i]);
+			pgc__sb_puts(&l->ea, exit_statuses[i] >= 0 ? num : i ? ",NULL" : "NULL");
+		}
+		pgc__sb_putc(&l->ea, '}');
+	}
+	said = false;
+	for (size_t i = 0; outputs != NULL && i < n && !said; i++)
+		said = outputs[i] != NULL && outputs[i][0] != '\0';
+	if (said)
+		pgc__sb_text_array(&l->oa, n, outputs);
+	said = false;
+	for (size_t i = 0; results != NULL && i < n && !said; i++)
+		said = results[i] != NULL;
+	if (said)
+		pgc__sb_text_array(&l->ra, n, results);
+	if (l->ia.oom || l->ta.oom || l->ea.oom || l->oa.oom || l->ra.oom) {
+		pgc__queue_complete_args_free(l);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	l->v[0] = l->ia.buf;
+	l->v[1] = l->ta.buf;
+	l->v[2] = l->ea.buf;
+	l->v[3] = l->oa.buf;
+	l->v[4] = l->ra.buf;
+	return PGC_OK;
+}
+
+void pgc__queue_complete_args_free(pgc__queue_complete_lits *l)
+{
+	pgc__sb_free(&l->ia);
+	pgc__sb_free(&l->ta);
+	pgc__sb_free(&l->ea);
+	pgc__sb_free(&l->oa);
+	pgc__sb_free(&l->ra);
+}
+
+int pgc__queue_complete_run(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
+                            const int *exit_statuses, const char *const *outputs,
+                            const char *const *results, bool *stale, size_t *done, pgc_error *err)
 {
 	pgc_error_clear(err);
 	if (done != NULL)
@@ -757,16 +719,14 @@ int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const in
 		return PGC_EUSAGE;
 	if (n == 0)
 		return PGC_OK;
-	pgc__sb ia = { 0 }, ta = { 0 };
-	int rc = id_token_arrays(n, ids, tokens, &ia, &ta, err);
+	pgc__queue_complete_lits l;
+	int rc = pgc__queue_complete_args(n, ids, tokens, exit_statuses, outputs, results, &l, err);
 	if (rc != PGC_OK)
 		return rc;
-	const char *v[4] = { ia.buf, ta.buf, NULL, NULL };
-	PGresult *res = run_end(q, QS_COMPLETE, 4, v, &rc, err);
-	pgc__sb_free(&ia);
-	pgc__sb_free(&ta);
+	PGresult *res = run_end(q, QS_COMPLETE, 5, l.v, &rc, err);
+	pgc__queue_complete_args_free(&l);
 	if (res == NULL)
-		return rc;
+		return complete_recode(rc, err);
 	size_t k = mark_returned(res, n, ids, stale, false);
 	PQclear(res);
 	if (done != NULL)
@@ -774,10 +734,18 @@ int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const in
 	return PGC_OK;
 }
 
-int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token, pgc_error *err)
+int pgc_queue_complete_many(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
+                            bool *stale, size_t *done, pgc_error *err)
+{
+	return pgc__queue_complete_run(q, n, ids, tokens, NULL, NULL, NULL, stale, done, err);
+}
+
+int pgc_queue_complete_result(pgc_queue *q, int64_t id, int64_t token, const char *result_json,
+                              pgc_error *err)
 {
 	size_t done = 0;
-	int rc = pgc_queue_complete_many(q, 1, &id, &token, NULL, &done, err);
+	const char *r[1] = { result_json };
+	int rc = pgc__queue_complete_run(q, 1, &id, &token, NULL, NULL, r, NULL, &done, err);
 	if (rc != PGC_OK)
 		return rc;
 	if (done == 0)
@@ -787,10 +755,30 @@ int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token, pgc_error *err)
 	return PGC_OK;
 }
 
+int pgc_queue_complete(pgc_queue *q, int64_t id, int64_t token, pgc_error *err)
+{
+	return pgc_queue_complete_result(q, id, token, NULL, err);
+}
+
 int pgc_queue_fail(pgc_queue *q, int64_t id, int64_t token, const char *error_text,
                    const pgc_backoff *backoff, bool *dead, pgc_error *err)
 {
 	return pgc__queue_fail_run(q, id, token, error_text, -1, NULL, backoff, dead, err);
+}
+
+/* The outcome fail() and retry_later() name: PGC_OK with *dead set, or PGC_ESTALE. */
+static int end_outcome(PGresult *res, int64_t id, int64_t token, bool *dead, pgc_error *err)
+{
+	const char *o = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+	bool is_dead = strcmp(o, "dead") == 0, retried = strcmp(o, "retried") == 0;
+	PQclear(res);
+	if (!is_dead && !retried)
+		return pgc__err(err, PGC_ESTALE,
+		                "job %lld is not running under token %lld: its lease expired or it was reclaimed",
+		                (long long)id, (long long)token);
+	if (dead != NULL)
+		*dead = is_dead;
+	return PGC_OK;
 }
 
 int pgc__queue_fail_run(pgc_queue *q, int64_t id, int64_t token, const char *error_text, int exit_status,
@@ -813,21 +801,13 @@ int pgc__queue_fail_run(pgc_queue *q, int64_t id, int64_t token, const char *err
 	snprintf(maxb, sizeof maxb, "%lld", (long long)backoff->max_ms);
 	char ex[16];
 	snprintf(ex, sizeof ex, "%d", exit_status);
-	const char *v[7] = { ids, toks, error_text ? error_text : "", base, maxb, exit_status >= 0 ? ex : NULL,
-	                     output };
+	const char *v[8] = { ids, toks, error_text ? error_text : "", base, maxb, exit_status >= 0 ? ex : NULL,
+	                     output, NULL };
 	int rc;
-	PGresult *res = run_end(q, QS_FAIL, 7, v, &rc, err);
+	PGresult *res = run_end(q, QS_FAIL, 8, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	long d = atol(PQgetvalue(res, 0, 0)), again = atol(PQgetvalue(res, 0, 1));
-	PQclear(res);
-	if (d + again == 0)
-		return pgc__err(err, PGC_ESTALE,
-		                "job %lld is not running under token %lld: its lease expired or it was reclaimed",
-		                (long long)id, (long long)token);
-	if (dead != NULL)
-		*dead = d > 0;
-	return PGC_OK;
+	return end_outcome(res, id, token, dead, err);
 }
 
 int pgc_queue_retry_later(pgc_queue *q, int64_t id, int64_t token, int64_t delay_ms, pgc_error *err)
@@ -854,15 +834,7 @@ int pgc_queue_defer(pgc_queue *q, int64_t id, int64_t token, int64_t delay_ms, b
 	PGresult *res = pgc__queue_run(q, QS_SNOOZE, 3, v, &rc, err);
 	if (res == NULL)
 		return rc;
-	long gone = atol(PQgetvalue(res, 0, 0)), again = atol(PQgetvalue(res, 0, 1));
-	PQclear(res);
-	if (gone + again == 0)
-		return pgc__err(err, PGC_ESTALE,
-		                "job %lld is not running under token %lld: its lease expired or it was reclaimed",
-		                (long long)id, (long long)token);
-	if (dead != NULL)
-		*dead = gone > 0;
-	return PGC_OK;
+	return end_outcome(res, id, token, dead, err);
 }
 
 int pgc_queue_heartbeat(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
@@ -887,9 +859,29 @@ int pgc_queue_heartbeat(pgc_queue *q, size_t n, const int64_t *ids, const int64_
 	pgc__sb_free(&ta);
 	if (res == NULL)
 		return rc;
-	mark_returned(res, n, ids, lost, false);
+	if (lost != NULL)
+		pgc__queue_renewed(res, n, ids, lost, NULL);
 	PQclear(res);
 	return PGC_OK;
+}
+
+void pgc__queue_renewed(const PGresult *res, size_t n, const int64_t *ids, bool *lost, bool *cancelled)
+{
+	for (size_t i = 0; i < n; i++) {
+		lost[i] = true;
+		if (cancelled != NULL)
+			cancelled[i] = false;
+	}
+	for (int r = 0; r < PQntuples(res); r++) {
+		int64_t id = atoll(PQgetvalue(res, r, 0));
+		const char *st = PQgetvalue(res, r, 1);
+		for (size_t i = 0; i < n; i++)
+			if (ids[i] == id) {
+				lost[i] = strcmp(st, "held") != 0;
+				if (cancelled != NULL)
+					cancelled[i] = strcmp(st, "cancelled") == 0;
+			}
+	}
 }
 
 int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
@@ -914,4 +906,136 @@ int pgc_queue_release(pgc_queue *q, size_t n, const int64_t *ids, const int64_t 
 		return rc;
 	PQclear(res);
 	return PGC_OK;
+}
+
+/* ---- results ------------------------------------------------------------------------------- */
+
+/* The statuses job_result() gives, as the static strings the API returns. */
+static const char *const job_statuses[] = { "waiting", "scheduled", "pending", "running",
+	                                        "succeeded", "failed", "cancelled" };
+
+static bool status_finished(const char *st)
+{
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0;
+}
+
+/* One job_result() call: *status (static) and *result_json (malloc'd, NULL: none). */
+static int job_result_once(pgc_queue *q, int64_t id, const char **status, char **result_json,
+                           pgc_error *err)
+{
+	char ids[24];
+	snprintf(ids, sizeof ids, "%lld", (long long)id);
+	const char *v[1] = { ids };
+	int rc;
+	PGresult *res = run_stmt(q, QS_JOB_RESULT, 1, v, PGC__KEEP_ERROR, &rc, err);
+	if (res == NULL || rc != PGC_OK) {
+		PQclear(res);
+		return pgc__queue_recode(rc, err);
+	}
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return pgc__err(err, PGC_EINTERNAL, "job_result returned no row");
+	}
+	const char *st = PQgetvalue(res, 0, 0);
+	*status = NULL;
+	for (size_t i = 0; i < sizeof job_statuses / sizeof job_statuses[0]; i++)
+		if (strcmp(st, job_statuses[i]) == 0)
+			*status = job_statuses[i];
+	if (*status == NULL) {
+		rc = pgc__err(err, PGC_EINTERNAL, "job %lld has an unknown status \"%.40s\"", (long long)id, st);
+		PQclear(res);
+		return rc;
+	}
+	if (!PQgetisnull(res, 0, 1) && (*result_json = strdup(PQgetvalue(res, 0, 1))) == NULL) {
+		PQclear(res);
+		return pgc__err(err, PGC_ENOMEM, "out of memory");
+	}
+	PQclear(res);
+	return PGC_OK;
+}
+
+int pgc_queue_job_result(pgc_queue *q, int64_t id, const char **status, char **result_json,
+                         pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (status != NULL)
+		*status = NULL;
+	if (result_json != NULL)
+		*result_json = NULL;
+	if (status == NULL || result_json == NULL)
+		return pgc__err(err, PGC_EUSAGE, "pgc_queue_job_result: status and result_json must not be NULL");
+	if (pgc__queue_usable(q, "pgc_queue_job_result", err) != PGC_OK)
+		return PGC_EUSAGE;
+	return job_result_once(q, id, status, result_json, err);
+}
+
+/* How long the wait lets pass between two looks when no notification comes: a job that ended
+ * without a result (failed, cancelled, completed by a client that gave none) notifies nobody. */
+#define RESULT_RECHECK_MS 1000
+
+int pgc_queue_result_wait(pgc_queue *q, int64_t id, int64_t timeout_ms, const char **status,
+                          char **result_json, pgc_error *err)
+{
+	pgc_error_clear(err);
+	if (status != NULL)
+		*status = NULL;
+	if (result_json != NULL)
+		*result_json = NULL;
+	if (status == NULL || result_json == NULL || timeout_ms < 0)
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_queue_result_wait: status and result_json must not be NULL, timeout_ms not negative");
+	if (pgc__queue_usable(q, "pgc_queue_result_wait", err) != PGC_OK)
+		return PGC_EUSAGE;
+	if (pgc__in_transaction(q->conn))
+		return pgc__err(err, PGC_EUSAGE,
+		                "pgc_queue_result_wait: not inside a transaction (its LISTEN would start at commit)");
+	char chan[80];
+	snprintf(chan, sizeof chan, "%s.result", q->channel);
+	int64_t deadline = pgc__now_ms() + timeout_ms;
+	/* Listening before the first look: a completion after it is heard. */
+	int rc = pgc__listen(q->conn, chan, err);
+	if (rc != PGC_OK)
+		return rc;
+	for (;;) {
+		rc = job_result_once(q, id, status, result_json, err);
+		if (rc != PGC_OK || status_finished(*status))
+			break;
+		int64_t left = deadline - pgc__now_ms();
+		if (left <= 0) {
+			rc = pgc__err(err, PGC_ETIMEDOUT, "job %lld is still %s after %lld ms", (long long)id, *status,
+			              (long long)timeout_ms);
+			break;
+		}
+		bool heard = false;
+		while (!heard) {
+			left = deadline - pgc__now_ms();
+			if (left <= 0)
+				break;
+			int w = pgc__wait_input(q->conn, -1, left < RESULT_RECHECK_MS ? left : RESULT_RECHECK_MS);
+			if (w == PGC__WAIT_LOST) {
+				pgc_error_clear(err);
+				rc = pgc__err(err, PGC_ECONNLOST, "the session was lost while waiting for job %lld", (long long)id);
+				goto out;
+			}
+			if (w != PGC__WAIT_INPUT)
+				break; /* the slow look, or the bound */
+			PGnotify *n;
+			bool consume = true;
+			while ((n = pgc__notify(q->conn, consume)) != NULL) {
+				consume = false;
+				heard |= strcmp(n->relname, chan) == 0 && atoll(n->extra) == id;
+				PQfreemem(n);
+			}
+		}
+	}
+out:
+	{
+		pgc_error e;
+		(void)pgc__unlisten(q->conn, chan, &e);
+	}
+	if (rc != PGC_OK && rc != PGC_ETIMEDOUT) {
+		free(*result_json);
+		*result_json = NULL;
+	}
+	return rc;
 }

@@ -9,14 +9,13 @@
 enum {
 	QS_ENQUEUE,
 	QS_CLAIM,
-	QS_CLAIM_FLOW,
 	QS_COMPLETE,
 	QS_FAIL,
 	QS_SNOOZE,
 	QS_HEARTBEAT,
 	QS_RELEASE,
 	QS_NEXT_RUN,
-	QS_PROMOTE,
+	QS_JOB_RESULT,
 	QS_COUNT
 };
 
@@ -63,13 +62,40 @@ int pgc__queue_recode(int rc, pgc_error *err);
 PGresult *pgc__queue_run(pgc_queue *q, int stmt, int n, const char *const *vals, int *rc,
                          pgc_error *err);
 
-/* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
 /* pgc_queue_fail with what a command ended with (migration 015): its exit status (< 0: none)
  * and the tail of its output (NULL or "": none; at most 1023 bytes). */
 int pgc__queue_fail_run(pgc_queue *q, int64_t id, int64_t token, const char *error_text, int exit_status,
                         const char *output, const pgc_backoff *backoff, bool *dead, pgc_error *err);
 
+/* Adds statement stmt of q to a batch on q's session (as pgc__batch_add). */
 int pgc__queue_batch_add(pgc_queue *q, pgc__batch *b, int stmt, int n, const char *const *vals);
+
+/* The five parameters of QS_COMPLETE (complete()): ids, tokens, and the exit statuses, outputs
+ * and results when any element says something (else NULL). */
+typedef struct pgc__queue_complete_lits {
+	pgc__sb ia, ta, ea, oa, ra;
+	const char *v[5];
+} pgc__queue_complete_lits;
+
+/* Fills l from n jobs: exit_statuses (< 0: none), outputs ("" or NULL: none) and results
+ * (JSON text, NULL: none) may each be NULL. PGC_ENOMEM (l freed) or PGC_OK (free l with
+ * pgc__queue_complete_args_free). */
+int pgc__queue_complete_args(size_t n, const int64_t *ids, const int64_t *tokens,
+                             const int *exit_statuses, const char *const *outputs,
+                             const char *const *results, pgc__queue_complete_lits *l,
+                             pgc_error *err);
+void pgc__queue_complete_args_free(pgc__queue_complete_lits *l);
+
+/* pgc_queue_complete_many with what each run ended with and its result (as
+ * pgc__queue_complete_args); a result the server refuses (not JSON, over PGC_JOB_RESULT_MAX)
+ * is PGC_EUSAGE, and then nothing was completed. */
+int pgc__queue_complete_run(pgc_queue *q, size_t n, const int64_t *ids, const int64_t *tokens,
+                            const int *exit_statuses, const char *const *outputs,
+                            const char *const *results, bool *stale, size_t *done, pgc_error *err);
+
+/* Reads renew()'s rows (QS_HEARTBEAT: id, status) for the n jobs of ids: lost[i] when job i is
+ * no longer held, and cancelled[i] (may be NULL) when that is because it was cancelled. */
+void pgc__queue_renewed(const PGresult *res, size_t n, const int64_t *ids, bool *lost, bool *cancelled);
 
 /* Whether a session behind what pgc_conn_pooler() found keeps its server session (no pooler,
  * or a session-mode one): only then can session state (a session lock, a LISTEN) be trusted. */
@@ -78,7 +104,7 @@ bool pgc__queue_session_kept(const pgc_pooler_info *p);
 /* What is in between, for a message: "a transaction-mode pooler is in between (why)". */
 void pgc__queue_pooler_what(const pgc_pooler_info *p, char *buf, size_t n);
 
-/* ---- the rows of a claim (QS_CLAIM's and QS_CLAIM_FLOW's RETURNING: id, token, attempts,
+/* ---- the rows of a claim (QS_CLAIM's, claim()'s columns: id, token, attempts,
  * max_attempts, priority, payload, key) ---- */
 
 /* The bytes row r's payload and key take, with their terminators. */

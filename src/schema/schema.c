@@ -445,7 +445,7 @@ static const char *const worker_grants[] = {
 	("GRANT UPDATE (status, attempts, token, lease_until, worker, started_at, last_error, errors,"
 	 " eff_priority, run_at, deferrals, exit_status, output) ON @S@.jobs TO @R@"),
 	"GRANT INSERT, DELETE ON @S@.job_history TO @R@",
-	"GRANT SELECT (id, queue, status, finished_at) ON @S@.job_history TO @R@",
+	"GRANT SELECT (id, queue, status, finished_at, result) ON @S@.job_history TO @R@",
 	"GRANT SELECT, INSERT, UPDATE, DELETE ON @S@.workers TO @R@",
 	"GRANT USAGE ON SEQUENCE @S@.claim_token_seq TO @R@",
 	"GRANT EXECUTE ON FUNCTION @S@.push_error(jsonb, integer, text) TO @R@",

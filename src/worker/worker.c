@@ -255,6 +255,7 @@ int pgc_worker_wait(pgc_worker *w, pgc_error *err)
 		while (w->held.hnext != &w->held) {
 			wjob *j = w->held.hnext;
 			pgc__worker_held_remove(w, j);
+			free(j->result.result_json);
 			free(j);
 		}
 		pthread_mutex_unlock(&w->mu);

@@ -170,6 +170,7 @@ void pgc__worker_job_free(pgc_worker *w, wjob *j)
 	pthread_mutex_lock(&w->mu);
 	pgc__worker_held_remove(w, j);
 	pthread_mutex_unlock(&w->mu);
+	free(j->result.result_json);
 	free(j);
 }
 
@@ -322,34 +323,30 @@ static size_t cancelled_among(pgc_worker *w, const int64_t *ids, const bool *gon
 	return found;
 }
 
-/* A job whose heartbeat came back empty is no longer ours: cancelled (the history says so), or
- * its lease was lost. Its handler is told (pgc_job_cancelled() is set before pgc_job_lost(), so
- * a handler that sees it lost can tell why); a job that had not started is dropped. */
+/* A job that renew() says is no longer held is no longer ours: cancelled, or its lease was
+ * lost. Its handler is told (pgc_job_cancelled() is set before pgc_job_lost(), so a handler
+ * that sees it lost can tell why); a job that had not started is dropped. */
 void pgc__worker_mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, size_t n)
 {
-	int rows = PQntuples(res);
-	if ((size_t)rows == n)
-		return;
-	bool *alive = calloc(n, sizeof *alive), *gone = calloc(n, sizeof *gone), *cancelled = calloc(n, sizeof *cancelled);
-	if (alive == NULL || gone == NULL || cancelled == NULL) {
-		free(alive);
+	bool *gone = calloc(n, sizeof *gone), *cancelled = calloc(n, sizeof *cancelled);
+	if (gone == NULL || cancelled == NULL) {
 		free(gone);
 		free(cancelled);
 		return;
 	}
-	for (int r = 0; r < rows; r++) {
-		int64_t id = atoll(PQgetvalue(res, r, 0));
-		for (size_t i = 0; i < n; i++)
-			if (ids[i] == id)
-				alive[i] = true;
-	}
+	pgc__queue_renewed(res, n, ids, gone, cancelled);
+	bool any = false;
 	for (size_t i = 0; i < n; i++)
-		gone[i] = !alive[i];
-	cancelled_among(w, ids, gone, n, cancelled);
+		any |= gone[i];
+	if (!any) {
+		free(gone);
+		free(cancelled);
+		return;
+	}
 	pthread_mutex_lock(&w->mu);
 	for (wjob *j = w->held.hnext; j != &w->held; j = j->hnext) {
 		for (size_t i = 0; i < n; i++) {
-			if (ids[i] != j->job.id || alive[i] || atomic_load(&j->lost))
+			if (ids[i] != j->job.id || !gone[i] || atomic_load(&j->lost))
 				continue;
 			if (cancelled[i]) {
 				atomic_store(&j->cancelled, true);
@@ -380,7 +377,6 @@ void pgc__worker_mark_lost(pgc_worker *w, PGresult *res, const int64_t *ids, siz
 		pp = &j->next;
 	}
 	pthread_mutex_unlock(&w->mu);
-	free(alive);
 	free(gone);
 	free(cancelled);
 }
@@ -496,10 +492,8 @@ static void register_self(pgc_worker *w, int slots)
 	const char *v[3] = { w->own_channel, w->queues_lit, fs };
 	int rc;
 	pgc_error e;
-	PGresult *res = pgc__queue_run_text(w->q,
-	        "INSERT INTO @S@.workers (channel, queues, free) VALUES ($1, $2::text[], $3::int)"
-	        " ON CONFLICT (channel) DO UPDATE SET queues = excluded.queues, free = excluded.free,"
-	        " seen_at = clock_timestamp()", 3, v, &rc, &e);
+	PGresult *res = pgc__queue_run_text(w->q, "SELECT @S@.worker_register($1, $2::text[], $3::int)", 3, v,
+	                                    &rc, &e);
 	if (res != NULL)
 		w->registered = true;
 	else if (!w->register_warned) {
@@ -517,7 +511,7 @@ static void unregister_self(pgc_worker *w)
 	const char *v[1] = { w->own_channel };
 	int rc;
 	pgc_error e;
-	PQclear(pgc__queue_run_text(w->q, "DELETE FROM @S@.workers WHERE channel = $1", 1, v, &rc, &e));
+	PQclear(pgc__queue_run_text(w->q, "SELECT @S@.worker_unregister($1)", 1, v, &rc, &e));
 	w->registered = false;
 }
 
@@ -886,8 +880,7 @@ void *pgc__worker_dispatcher_main(void *arg)
 	memset(&d, 0, sizeof d);
 	d.more = calloc(w->o.n_queues, sizeof *d.more);
 	d.forward = calloc(w->o.n_queues, sizeof *d.forward);
-	d.plain = calloc(w->o.n_queues, sizeof *d.plain);
-	if (d.more == NULL || d.forward == NULL || d.plain == NULL) {
+	if (d.more == NULL || d.forward == NULL) {
 		w->rc = pgc__err(&w->err, PGC_ENOMEM, "out of memory");
 		goto exit;
 	}
@@ -934,6 +927,5 @@ exit:
 	(void)n;
 	free(d.more);
 	free(d.forward);
-	free(d.plain);
 	return NULL;
 }

@@ -80,8 +80,6 @@ struct pgc_worker {
 typedef struct dstate {
 	bool *more;          /* per queue: worth claiming */
 	bool *forward;       /* per queue: a targeted wake-up to pass on to everyone */
-	bool *plain;         /* per queue: not a flow queue at the last claim, so its claims
-	                        leave claim_flow() out (QS_PROMOTE says which it is) */
 	size_t rr;           /* next queue to claim from */
 	int64_t next_claim;  /* monotonic ms when the timer says claim */
 	int64_t next_hb, next_reap, next_register;

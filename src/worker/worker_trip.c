@@ -2,9 +2,9 @@
  * and the claims
  *
  * The claims share the free slots among the queues worth claiming and go in the order of the
- * queue names; each claim is up to three statements (promote, the flow claim, the plain claim).
- * Every answer counts only once the whole batch committed; the claimed rows then go on the
- * ready list. */
+ * queue names; each claim is one call of claim() (which promotes the queue's due scheduled
+ * jobs and takes the flow claim or the plain one). Every answer counts only once the whole
+ * batch committed; the claimed rows then go on the ready list. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +71,52 @@ static void take_claimed(pgc_worker *w, PGresult *res, const char *queue)
 
 /* ---- the round trip ------------------------------------------------------------------------ */
 
+/* The batch failed with a 22xxx error and some completions carry a result: one of them is
+ * likely what the server refused (not JSON, over PGC_JOB_RESULT_MAX). Each such job is
+ * completed alone; one whose result is refused fails its attempt instead, with the server's
+ * reason, so that the others are not held back by it. Returns how many jobs left *done, or -1
+ * (err set) when a statement failed otherwise. */
+static long settle_results(pgc_worker *w, dstate *d, wjob **done, pgc_error *err)
+{
+	long settled = 0;
+	wjob **pp = done;
+	while (*pp) {
+		wjob *j = *pp;
+		if (j->result.result_json == NULL) {
+			pp = &j->next;
+			continue;
+		}
+		const char *r[1] = { j->result.result_json }, *o[1] = { j->result.output };
+		int ex[1] = { j->result.exit_status };
+		size_t k = 0;
+		int rc = pgc__queue_complete_run(w->q, 1, &j->job.id, &j->job.token, ex, o, r, NULL, &k, err);
+		if (rc == PGC_OK) {
+			atomic_fetch_add(k > 0 ? &w->s_completed : &w->s_stale, 1);
+			if (k == 0)
+				pgc__worker_log(w, PGC_LOG_WARN, "job %lld: its completion was stale (lease lost)",
+				                (long long)j->job.id);
+		} else if (rc == PGC_EUSAGE) {
+			char why[PGC_JOB_ERROR_MAX];
+			snprintf(why, sizeof why, "the handler's result was refused: %s", err->message);
+			pgc__worker_log(w, PGC_LOG_WARN, "job %lld: %s", (long long)j->job.id, why);
+			bool dead = false;
+			rc = pgc__queue_fail_run(w->q, j->job.id, j->job.token, why, j->result.exit_status,
+			                         j->result.output, &w->o.backoff, &dead, err);
+			if (rc == PGC_OK || rc == PGC_ESTALE)
+				atomic_fetch_add(rc == PGC_OK ? &w->s_failed : &w->s_stale, 1);
+			if (rc == PGC_ESTALE)
+				rc = PGC_OK;
+		}
+		if (rc != PGC_OK)
+			return -1;
+		pgc__worker_mark_more(w, d, j->job.queue);
+		*pp = j->next;
+		pgc__worker_job_free(w, j);
+		settled++;
+	}
+	return settled;
+}
+
 /* One round trip: completions of `done` (only PGC_JOB_COMPLETE ones), the heartbeat when due,
  * and (when claim) claims for the queues worth claiming, as one batch. */
 int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bool claim,
@@ -80,46 +126,41 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	size_t n_done = 0;
 	for (wjob *j = *done; j; j = j->next)
 		n_done++;
-	pgc__sb cia = { 0 }, cta = { 0 }, cea = { 0 }, coa = { 0 }, hia = { 0 }, hta = { 0 };
+	pgc__sb hia = { 0 }, hta = { 0 };
+	pgc__queue_complete_lits cl = { 0 };
 	int64_t *cids = NULL, *hb_ids = NULL;
 	size_t n_hb = 0;
 	pgc__batch *b = NULL;
+	bool with_results = false;
 	if (n_done > 0) {
 		cids = malloc(n_done * 2 * sizeof *cids);
-		if (cids == NULL)
+		int *exs = malloc(n_done * sizeof *exs);
+		const char **outs = malloc(n_done * sizeof *outs), **res = malloc(n_done * sizeof *res);
+		if (cids == NULL || exs == NULL || outs == NULL || res == NULL) {
+			free(cids);
+			free(exs);
+			free(outs);
+			free(res);
 			return pgc__err(err, PGC_ENOMEM, "out of memory");
+		}
 		size_t k = 0;
 		for (wjob *j = *done; j; j = j->next, k++) {
 			cids[k] = j->job.id;
 			cids[n_done + k] = j->job.token;
+			exs[k] = j->result.exit_status;
+			outs[k] = j->result.output;
+			res[k] = j->result.result_json;
+			with_results |= res[k] != NULL;
 		}
-		pgc__sb_int_array(&cia, n_done, cids);
-		pgc__sb_int_array(&cta, n_done, cids + n_done);
-		/* What the commands ended with, only when a handler said (most say nothing). */
-		bool said = false;
-		for (wjob *j = *done; j; j = j->next)
-			said |= j->result.exit_status >= 0 || j->result.output[0] != '\0';
-		if (said) {
-			const char **outs = malloc(n_done * sizeof *outs);
-			if (outs == NULL) {
-				free(cids);
-				pgc__sb_free(&cia);
-				pgc__sb_free(&cta);
-	pgc__sb_free(&cea);
-	pgc__sb_free(&coa);
-				return pgc__err(err, PGC_ENOMEM, "out of memory");
-			}
-			k = 0;
-			pgc__sb_putc(&cea, '{');
-			for (wjob *j = *done; j; j = j->next, k++) {
-				char num[16];
-				snprintf(num, sizeof num, "%s%d", k ? "," : "", j->result.exit_status);
-				pgc__sb_puts(&cea, j->result.exit_status >= 0 ? num : k ? ",NULL" : "NULL");
-				outs[k] = j->result.output;
-			}
-			pgc__sb_putc(&cea, '}');
-			pgc__sb_text_array(&coa, n_done, outs);
-			free(outs);
+		/* What the commands ended with and the results, only when a handler said (most say
+		 * nothing). */
+		rc = pgc__queue_complete_args(n_done, cids, cids + n_done, exs, outs, res, &cl, err);
+		free(exs);
+		free(outs);
+		free(res);
+		if (rc != PGC_OK) {
+			free(cids);
+			return rc;
 		}
 	}
 	if (do_hb && !pgc__worker_heartbeat_arrays(w, &hia, &hta, &hb_ids, &n_hb))
@@ -165,7 +206,7 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 
 	if (n_done == 0 && !do_hb && n_claims == 0)
 		goto out;
-	if (cia.oom || cta.oom || cea.oom || coa.oom || hia.oom || hta.oom ||
+	if (hia.oom || hta.oom ||
 	    (b = pgc__batch_new(w->conn)) == NULL) {
 		rc = pgc__err(err, PGC_ENOMEM, "out of memory");
 		goto out;
@@ -173,13 +214,12 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	/* The parameters stay valid until the batch has run. */
 	char lease[24], maxs[PGC_WORKER_QUEUES_MAX][16];
 	snprintf(lease, sizeof lease, "%lld", (long long)w->o.lease_ms);
-	const char *cv[4] = { cia.buf, cta.buf, cea.buf, coa.buf }, *hv[3] = { hia.buf, hta.buf, lease };
+	const char *hv[3] = { hia.buf, hta.buf, lease };
 	const char *qv[PGC_WORKER_QUEUES_MAX][4];
 	int i_done = 0, i_hb = 0, added = 0;
-	int i_claim[PGC_WORKER_QUEUES_MAX], i_flow[PGC_WORKER_QUEUES_MAX],
-	    i_promote[PGC_WORKER_QUEUES_MAX];
+	int i_claim[PGC_WORKER_QUEUES_MAX];
 	if (n_done > 0)
-		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 4, cv);
+		added |= i_done = pgc__queue_batch_add(w->q, b, QS_COMPLETE, 5, cl.v);
 	if (do_hb)
 		added |= i_hb = pgc__queue_batch_add(w->q, b, QS_HEARTBEAT, 3, hv);
 	for (size_t c = 0; c < n_claims; c++) {
@@ -188,28 +228,35 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 		qv[c][1] = maxs[c];
 		qv[c][2] = lease;
 		qv[c][3] = w->worker_id;
-		/* The same statements for every queue: the cache parses each once per batch. The
-		 * flow claim goes first, and only for queues that may be flow queues. */
-		added |= i_promote[c] = pgc__queue_batch_add(w->q, b, QS_PROMOTE, 1, qv[c]);
-		i_flow[c] = -1;
-		if (!d->plain[claim_q[c]])
-			added |= i_flow[c] = pgc__queue_batch_add(w->q, b, QS_CLAIM_FLOW, 4, qv[c]);
+		/* The same statement for every queue: the cache parses it once per batch. */
 		added |= i_claim[c] = pgc__queue_batch_add(w->q, b, QS_CLAIM, 4, qv[c]);
 	}
 	/* Every answer counts only once the whole batch (one implicit transaction) committed. */
 	rc = added < 0 ? pgc__err(err, PGC_ENOMEM, "out of memory") : pgc__batch_run(b, NULL, err);
 	PGresult *done_res = NULL, *hb_res = NULL;
-	PGresult *claim_res[PGC_WORKER_QUEUES_MAX], *flow_res[PGC_WORKER_QUEUES_MAX],
-	         *promote_res[PGC_WORKER_QUEUES_MAX];
+	PGresult *claim_res[PGC_WORKER_QUEUES_MAX];
 	if (rc == PGC_OK && n_done > 0)
 		done_res = pgc__queue_result(b, i_done, &rc, err);
 	if (rc == PGC_OK && do_hb)
 		hb_res = pgc__queue_result(b, i_hb, &rc, err);
-	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++) {
-		promote_res[c] = pgc__queue_result(b, i_promote[c], &rc, err);
-		flow_res[c] = rc == PGC_OK && i_flow[c] >= 0 ? pgc__queue_result(b, i_flow[c], &rc, err) : NULL;
-		if (rc == PGC_OK)
-			claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
+	for (size_t c = 0; rc == PGC_OK && c < n_claims; c++)
+		claim_res[c] = pgc__queue_result(b, i_claim[c], &rc, err);
+	if (rc == PGC_ESQL && with_results && strncmp(err->sqlstate, "22", 2) == 0) {
+		/* Most likely a result the server refused: those jobs alone, then the trip again
+		 * with the others (which carry no result, so this happens once). */
+		long k = settle_results(w, d, done, err);
+		if (k > 0) {
+			pgc__batch_free(b);
+			b = NULL;
+			pgc__queue_complete_args_free(&cl);
+			pgc__sb_free(&hia);
+			pgc__sb_free(&hta);
+			free(cids);
+			free(hb_ids);
+			return pgc__worker_round_trip(w, d, done, do_hb, claim, err);
+		}
+		if (k < 0)
+			goto out;
 	}
 	if (rc != PGC_OK)
 		goto out;
@@ -230,13 +277,10 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	if (do_hb)
 		pgc__worker_mark_lost(w, hb_res, hb_ids, n_hb);
 	for (size_t c = 0; c < n_claims; c++) {
-		PGresult *res = flow_res[c] != NULL && PQntuples(flow_res[c]) > 0 ? flow_res[c] : claim_res[c];
+		PGresult *res = claim_res[c];
 		size_t qi = claim_q[c];
 		int rows = PQntuples(res);
-		bool flow = PQntuples(promote_res[c]) == 1 && strcmp(PQgetvalue(promote_res[c], 0, 1), "t") == 0;
-		bool missed = flow && d->plain[qi]; /* it turned into a flow queue: claim it again */
-		d->plain[qi] = !flow;
-		if (rows < claim_n[c] && !missed)
+		if (rows < claim_n[c])
 			d->more[qi] = false;
 		take_claimed(w, res, w->o.queues[qi]);
 		if (rows > 0)
@@ -244,10 +288,7 @@ int pgc__worker_round_trip(pgc_worker *w, dstate *d, wjob **done, bool do_hb, bo
 	}
 out:
 	pgc__batch_free(b);
-	pgc__sb_free(&cia);
-	pgc__sb_free(&cta);
-	pgc__sb_free(&cea);
-	pgc__sb_free(&coa);
+	pgc__queue_complete_args_free(&cl);
 	pgc__sb_free(&hia);
 	pgc__sb_free(&hta);
 	free(cids);
