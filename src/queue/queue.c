@@ -20,15 +20,15 @@
 /* Templates: every "@S@" becomes the quoted schema name. */
 static const char *const templates[QS_COUNT] = {
 	[QS_ENQUEUE] =
-	"SELECT ord, id FROM @S@.enqueue($1, $2::text[], $3::text[], $4::int,"
-	" coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
-	" $8::int, $9::text, $10::bigint[], $11::boolean, $12::text)",
+	("SELECT ord, id FROM @S@.enqueue($1, $2::text[], $3::text[], $4::int,"
+	 " coalesce($5::timestamptz, clock_timestamp() + $6::bigint * interval '1 millisecond'), $7::int,"
+	 " $8::int, $9::text, $10::bigint[], $11::boolean, $12::text)"),
 
 	/* Every statement of a job's life is a call of the protocol's function (docs/PROTOCOL.md,
 	 * src/schema/functions/): the library calls what any client calls. */
 	[QS_CLAIM] =
-	"SELECT id, token, attempts, max_attempts, priority, payload, key"
-	" FROM @S@.claim($1, $2::int, $3::bigint, $4)",
+	("SELECT id, token, attempts, max_attempts, priority, payload, key"
+	 " FROM @S@.claim($1, $2::int, $3::bigint, $4)"),
 
 	/* $3, $4 and $5: NULL, or one element per job in the order of $1 (what a command ended
 	 * with, the handler's result). */
