@@ -20,8 +20,8 @@
 #include "json_mini.h"
 
 #define PROTOCOL_VERSION 1
-/* What this adapter offers: job results are not in the library yet. */
-static const char *const FEATURES[] = { "queue", "keys", "locks", "leases", "tx" };
+/* What this adapter offers. */
+static const char *const FEATURES[] = { "queue", "results", "keys", "locks", "leases", "tx" };
 
 /* ---- output ------------------------------------------------------------------------------ */
 
@@ -242,6 +242,7 @@ typedef struct work {
 	char handler[16];
 	int64_t ms;
 	char *error_text;
+	char *result_json; /* "result": the JSON text every job it handles gets as its result */
 	long stop_after;
 	atomic_long handled;
 	atomic_bool finished;
@@ -328,10 +329,14 @@ static void handle(const pgc_job *job, pgc_job_result *res, void *arg)
 		else if (pgc_job_lost(job))
 			outcome = "lost";
 	}
-	/* "ok" and "result" complete the job (results are not stored yet). */
+	/* "ok" and "result" complete the job; the worker frees the result, whatever the outcome. */
 	if (strcmp(outcome, "lost") == 0 || strcmp(outcome, "cancelled") == 0) {
 		res->outcome = PGC_JOB_FAIL;
 		snprintf(res->error, sizeof res->error, "%s", outcome);
+	} else if (wk->result_json != NULL && (res->result_json = strdup(wk->result_json)) == NULL) {
+		res->outcome = PGC_JOB_FAIL;
+		snprintf(res->error, sizeof res->error, "out of memory");
+		outcome = "failed";
 	}
 	job_event("job_ended", job, outcome);
 	long n = atomic_fetch_add(&wk->handled, 1) + 1;
@@ -380,6 +385,7 @@ static void work_free(work *wk)
 	for (size_t i = 0; i < wk->nq; i++)
 		free(wk->queues[i]);
 	free(wk->error_text);
+	free(wk->result_json);
 	free(wk);
 }
 
@@ -432,9 +438,11 @@ static void op_work(const req *r)
 	const jm_node *h = arg(r, "handler");
 	const jm_node *hdo = jm_get(h, "do");
 	snprintf(wk->handler, sizeof wk->handler, "%s", hdo != NULL && hdo->type == JM_STRING ? hdo->str : "ok");
-	const jm_node *hms = jm_get(h, "ms"), *herr = jm_get(h, "error");
+	const jm_node *hms = jm_get(h, "ms"), *herr = jm_get(h, "error"), *hres = jm_get(h, "result");
 	wk->ms = hms != NULL && hms->is_int ? hms->i : 0;
 	wk->error_text = herr != NULL && herr->type == JM_STRING ? strdup(herr->str) : NULL;
+	if (strcmp(wk->handler, "result") == 0 && hres != NULL && (wk->result_json = raw_copy(hres)) == NULL)
+		bad = true;
 	static const char *const handlers[] = { "ok", "fail", "sleep", "hang", "result", "check_cancel" };
 	bool known = false;
 	for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
@@ -674,13 +682,54 @@ static void op_complete(const req *r)
 	int64_t id, token;
 	if (q == NULL || !id_token(r, &id, &token))
 		return;
-	/* A result is accepted and not stored: the library has no job results yet. */
+	const jm_node *result = arg(r, "result");
+	char *rtext = result != NULL ? raw_copy(result) : NULL;
+	if (result != NULL && rtext == NULL) {
+		answer_error(r, "internal", NULL, "out of memory");
+		return;
+	}
 	pgc_error err = PGC_ERROR_INIT;
-	int rc = pgc_queue_complete(q, id, token, &err);
+	int rc = pgc_queue_complete_result(q, id, token, rtext, &err);
+	free(rtext);
 	if (rc != PGC_OK)
 		answer_pgc(r, rc, &err);
 	else
 		answer_ok(r);
+}
+
+/* Waits up to wait_ms for the job to finish: its status and result (JSON, null: none). Not
+ * finished by then is `conflict` (PGC_ETIMEDOUT). */
+static void op_job_result(const req *r)
+{
+	pgc_queue *q = need_queue(r);
+	if (q == NULL)
+		return;
+	bool bad = false;
+	int64_t id = arg_int(r, "job_id", 0, &bad);
+	int64_t wait = arg_int(r, "wait_ms", 0, &bad);
+	if (bad || id <= 0 || wait < 0) {
+		answer_error(r, "usage", NULL, "job_id must be a positive integer, wait_ms one not negative");
+		return;
+	}
+	const char *status = NULL;
+	char *result = NULL;
+	pgc_error err = PGC_ERROR_INIT;
+	int rc = pgc_queue_result_wait(q, id, wait, &status, &result, &err);
+	if (rc != PGC_OK) {
+		answer_pgc(r, rc, &err);
+		free(result);
+		return;
+	}
+	sb b = { 0 };
+	ok_begin(&b, r);
+	sb_puts(&b, ",\"status\":");
+	sb_str(&b, status);
+	/* The server's jsonb text is JSON: it goes out as the value it is. */
+	sb_puts(&b, ",\"result\":");
+	sb_puts(&b, result != NULL ? result : "null");
+	sb_puts(&b, "}");
+	emit(&b);
+	free(result);
 }
 
 static void op_fail(const req *r)
@@ -1213,8 +1262,7 @@ static void dispatch(const req *r, const char *op)
 	else if (strcmp(op, "cancel") == 0) op_cancel(r);
 	else if (strcmp(op, "reap") == 0) op_reap(r);
 	else if (strcmp(op, "job") == 0) op_job(r);
-	else if (strcmp(op, "job_result") == 0)
-		answer_error(r, "usage", NULL, "not supported: job results are not in the C library yet");
+	else if (strcmp(op, "job_result") == 0) op_job_result(r);
 	else if (strcmp(op, "flow_set") == 0) op_flow_set(r);
 	else if (strcmp(op, "work") == 0) op_work(r);
 	else if (strcmp(op, "stop") == 0) op_stop(r);
