@@ -32,15 +32,18 @@ gone_within() {
 }
 
 # The critical section, held by the command's grandchild: a run that finds the previous one's
-# holder still alive inside records an overlap. (A holder killed by SIGKILL leaves the
-# directory behind: a dead holder is no overlap.)
+# holder still running inside records an overlap. (A holder killed by SIGKILL leaves the
+# directory behind: a dead holder, or one dead and not yet reaped, is no overlap.)
 export CS=$TMP/cs
 mkdir -p "$CS"
 cat >"$TMP/crit" <<'SH'
 #!/bin/sh
 if ! mkdir "$CS/in" 2>/dev/null; then
 	old=$(cat "$CS/who" 2>/dev/null)
-	[ -n "$old" ] && kill -0 "$old" 2>/dev/null && echo "overlap: $$ found $old alive inside" >>"$CS/bad"
+	# A zombie runs nothing: only a holder that still runs is an overlap (the same test as
+	# alive() below; kill -0 would count a killed holder no one has reaped yet).
+	[ -n "$old" ] && [ -e "/proc/$old" ] && [ "$(awk '{print $3}' "/proc/$old/stat" 2>/dev/null)" != Z ] &&
+		echo "overlap: $$ found $old alive inside" >>"$CS/bad"
 fi
 echo $$ >"$CS/who"
 sleep "$1"
