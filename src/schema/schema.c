@@ -52,26 +52,42 @@ static const char *const books_sql =
         "COMMENT ON TABLE @S@.function_versions IS"
         " 'pgcoord: the checksum of each function file as last created (src/schema/functions)'";
 
+/* Whether schema's migrations table has its checksum column (and, with functions, whether the
+ * function_versions table exists), asked of the catalog. */
+static int has_books(pgc_conn *conn, const char *schema, bool functions, bool *have,
+                     pgc_error *err)
+{
+#define HAS_CHECKSUM                                                                        \
+	"SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"                                    \
+	"  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"                                        \
+	"  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"                                \
+	"  WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'checksum'"            \
+	"    AND NOT a.attisdropped)"
+	static const char column[] = HAS_CHECKSUM;
+	static const char both[] = HAS_CHECKSUM
+	        " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
+	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+	        "  WHERE n.nspname = $1 AND c.relname = 'function_versions')";
+#undef HAS_CHECKSUM
+	int rc;
+	const char *p[1] = { schema };
+	PGresult *res = pgc__exec(conn, functions ? both : column, 1, p, &rc, err);
+	if (res == NULL)
+		return rc;
+	*have = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return PGC_OK;
+}
+
 /* Creates the runner's bookkeeping when missing: the checksum column of migrations and the
  * function_versions table. Asked of the catalog first, so that an up-to-date schema takes no
  * lock on migrations. The caller holds the migration lock. */
 static int ensure_books(pgc_conn *conn, const char *schema, const char *quoted, pgc_error *err)
 {
 	int rc;
-	const char *p[1] = { schema };
-	PGresult *res = pgc__exec(conn,
-	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"
-	        "  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
-	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-	        "  WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'checksum'"
-	        "    AND NOT a.attisdropped)"
-	        " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c"
-	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-	        "  WHERE n.nspname = $1 AND c.relname = 'function_versions')", 1, p, &rc, err);
-	if (res == NULL)
+	bool have;
+	if ((rc = has_books(conn, schema, true, &have, err)) != PGC_OK)
 		return rc;
-	bool have = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
 	if (have)
 		return PGC_OK;
 	char *sql = pgc__sql_schema(books_sql, quoted);
@@ -386,17 +402,9 @@ int pgc_schema_check(pgc_conn *conn, const char *schema, pgc_schema_drift *out, 
 	if (rc != PGC_OK)
 		return rc;
 	/* Only a schema whose migrations table has the column can have recorded anything. */
-	const char *p[1] = { schema };
-	PGresult *res = pgc__exec(conn,
-	        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a"
-	        "  JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
-	        "  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-	        "  WHERE n.nspname = $1 AND c.relname = 'migrations' AND a.attname = 'checksum'"
-	        "    AND NOT a.attisdropped)", 1, p, &rc, err);
-	if (res == NULL)
+	bool have;
+	if ((rc = has_books(conn, schema, false, &have, err)) != PGC_OK)
 		return rc;
-	bool have = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
 	if (!have)
 		return PGC_OK;
 	char *q = pgc__quote_ident(conn, schema, err);
@@ -406,7 +414,7 @@ int pgc_schema_check(pgc_conn *conn, const char *schema, pgc_schema_drift *out, 
 	snprintf(sql, sizeof sql,
 	         "SELECT version, checksum FROM %s.migrations WHERE checksum IS NOT NULL ORDER BY version", q);
 	PQfreemem(q);
-	res = pgc__exec(conn, sql, 0, NULL, &rc, err);
+	PGresult *res = pgc__exec(conn, sql, 0, NULL, &rc, err);
 	if (res == NULL)
 		return rc;
 	for (int r = 0; r < PQntuples(res); r++) {
