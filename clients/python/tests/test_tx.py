@@ -80,7 +80,9 @@ def test_real_serialization_conflict_is_retried(client: pgcoord.Client, table: s
         for t in ts:
             t.join(30)
         assert not errs
-        assert sorted(calls) == [1, 2]
+        # One committed at its first attempt; the other was retried until it could (twice,
+        # or more when its retry began before the winner's commit was visible).
+        assert min(calls) == 1 and max(calls) >= 2, calls
 
 
 def test_bound_on_attempts(client: pgcoord.Client) -> None:
