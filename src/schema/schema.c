@@ -85,7 +85,7 @@ static int has_books(pgc_conn *conn, const char *schema, bool functions, bool *h
 static int ensure_books(pgc_conn *conn, const char *schema, const char *quoted, pgc_error *err)
 {
 	int rc;
-	bool have;
+	bool have = false;
 	if ((rc = has_books(conn, schema, true, &have, err)) != PGC_OK)
 		return rc;
 	if (have)
@@ -402,7 +402,7 @@ int pgc_schema_check(pgc_conn *conn, const char *schema, pgc_schema_drift *out, 
 	if (rc != PGC_OK)
 		return rc;
 	/* Only a schema whose migrations table has the column can have recorded anything. */
-	bool have;
+	bool have = false;
 	if ((rc = has_books(conn, schema, false, &have, err)) != PGC_OK)
 		return rc;
 	if (!have)
