@@ -13,6 +13,9 @@ import (
 // speaks. New refuses a schema whose protocol_version() returns another.
 const ProtocolVersion = 1
 
+// Version is this client's version, pgcoord's release it comes with.
+const Version = "0.1.0"
+
 // DefaultSchema is the schema `pgcoord init` installs into unless told otherwise.
 const DefaultSchema = "pgcoord"
 

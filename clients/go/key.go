@@ -82,3 +82,10 @@ func xxh64(b []byte) uint64 {
 	h ^= h >> 32
 	return h
 }
+
+// CheckLockName applies the protocol's rule for lock names (1 to NameMaxBytes bytes of valid
+// UTF-8), as Lock and XactLock do: an error matching ErrUsage names what is wrong. Key itself
+// hashes any bytes.
+func CheckLockName(name string) error {
+	return checkName("lock name", name, NameMaxBytes)
+}

@@ -1,6 +1,9 @@
 package pgcoord
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // The golden vectors of tests/unit/test_key.c (xxhsum -H1): a change here changes every named
 // lock's key, and a Go program would no longer exclude a C one.
@@ -40,8 +43,14 @@ func TestCheckLockName(t *testing.T) {
 		if err := checkName("lock name", bad, NameMaxBytes); err == nil || !isUsage(err) {
 			t.Errorf("checkName(%q) = %v, want a usage error", bad, err)
 		}
+		if err := CheckLockName(bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("CheckLockName(%q) = %v, want a usage error", bad, err)
+		}
 	}
 	if err := checkName("lock name", string(long[:NameMaxBytes]), NameMaxBytes); err != nil {
 		t.Errorf("a %d-byte name: %v", NameMaxBytes, err)
+	}
+	if err := CheckLockName("héllo wörld"); err != nil {
+		t.Errorf("CheckLockName of a UTF-8 name: %v", err)
 	}
 }

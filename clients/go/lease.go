@@ -322,3 +322,119 @@ func (c *Client) FenceNext(ctx context.Context, name, holder string) (int64, err
 	}
 	return token, nil
 }
+
+// LeaseInfo is the server's answer to one call of LeaseAcquire or LeaseRenew: the lease's row
+// as that call left it.
+type LeaseInfo struct {
+	Name string
+	// Granted says whether LeaseAcquire granted the lease to the caller; when false, Token,
+	// Holder and ExpiresAt describe the current holder. For LeaseRenew it is Status == "ok".
+	Granted bool
+	// Status is LeaseRenew's answer: "ok" (renewed), "expired" (it lapsed, nobody took it
+	// yet: acquire it again), "released", "superseded" (a newer token was granted: stop) or
+	// "unknown" (no such name or token). LeaseAcquire sets "ok" when granted, else "held".
+	Status    string
+	Token     int64     // the fencing token of the grant
+	Holder    string    // who holds it
+	GrantedAt time.Time // zero when the server has none
+	ExpiresAt time.Time // when it runs out by the database's clock; zero when it has none
+	DBNow     time.Time // the database's clock when the answer was made
+}
+
+// Remaining is what is left of the lease by the database's clock (0 when released or expired),
+// whatever the local clock says.
+func (i LeaseInfo) Remaining() time.Duration {
+	if i.ExpiresAt.IsZero() || !i.ExpiresAt.After(i.DBNow) {
+		return 0
+	}
+	return i.ExpiresAt.Sub(i.DBNow)
+}
+
+// LeaseAcquire asks once for the lease of name for holder, for ttl, with no handle and no
+// renewal: the call Acquire is built on, for a caller that keeps the token itself and renews
+// on its own schedule (or from another process) with LeaseRenew. A lease held by someone else
+// is an answer (Granted false, with the holder's token and expiry), not an error. It waits at
+// most one second for writers that checked the previous token (ErrRetryLater, 55P03, after).
+func (c *Client) LeaseAcquire(ctx context.Context, name, holder string, ttl time.Duration) (LeaseInfo, error) {
+	if err := checkLease("lease acquire", name, holder, ttl); err != nil {
+		return LeaseInfo{}, err
+	}
+	qctx, cancel := c.bounded(ctx)
+	defer cancel()
+	info := LeaseInfo{Name: name}
+	row := c.db.QueryRowContext(qctx, c.sql("SELECT granted, token, holder, granted_at, expires_at, db_now"+
+		" FROM @S@.lease_acquire($1::text, $2::text, $3::bigint, $4::integer)"),
+		name, holder, int64(ttl/time.Millisecond), 1000)
+	if err := info.scan(row, true); err != nil {
+		return LeaseInfo{}, wrap(fmt.Sprintf("acquire lease %q", name), err)
+	}
+	return info, nil
+}
+
+// LeaseRenew renews once, for ttl from now, the lease of name granted with token. A token
+// that no longer holds it is an answer, not an error: Status says why ("expired", "released",
+// "superseded", "unknown") and the caller stops what the lease protected.
+func (c *Client) LeaseRenew(ctx context.Context, name string, token int64, ttl time.Duration) (LeaseInfo, error) {
+	if err := checkLease("lease renew", name, "", ttl); err != nil {
+		return LeaseInfo{}, err
+	}
+	qctx, cancel := c.bounded(ctx)
+	defer cancel()
+	info := LeaseInfo{Name: name}
+	row := c.db.QueryRowContext(qctx, c.sql("SELECT status, token, holder, granted_at, expires_at, db_now"+
+		" FROM @S@.lease_renew($1::text, $2::bigint, $3::bigint)"), name, token, int64(ttl/time.Millisecond))
+	if err := info.scan(row, false); err != nil {
+		return LeaseInfo{}, wrap(fmt.Sprintf("renew lease %q", name), err)
+	}
+	return info, nil
+}
+
+// LeaseRelease ends the lease of name granted with token, so that a candidate gets it at once,
+// and returns the server's status: "ok", "released" (already), "superseded" (a newer token
+// exists) or "unknown" (no such name or token). The status is an answer, not an error.
+func (c *Client) LeaseRelease(ctx context.Context, name string, token int64) (string, error) {
+	if err := checkLease("lease release", name, "", time.Millisecond); err != nil {
+		return "", err
+	}
+	qctx, cancel := c.bounded(ctx)
+	defer cancel()
+	var status string
+	err := c.db.QueryRowContext(qctx, c.sql("SELECT @S@.lease_release($1::text, $2::bigint)"), name, token).Scan(&status)
+	if err != nil {
+		return "", wrap(fmt.Sprintf("release lease %q", name), err)
+	}
+	return status, nil
+}
+
+func (i *LeaseInfo) scan(row *sql.Row, acquire bool) error {
+	var (
+		granted          bool
+		status, holder   sql.NullString
+		token            sql.NullInt64
+		grantedAt, until sql.NullTime
+	)
+	first := interface{}(&status)
+	if acquire {
+		first = &granted
+	}
+	if err := row.Scan(first, &token, &holder, &grantedAt, &until, &i.DBNow); err != nil {
+		return err
+	}
+	if acquire {
+		i.Granted, i.Status = granted, "held"
+		if granted {
+			i.Status = "ok"
+		}
+	} else {
+		i.Status = status.String
+		i.Granted = i.Status == "ok"
+	}
+	i.Token, i.Holder = token.Int64, holder.String
+	if grantedAt.Valid {
+		i.GrantedAt = grantedAt.Time
+	}
+	if until.Valid {
+		i.ExpiresAt = until.Time
+	}
+	return nil
+}
