@@ -120,13 +120,16 @@ err_has "left 4 jobs: 1 scheduled later than --once-wait, 1 waiting for dependen
 run 0 timeout 60 "$PG" -q worker --once --schema "$S" --queue keyed -- true
 [ ! -s "$TMP/err" ] || { cat "$TMP/err"; fail "-q: the worker wrote to stderr"; }
 
-# A signal still stops it gracefully.
+# A signal still stops it gracefully. The signal goes to timeout, which passes it on to its
+# whole process group: it is sent once the command runs in a group of its own (its marker file
+# written), not while the worker is still starting it, when the command would get it too.
 q enqueue slow --payload '{}'
-timeout 60 "$PG" worker --once --schema "$S" --queue slow --grace 200ms -- sh -c 'sleep 30' 2>"$TMP/werr2" &
+timeout 60 "$PG" worker --once --schema "$S" --queue slow --grace 200ms -- \
+	sh -c ': >"$1"; sleep 30' sh "$TMP/slow-started" 2>"$TMP/werr2" &
 wpid=$!
-end=$((SECONDS + 10))
-while [ "$(psql_q "SELECT count(*) FROM $S.jobs WHERE queue = 'slow' AND status = 'running'")" != 1 ] &&
-	[ $SECONDS -lt $end ]; do sleep 0.1; done
+end=$((SECONDS + 30))
+while [ ! -e "$TMP/slow-started" ] && [ $SECONDS -lt $end ]; do sleep 0.1; done
+[ -e "$TMP/slow-started" ] || { cat "$TMP/werr2"; fail "the slow command did not start within 30 s"; }
 kill -TERM "$wpid"
 wait "$wpid"
 rc=$?
