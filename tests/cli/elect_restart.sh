@@ -23,8 +23,9 @@ restart() {
 	fi || { cat "$TMP/pg_ctl.log"; fail "pg_ctl restart failed"; }
 }
 q="\"$SCHEMA\""
-# TTL 6 s, renewals every second: up to 5 s to reconnect after the restart.
-timeout 90 "$PG" elect --schema "$SCHEMA" --ttl 6s --renew-every 1s --kill-after 1s restart -- "$CHILD" "$LOG" 0 \
+# TTL 20 s, renewals every second: up to 19 s to reconnect after the restart, room enough for
+# a loaded machine (a restart of a few seconds and the reconnect's backoff).
+timeout 120 "$PG" elect --schema "$SCHEMA" --ttl 20s --renew-every 1s --kill-after 1s restart -- "$CHILD" "$LOG" 0 \
 	2>"$TMP/err1" &
 a_job=$!
 wait_until 10 has_starts 1 || { cat "$TMP/err1"; fail "not elected"; }
@@ -43,7 +44,7 @@ after=$(psql_q "SELECT $q.fence_next('other', 'psql')")
 
 # The leader keeps its lease: same token, renewed after the restart, command still running.
 renewed_since() { [ "$(psql_q "SELECT renewed_at > to_timestamp($1) FROM $q.leases WHERE name = 'restart'")" = t ]; }
-wait_until 8 renewed_since "$t_up" ||
+wait_until 20 renewed_since "$t_up" ||
 	{ cat "$TMP/err1"; fail "the leader did not renew after the restart"; }
 [ "$(psql_q "SELECT token FROM $q.leases WHERE name = 'restart'")" = "$token" ] || fail "the lease changed hands"
 alive "$a" || { cat "$TMP/err1"; fail "the leader's pgcoord exited"; }
