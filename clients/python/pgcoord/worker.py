@@ -592,6 +592,8 @@ class _Base:
         for r in runs:
             self._drop(r)
             self._done.remove(r)
+            # A slot is free, and perhaps a key's turn or a dependent job: worth a claim.
+            self._more[r.job.queue] = True
             if r.job.id in completed:
                 self.stats.completed += 1
             elif r.job.cancelled.is_set():
