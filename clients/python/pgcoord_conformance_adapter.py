@@ -5,11 +5,11 @@ The protocol is tests/conformance/README.md: one JSON request a line on stdin, o
 a line on stdout, in order, each flushed at once. Every op runs on the Python client's own API
 (pgcoord.Client on one psycopg connection: the adapter's session) except `sql`, the runner's
 look at that session, and `init`, which runs `pgcoord init --schema` as the client's README
-says to. The client has no worker yet: the ops of the `queue`, `keys` and `results` features
-answer error kind `usage`, "not supported", and `hello` does not list them.
+says to.
 
 Run it with an interpreter that has psycopg 3 and psycopg_pool (Debian's /usr/bin/python3);
-the package is imported from the directory of this file. PGCOORD_BIN names the pgcoord tool
+the package is imported from the directory of this file. `work` runs a pgcoord.Worker (its
+own sessions, handlers in threads); its events are written by those threads under one lock. PGCOORD_BIN names the pgcoord tool
 for `init` (default: build/pgcoord of the source tree, then pgcoord on PATH). End of input
 exits, releasing everything with the session.
 """
@@ -22,6 +22,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
+import datetime as dt
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
 
@@ -35,12 +38,9 @@ import pgcoord  # noqa: E402
 from pgcoord import errors as E  # noqa: E402
 
 PROTOCOL = 1
-FEATURES = ["locks", "leases", "tx"]
-# Ops of features this client does not have yet (the worker and what needs it).
-NOT_SUPPORTED = {
-    "enqueue", "enqueue_many", "claim", "complete", "fail", "release", "renew", "cancel",
-    "reap", "job", "job_result", "flow_set", "work", "stop",
-}  # fmt: skip
+FEATURES = ["queue", "results", "keys", "locks", "leases", "tx"]
+HANDLERS = {"ok", "fail", "sleep", "hang", "result", "check_cancel"}
+_out_lock = threading.Lock()
 ISOLATIONS = {"read committed", "repeatable read", "serializable"}
 
 
@@ -60,6 +60,8 @@ def kind_of(e: BaseException) -> str:
         return "schema"
     # A wait that ran out is "conflict" in the protocol, though the client files it under
     # RetryLaterError: test it before its base class.
+    if isinstance(e, E.StaleError):
+        return "stale"
     if isinstance(e, (E.ConflictError, E.LockTimeoutError)):
         return "conflict"
     if isinstance(e, E.NotFoundError):
@@ -80,8 +82,43 @@ def kind_of(e: BaseException) -> str:
 
 
 def out(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
+    with _out_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def mono_ms() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1_000_000
+
+
+class Work:
+    """One running `work`: a pgcoord.Worker started in its thread, and a waiter for its end."""
+
+    def __init__(self, worker: pgcoord.Worker, stop_after: int) -> None:
+        self.worker = worker
+        self.stop_after = stop_after
+        self.handled = 0
+        self.mu = threading.Lock()
+        self.finished = threading.Event()
+        self.waiter: Optional[threading.Thread] = None
+
+    def count(self) -> None:
+        with self.mu:
+            self.handled += 1
+            n = self.handled
+        if self.stop_after > 0 and n == self.stop_after:
+            self.worker.stop(30)
+
+    def wait_end(self) -> None:
+        ev: dict[str, Any] = {"event": "done"}
+        try:
+            self.worker.wait()
+        except Exception as e:
+            ev["error"] = {"kind": kind_of(e), "message": str(e)}
+        ev["handled"] = self.handled
+        out(ev)
+        self.finished.set()
 
 
 def arg_str(req: dict[str, Any], name: str, required: bool = True) -> Optional[str]:
@@ -128,6 +165,7 @@ class Adapter:
         self.client: Optional[pgcoord.Client] = None
         # name -> held handles, newest last (a session lock stacks as the server counts it).
         self.locks: dict[str, list[Any]] = {}
+        self.work: Optional[Work] = None
 
     # ---- session ------------------------------------------------------------------------
 
@@ -137,6 +175,11 @@ class Adapter:
         return self.client
 
     def close(self) -> None:
+        if self.work is not None:
+            self.work.worker.stop(0)
+            if self.work.waiter is not None:
+                self.work.waiter.join(10)
+            self.work = None
         for held in self.locks.values():
             for h in held:
                 if isinstance(h, XactLock):
@@ -288,6 +331,209 @@ class Adapter:
             client.fence_check(self.conn, name, token)
         return {}
 
+    # ---- the queue ----------------------------------------------------------------------
+
+    def op_enqueue(self, req: dict[str, Any]) -> dict[str, Any]:
+        client = self.need()
+        assert self.conn is not None
+        queue = arg_str(req, "queue")
+        assert queue is not None
+        run_at: Any = None
+        if req.get("run_at") is not None:
+            try:
+                run_at = dt.datetime.fromisoformat(str(req["run_at"]).replace("Z", "+00:00"))
+            except ValueError:
+                raise Answer("usage", "run_at must be ISO 8601 with an offset") from None
+        elif req.get("delay_ms") is not None:
+            run_at = dt.timedelta(milliseconds=arg_int(req, "delay_ms"))
+        pol = arg_str(req, "on_dep_failure", required=False)
+        if pol not in (None, "cancel", "run"):
+            raise Answer("usage", "on_dep_failure must be cancel or run")
+        after = req.get("after")
+        if after is not None and (not isinstance(after, list) or not all(isinstance(x, int) for x in after)):
+            raise Answer("usage", "after must be a list of job ids")
+        tx = arg_str(req, "tx", required=False)
+        if tx not in (None, "commit", "rollback"):
+            raise Answer("usage", "tx must be commit or rollback")
+        kw: dict[str, Any] = dict(
+            unique_key=arg_str(req, "unique_key", required=False),
+            priority=req.get("priority"),
+            run_at=run_at,
+            max_attempts=req.get("max_attempts"),
+            key=arg_str(req, "key", required=False),
+            after=after,
+            run_anyway=True if pol == "run" else None,
+            group=arg_str(req, "group", required=False),
+        )
+        payload = req.get("payload", {})
+        if tx == "rollback":
+            with self.conn.transaction(force_rollback=True):
+                client.enqueue(queue, payload, conn=self.conn, **kw)
+            return {"job_id": 0}
+        if tx == "commit":
+            with self.conn.transaction():
+                jid = client.enqueue(queue, payload, conn=self.conn, **kw)
+        else:
+            jid = client.enqueue(queue, payload, **kw)
+        if jid is None:
+            raise Answer("conflict", f"unique key {kw['unique_key']!r} is taken by a pending or running job", "23505")
+        return {"job_id": jid}
+
+    def op_enqueue_many(self, req: dict[str, Any]) -> dict[str, Any]:
+        client = self.need()
+        queue = arg_str(req, "queue")
+        assert queue is not None
+        payloads, keys = req.get("payloads"), req.get("unique_keys")
+        if not isinstance(payloads, list) or (keys is not None and (not isinstance(keys, list) or len(keys) != len(payloads))):
+            raise Answer("usage", "payloads must be a list, unique_keys one of the same length")
+        ids = client.enqueue_many(queue, payloads, unique_keys=keys)
+        return {"job_ids": [0 if i is None else i for i in ids]}
+
+    def op_claim(self, req: dict[str, Any]) -> dict[str, Any]:
+        client = self.need()
+        queue = arg_str(req, "queue")
+        assert queue is not None
+        jobs = client.claim(queue, max=arg_int(req, "max", 1), lease=arg_int(req, "lease_ms", 30000) / 1000)
+        return {"jobs": [{"job_id": j.id, "token": j.token, "attempt": j.attempts, "payload": j.payload, "key": j.key} for j in jobs]}
+
+    def op_complete(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.need().complete(arg_int(req, "job_id"), arg_int(req, "token"), result=req.get("result"))
+        return {}
+
+    def op_fail(self, req: dict[str, Any]) -> dict[str, Any]:
+        retry = req.get("retry_in_ms")
+        outcome = self.need().fail(
+            arg_int(req, "job_id"), arg_int(req, "token"), arg_str(req, "error", required=False) or "failed",
+            retry_in=None if retry is None else arg_int(req, "retry_in_ms") / 1000,
+        )
+        return {"dead": outcome == "dead"}
+
+    def op_release(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.need().release([arg_int(req, "job_id")], [arg_int(req, "token")])
+        return {}
+
+    def op_renew(self, req: dict[str, Any]) -> dict[str, Any]:
+        ids, tokens = req.get("job_ids"), req.get("tokens")
+        if not isinstance(ids, list) or not isinstance(tokens, list) or len(ids) != len(tokens) or not ids:
+            raise Answer("usage", "job_ids and tokens must be lists of the same length")
+        r = self.need().renew(ids, tokens, lease=arg_int(req, "lease_ms", 30000) / 1000)
+        return {"lost": r.lost, "cancelled": r.cancelled}
+
+    def op_cancel(self, req: dict[str, Any]) -> dict[str, Any]:
+        return {"was_running": self.need().cancel(arg_int(req, "job_id"))}
+
+    def op_reap(self, req: dict[str, Any]) -> dict[str, Any]:
+        r = self.need().reap()
+        return {"returned": r.returned, "failed": r.failed}
+
+    def op_job(self, req: dict[str, Any]) -> dict[str, Any]:
+        j = self.need().job(arg_int(req, "job_id"))
+        return {"status": j.status, "attempts": j.attempts}
+
+    def op_job_result(self, req: dict[str, Any]) -> dict[str, Any]:
+        jid, wait = arg_int(req, "job_id"), arg_int(req, "wait_ms", 0)
+        if jid <= 0 or wait < 0:
+            raise Answer("usage", "job_id must be a positive integer, wait_ms one not negative")
+        r = self.need().job_result(jid, wait=wait / 1000 if wait else None)
+        if not r.finished:
+            raise Answer("conflict", f"job {jid} is still {r.status} after {wait} ms")
+        return {"status": r.status, "result": r.result}
+
+    def op_flow_set(self, req: dict[str, Any]) -> dict[str, Any]:
+        client = self.need()
+        queue = arg_str(req, "queue")
+        assert queue is not None
+
+        def rate(name: str) -> Optional[tuple[int, float]]:
+            v = req.get(name)
+            if v is None:
+                return None
+            if not isinstance(v, dict) or not isinstance(v.get("n"), int) or not isinstance(v.get("per_ms"), int):
+                raise Answer("usage", f"{name} must be {{n, per_ms}}")
+            return v["n"], v["per_ms"] / 1000
+
+        limit = req.get("key_limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise Answer("usage", "key_limit must be an integer")
+        key = arg_str(req, "key", required=False)
+        if key is not None:
+            client.key_set(queue, key, limit=limit, rate=rate("key_rate"))
+        else:
+            client.flow_set(queue, key_limit=limit, rate=rate("rate"), key_rate=rate("key_rate"))
+        return {}
+
+    # ---- the worker ---------------------------------------------------------------------
+
+    def op_work(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.need()
+        assert self.dsn is not None and self.schema is not None
+        if self.work is not None and self.work.finished.is_set():
+            self.work = None
+        if self.work is not None:
+            raise Answer("usage", "work is already running: stop it first")
+        queues: list[str] = []
+        if req.get("queue") is not None:
+            queues.append(str(arg_str(req, "queue")))
+        more = req.get("queues")
+        if more is not None:
+            if not isinstance(more, list) or not all(isinstance(q, str) for q in more):
+                raise Answer("usage", "queues must be a list of names")
+            queues += more
+        h = req.get("handler") or {}
+        if not isinstance(h, dict) or h.get("do", "ok") not in HANDLERS or not queues:
+            raise Answer("usage", "unknown handler" if isinstance(h, dict) else "bad work arguments")
+        kind = h.get("do", "ok")
+        wait_ms: int = h["ms"] if isinstance(h.get("ms"), int) else 0
+        error = h.get("error") if isinstance(h.get("error"), str) else "failed"
+        result = h.get("result")
+        worker = pgcoord.Worker(
+            self.dsn, schema=self.schema, concurrency=arg_int(req, "concurrency", 1),
+            lease=arg_int(req, "lease_ms", 30000) / 1000, application_name="pgcoord/conformance",
+        )  # fmt: skip
+        wk = Work(worker, arg_int(req, "stop_after", 0))
+
+        def handle(job: pgcoord.Job) -> Any:
+            out({"event": "job_started", "job_id": job.id, "attempt": job.attempts, "key": job.key, "t_ms": mono_ms()})
+            outcome, value = "succeeded", None
+            if kind == "fail":
+                outcome = "failed"
+            elif kind == "sleep":
+                end = time.monotonic() + wait_ms / 1000
+                while time.monotonic() < end and not job.lost.is_set():
+                    job.lost.wait(0.005)
+                outcome = "lost" if job.lost.is_set() else outcome
+            elif kind == "hang":
+                job.lost.wait()
+                outcome = "lost"
+            elif kind == "check_cancel":
+                job.lost.wait((wait_ms or 30000) / 1000)
+                outcome = "cancelled" if job.cancelled.is_set() else "lost" if job.lost.is_set() else outcome
+            elif kind == "result":
+                value = result
+            out({"event": "job_ended", "job_id": job.id, "outcome": outcome, "t_ms": mono_ms()})
+            wk.count()
+            if outcome != "succeeded":
+                raise RuntimeError(error if outcome == "failed" else outcome)
+            return value
+
+        for q in queues:
+            worker.add_handler(q, handle)
+        worker.start()
+        wk.waiter = threading.Thread(target=wk.wait_end, daemon=True)
+        wk.waiter.start()
+        self.work = wk
+        return {"started": True}
+
+    def op_stop(self, req: dict[str, Any]) -> dict[str, Any]:
+        wk = self.work
+        if wk is None:
+            return {"stopped": False, "handled": 0}
+        wk.worker.stop(arg_int(req, "grace_ms", 5000) / 1000)
+        assert wk.waiter is not None
+        wk.waiter.join()
+        self.work = None
+        return {"stopped": True, "handled": wk.handled}
+
     # ---- transactions and SQL -----------------------------------------------------------
 
     def op_tx(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -345,8 +591,6 @@ class Adapter:
             if op == "kill":
                 sys.stdout.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
-            if op in NOT_SUPPORTED:
-                raise Answer("usage", f"not supported: {op} needs the worker, which the Python client has not yet")
             fn: Optional[Callable[[dict[str, Any]], dict[str, Any]]] = getattr(self, "op_" + op, None)
             if fn is None:
                 raise Answer("usage", f"unknown op {op}")

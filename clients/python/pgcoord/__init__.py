@@ -18,6 +18,7 @@ from .errors import (
     ConfigError,
     ConflictError,
     FencedError,
+    FinishedError,
     LeaseHeldError,
     LockBusyError,
     LockTimeoutError,
@@ -28,9 +29,11 @@ from .errors import (
     RetryExhaustedError,
     RetryLaterError,
     SchemaError,
+    StaleError,
     UsageError,
 )
-from .types import Job, LeaseInfo
+from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
+from .worker import AsyncWorker, RetryLater, Worker, WorkerStats
 
 __version__ = "0.1.0"
 
@@ -46,6 +49,14 @@ __all__ = [
     "AsyncLease",
     "LeaseInfo",
     "Job",
+    "JobStatus",
+    "JobResult",
+    "Renewal",
+    "ReapResult",
+    "Worker",
+    "AsyncWorker",
+    "WorkerStats",
+    "RetryLater",
     "PgcoordError",
     "UsageError",
     "ConfigError",
@@ -53,6 +64,8 @@ __all__ = [
     "ConflictError",
     "LockBusyError",
     "LeaseHeldError",
+    "StaleError",
+    "FinishedError",
     "NotFoundError",
     "FencedError",
     "RetryLaterError",

@@ -15,7 +15,7 @@ from psycopg.pq import TransactionStatus
 from . import errors as E
 from ._dsn import scrub
 from ._key import key as name_key
-from .types import LeaseInfo
+from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
 
 PROTOCOL_VERSION = 1
 """The protocol version this client speaks (``docs/PROTOCOL.md``)."""
@@ -67,6 +67,35 @@ class Statements:
             " coalesce(%s::timestamptz, clock_timestamp() + %s::interval), %s::integer,"
             " %s::integer, %s::text, %s::bigint[], %s::boolean, %s::text) AS e ORDER BY e.ord"
         )
+        # The queue's calls (docs/PROTOCOL.md, "Queue: jobs" and "administration").
+        self.claim = f(
+            "SELECT id, token, attempts, max_attempts, priority, payload, key"
+            " FROM {s}.claim(%s, %s::integer, %s::bigint, %s)"
+        )
+        self.complete = f("SELECT id FROM {s}.complete(%s::bigint[], %s::bigint[], NULL, NULL, %s::text[]::jsonb[])")
+        self.fail = f(
+            "SELECT {s}.fail(%s::bigint, %s::bigint, %s, %s::bigint, %s::bigint, NULL, NULL, %s::bigint)"
+        )
+        self.retry_later = f("SELECT {s}.retry_later(%s::bigint, %s::bigint, %s::bigint)")
+        self.release = f("SELECT {s}.release(%s::bigint[], %s::bigint[], %s::boolean)")
+        self.renew = f("SELECT id, status FROM {s}.renew(%s::bigint[], %s::bigint[], %s::bigint)")
+        self.cancel = f("SELECT {s}.cancel(%s::bigint)")
+        self.reap = f("SELECT failed, returned, aged, purged FROM {s}.reap()")
+        self.job = f(
+            "SELECT id, queue, status, attempts, max_attempts, last_error FROM {s}.jobs WHERE id = %s::bigint"
+            " UNION ALL"
+            " SELECT id, queue, status, attempts, max_attempts, last_error FROM {s}.job_history"
+            " WHERE id = %s::bigint"
+        )
+        self.job_result = f("SELECT status, result FROM {s}.job_result(%s::bigint)")
+        self.flow_set = f(
+            "SELECT {s}.queue_flow_set(%s, %s::integer, %s::integer, %s::bigint, %s::integer, %s::bigint, %s::integer)"
+        )
+        self.key_set = f("SELECT {s}.queue_key_set(%s, %s, %s::integer, %s::integer, %s::integer, %s::bigint)")
+        self.queue_channel = f("SELECT channel FROM {s}.queue_settings")
+        self.next_run_ms = f("SELECT {s}.next_run_ms(%s::text[])")
+        self.worker_register = f("SELECT {s}.worker_register(%s, %s::text[], %s::integer)")
+        self.worker_unregister = f("SELECT {s}.worker_unregister(%s)")
 
 
 # Statements that name no schema.
@@ -283,3 +312,127 @@ def enqueue_params(
         raise E.UsageError(f"run_at must be a datetime or a timedelta, not {type(run_at).__name__}")
     deps = [int(x) for x in after] if after is not None else None
     return [queue, texts, unique_keys, priority, at, delay, max_attempts, max_deferrals, key, deps, run_anyway, group]
+
+
+# ---- the queue's calls --------------------------------------------------------------------
+
+RESULT_MAX = 65536
+"""The largest result, in bytes of JSON, that ``complete`` stores (the protocol's bound)."""
+
+DEFAULT_BACKOFF = (1.0, 3600.0)
+"""A failed attempt's backoff, base and cap in seconds (as the C library's)."""
+
+
+def ms(seconds: Optional[float], what: str, minimum: int = 0) -> int:
+    """Seconds to whole milliseconds, refusing what is not a number >= minimum ms."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or math.isnan(seconds) or math.isinf(seconds):
+        raise E.UsageError(f"{what} must be a number of seconds, not {seconds!r}")
+    v = math.ceil(seconds * 1000)
+    if v < minimum:
+        raise E.UsageError(f"{what} must be at least {minimum / 1000:g} s, not {seconds!r}")
+    return v
+
+
+def result_text(result: Any) -> Optional[str]:
+    """A handler's result as the JSON text ``complete`` stores; ``None`` for none. A value that
+    is not JSON-serializable, or over 64 kB, is refused here with :class:`UsageError` (the
+    server would refuse the second as well)."""
+    if result is None:
+        return None
+    try:
+        text = json.dumps(result, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise E.UsageError(f"the result is not JSON-serializable: {e}") from None
+    n = len(text.encode("utf-8"))
+    if n > RESULT_MAX:
+        raise E.UsageError(f"the result is {n} bytes of JSON, over the limit of {RESULT_MAX}")
+    return text
+
+
+def id_tokens(ids: Sequence[int], tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Checked lists of ids and their claim tokens, of the same length."""
+    a, b = [int(i) for i in ids], [int(t) for t in tokens]
+    if len(a) != len(b):
+        raise E.UsageError(f"{len(a)} ids but {len(b)} tokens: give one token per id")
+    return a, b
+
+
+def jobs_of(queue: str, rows: Iterable[Sequence[Any]]) -> list[Job]:
+    """Jobs from the rows of ``claim``."""
+    return [Job(int(r[0]), queue, int(r[1]), int(r[2]), int(r[3]), int(r[4]), r[5], r[6]) for r in rows]
+
+
+def renewal_of(ids: Sequence[int], rows: Iterable[Sequence[Any]]) -> Renewal:
+    """A Renewal from the rows of ``renew`` (an id with no row is lost)."""
+    st = {int(r[0]): str(r[1]) for r in rows}
+    held = [i for i in ids if st.get(i) == "held"]
+    lost = [i for i in ids if st.get(i) != "held"]
+    return Renewal(held, lost, [i for i in lost if st.get(i) == "cancelled"])
+
+
+def end_outcome(row: Sequence[Any], jid: int, token: int, what: str) -> str:
+    """The outcome of ``fail`` or ``retry_later``: ``retried`` or ``dead``; stale raises."""
+    o = str(row[0])
+    if o not in ("retried", "dead"):
+        raise E.StaleError(f"{what} job {jid}: token {token} is no longer the job's (its lease ran out, or it was cancelled)")
+    return o
+
+
+def queue_error(e: BaseException, what: str, dsn: Optional[str], conn: Any) -> E.PgcoordError:
+    """from_psycopg, with the refusals of the queue's calls as their own classes."""
+    out = from_psycopg(e, what, dsn, conn)
+    if out.sqlstate == "55000" and type(out) is E.ConflictError:
+        return E.FinishedError(out.message, sqlstate=out.sqlstate, detail=out.detail, hint=out.hint)
+    if out.sqlstate == "55P03":
+        return E.ConflictError(out.message, sqlstate=out.sqlstate, detail=out.detail, hint=out.hint)
+    return out
+
+
+def flow_params(
+    queue: str,
+    key_limit: Optional[int],
+    rate: Optional[tuple[int, float]],
+    key_rate: Optional[tuple[int, float]],
+    fair: Optional[bool],
+) -> list[Any]:
+    """The parameters of queue_flow_set: -1 keeps a setting, 0 removes it."""
+
+    def r(v: Optional[tuple[int, float]], what: str) -> tuple[int, int]:
+        if v is None:
+            return -1, -1
+        n, per = v
+        return int(n), ms(per, f"{what}'s interval") if n else 0
+
+    rn, rms = r(rate, "rate")
+    kn, kms = r(key_rate, "key_rate")
+    return [queue, -1 if key_limit is None else key_limit, rn, rms, kn, kms, -1 if fair is None else int(fair)]
+
+
+def job_status_of(jid: int, rows: Sequence[Sequence[Any]]) -> JobStatus:
+    if not rows:
+        raise E.NotFoundError(f"no job with id {jid}", sqlstate="P0002")
+    r = rows[0]
+    return JobStatus(int(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5])
+
+
+def job_result_of(jid: int, row: Sequence[Any]) -> JobResult:
+    return JobResult(jid, str(row[0]), row[1])
+
+
+def reap_of(row: Sequence[Any]) -> ReapResult:
+    return ReapResult(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def drain_notifies(pgconn: Any) -> list[tuple[str, str]]:
+    """The notifications libpq has read on a connection, as (channel, payload); reads what the
+    socket has first. Raises psycopg.OperationalError when the session is gone."""
+    pgconn.consume_input()
+    got = []
+    while True:
+        n = pgconn.notifies()
+        if n is None:
+            break
+        got.append((n.relname.decode("utf-8", "replace"), n.extra.decode("utf-8", "replace")))
+    if pgconn.status != psycopg.pq.ConnStatus.OK:
+        raise psycopg.OperationalError("the session was lost")
+    return got

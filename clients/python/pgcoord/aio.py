@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Generic, 
 
 import psycopg
 import psycopg_pool
+from psycopg import sql
 from psycopg.rows import tuple_row
 
 from . import _beat
@@ -49,13 +50,29 @@ from ._common import (
     lease_info,
     lock_key,
     ttl_ms,
+    DEFAULT_BACKOFF,
+    drain_notifies,
+    end_outcome,
+    flow_params,
+    id_tokens,
+    job_result_of,
+    job_status_of,
+    jobs_of,
+    ms,
+    queue_error,
+    reap_of,
+    renewal_of,
+    result_text,
     version_error,
     wait_ms,
 )
 from ._dsn import mask_dsn
 from ._key import name_bytes
 from .client import default_holder
-from .types import LeaseInfo
+from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
+
+RESULT_RECHECK = 1.0
+"""Seconds between two looks at a job while waiting for its result without a notification."""
 
 __all__ = ["AsyncClient", "AsyncLock", "AsyncLease", "Acquiring"]
 
@@ -135,6 +152,7 @@ class AsyncClient:
         self._checked = False
         self._closed = False
         self._held: dict[int, dict[tuple[int, bool], int]] = {}
+        self._rchan: Optional[str] = None
 
     def __repr__(self) -> str:
         if self._dsn is not None:
@@ -653,6 +671,210 @@ class AsyncClient:
             conn=conn,
         )
         return ids[0]
+
+    # ---- the queue: claims and their ends ------------------------------------------------
+
+    async def _qcall(self, what: str, stmt: Any, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await self._call_q(what, lambda c: _fetch(c, stmt, params))
+
+    async def claim(self, queue: str, *, max: int = 1, lease: float = 30.0, worker: Optional[str] = None) -> list[Job]:
+        """Claim up to ``max`` runnable jobs of ``queue``, each with a fresh claim token and a
+        lease of ``lease`` seconds on the server's clock (renew it every third: :meth:`renew`).
+
+        One call for every queue: the server's ``claim`` hands a flow queue (concurrency keys,
+        rates, fair shares) to ``claim_flow`` itself. An empty list is an empty queue. Run it
+        outside a transaction (the protocol's "autocommit"). ``worker`` is recorded on the jobs.
+        """
+        rows = await self._qcall(f'claim from "{queue}"', self._stmts.claim, [queue, max, ms(lease, "lease", 1), worker])
+        return jobs_of(queue, rows)
+
+    async def complete_many(
+        self, ids: Sequence[int], tokens: Sequence[int], results: Optional[Sequence[Any]] = None
+    ) -> list[int]:
+        """Complete the running jobs ``(ids[i], tokens[i])`` in one call, with ``results[i]``
+        (any JSON-serializable value, ``None`` for none) stored as each one's result. Returns
+        the ids completed: a pair whose token is stale is left out, its outcome not recorded."""
+        a, b = id_tokens(ids, tokens)
+        texts = [result_text(r) for r in results] if results is not None else [None] * len(a)
+        if len(texts) != len(a):
+            raise E.UsageError(f"{len(a)} ids but {len(texts)} results")
+        rows = await self._qcall(f"complete {len(a)} job(s)", self._stmts.complete, [a, b, texts])
+        return [int(r[0]) for r in rows]
+
+    async def complete(self, id: int, token: int, *, result: Any = None) -> None:
+        """Complete the running job ``id`` under its claim ``token``; ``result`` (any
+        JSON-serializable value of at most 64 kB, ``None`` for none) is stored as its result,
+        read by :meth:`job_result`. :class:`StaleError` when the token is no longer the job's
+        (its lease ran out, or it was cancelled); :class:`UsageError` for a result too big."""
+        if not await self.complete_many([id], [token], [result]):
+            raise E.StaleError(f"complete job {id}: token {token} is no longer the job's (its lease ran out, or it was cancelled)")
+
+    async def fail(
+        self,
+        id: int,
+        token: int,
+        error: str,
+        *,
+        retry_in: Optional[float] = None,
+        backoff: tuple[float, float] = DEFAULT_BACKOFF,
+    ) -> str:
+        """Record a failed attempt of the running job ``id`` with its ``error`` text. With
+        attempts left it runs again after ``retry_in`` seconds, or after the protocol's
+        backoff ``min(base * 2**(attempt-1), cap)`` with jitter (``backoff``: base and cap in
+        seconds); without, it fails for good. Returns ``"retried"`` or ``"dead"``;
+        :class:`StaleError` when the token is no longer the job's."""
+        params = [id, token, error, ms(backoff[0], "backoff base"), ms(backoff[1], "backoff cap"),
+                  None if retry_in is None else ms(retry_in, "retry_in")]  # fmt: skip
+        rows = await self._qcall(f"fail job {id}", self._stmts.fail, params)
+        return end_outcome(rows[0], id, token, "fail")
+
+    async def retry_later(self, id: int, token: int, delay: float) -> str:
+        """Defer the running job ``id`` for ``delay`` seconds without spending an attempt (a
+        rate limit, a resource not ready); past its ``max_deferrals`` it fails for good instead.
+        Returns ``"retried"`` or ``"dead"``; :class:`StaleError` when the token is stale."""
+        rows = await self._qcall(f"retry_later job {id}", self._stmts.retry_later, [id, token, ms(delay, "delay")])
+        return end_outcome(rows[0], id, token, "retry_later")
+
+    async def release(self, ids: Sequence[int], tokens: Sequence[int], *, started: bool = True) -> int:
+        """Give the running jobs ``(ids[i], tokens[i])`` back to pending at once, their attempt
+        given back (``started``: their handlers had begun). Returns how many were released;
+        stale pairs are ignored."""
+        a, b = id_tokens(ids, tokens)
+        rows = await self._qcall(f"release {len(a)} job(s)", self._stmts.release, [a, b, started])
+        return int(rows[0][0])
+
+    async def renew(self, ids: Sequence[int], tokens: Sequence[int], *, lease: float = 30.0) -> Renewal:
+        """Extend the leases of the running jobs ``(ids[i], tokens[i])`` to ``lease`` seconds
+        from now, in one call: every third of the lease (the protocol's rule 1). The answer
+        says which are ``held``, ``lost`` (no longer this claim's) and, among the lost, which
+        were ``cancelled``: stop their handlers' side effects."""
+        a, b = id_tokens(ids, tokens)
+        if not a:
+            return Renewal([], [], [])
+        rows = await self._qcall(f"renew {len(a)} lease(s)", self._stmts.renew, [a, b, ms(lease, "lease", 1)])
+        return renewal_of(a, rows)
+
+    # ---- the queue: administration and looks ---------------------------------------------
+
+    async def cancel(self, id: int) -> bool:
+        """Cancel a live job (waiting, scheduled, pending or running); returns whether it was
+        running (its worker learns at its next renewal). :class:`FinishedError` when it has
+        finished already, :class:`NotFoundError` when there is no such job."""
+        rows = await self._qcall(f"cancel job {id}", self._stmts.cancel, [id])
+        return bool(rows[0][0])
+
+    async def reap(self) -> ReapResult:
+        """One pass of the reaper: expired leases back to pending (or failed for good), aging,
+        the history's retention. :class:`ConflictError` (SQLSTATE 55P03) while another pass
+        runs. A worker runs it every second or so by itself."""
+        return reap_of((await self._qcall("reap", self._stmts.reap, []))[0])
+
+    async def job(self, id: int) -> JobStatus:
+        """Where job ``id`` is now: its status, attempts and last error
+        (:class:`NotFoundError` when there is none, or it left the history)."""
+        return job_status_of(id, await self._qcall(f"look at job {id}", self._stmts.job, [id, id]))
+
+    async def flow_set(
+        self,
+        queue: str,
+        *,
+        key_limit: Optional[int] = None,
+        rate: Optional[tuple[int, float]] = None,
+        key_rate: Optional[tuple[int, float]] = None,
+        fair: Optional[bool] = None,
+    ) -> int:
+        """Make ``queue`` a flow queue and change its settings; ``None`` keeps a setting, 0 (or a
+        rate of ``(0, 0)``) removes it: ``key_limit`` jobs of one concurrency key at once,
+        ``rate`` ``(n, seconds)`` starts of the queue, ``key_rate`` of each key, ``fair`` keys
+        taking turns. Returns the number of keys whose limit changed."""
+        rows = await self._qcall(f'flow settings of "{queue}"', self._stmts.flow_set, flow_params(queue, key_limit, rate, key_rate, fair))
+        return int(rows[0][0])
+
+    async def key_set(
+        self,
+        queue: str,
+        key: str,
+        *,
+        limit: Optional[int] = None,
+        weight: Optional[int] = None,
+        rate: Optional[tuple[int, float]] = None,
+    ) -> None:
+        """A concurrency key's own settings in a flow queue; ``None`` keeps one, 0 removes it
+        (the queue's applies): ``limit`` running at once, ``weight`` its fair share, ``rate``
+        ``(n, seconds)`` starts."""
+        p = flow_params(queue, limit, rate, None, None)
+        await self._qcall(f'settings of key "{key}" in "{queue}"', self._stmts.key_set,
+                    [queue, key, p[1], -1 if weight is None else weight, p[2], p[3]])  # fmt: skip
+
+    async def _call_q(self, what: str, fn: Callable[[AConn], Awaitable[T]]) -> T:
+        async with self._borrow() as conn:
+            check_state(conn, what)
+            try:
+                return await self._run(conn, lambda: fn(conn))
+            except psycopg.Error as e:
+                raise queue_error(e, what, self._dsn, conn) from e
+
+    async def _result_channel(self) -> str:
+        if self._rchan is None:
+            rows = await self._qcall("read the queue channel", self._stmts.queue_channel, [])
+            self._rchan = str(rows[0][0]) + ".result"
+        return self._rchan
+
+    async def job_result(self, id: int, *, wait: Optional[float] = None) -> JobResult:
+        """Job ``id``'s status and result, waiting up to ``wait`` seconds for it to finish;
+        see :meth:`pgcoord.Client.job_result`."""
+        what = f"job_result of job {id}"
+        if not wait:
+            return job_result_of(id, (await self._qcall(what, self._stmts.job_result, [id]))[0])
+        ms(wait, "wait")
+        deadline = time.monotonic() + wait
+        chan = await self._result_channel()
+        loop = asyncio.get_running_loop()
+        async with self._borrow() as conn:
+            check_state(conn, what)
+            if in_transaction(conn):
+                raise E.UsageError(f"{what}: waiting needs a connection outside a transaction (its LISTEN would wait for the commit)")
+            key = str(id)
+            heard = asyncio.Event()
+
+            def note(n: psycopg.Notify) -> None:
+                if n.channel == chan and n.payload == key:
+                    heard.set()
+
+            def readable() -> None:
+                try:
+                    if (chan, key) in drain_notifies(conn.pgconn):
+                        heard.set()
+                except psycopg.Error:
+                    heard.set()  # the next statement says what became of the session
+
+            conn.add_notify_handler(note)
+            try:
+                await self._run(conn, lambda: conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(chan))))
+                while True:
+                    heard.clear()
+                    rows = await self._run(conn, lambda: _fetch(conn, self._stmts.job_result, [id]))
+                    r = job_result_of(id, rows[0])
+                    if r.finished or time.monotonic() >= deadline:
+                        return r
+                    end = min(deadline, time.monotonic() + RESULT_RECHECK)
+                    fd = conn.pgconn.socket
+                    loop.add_reader(fd, readable)
+                    try:
+                        await asyncio.wait_for(heard.wait(), max(0.0, end - time.monotonic()))
+                    except asyncio.TimeoutError:
+                        pass
+                    finally:
+                        loop.remove_reader(fd)
+            except psycopg.Error as e:
+                raise queue_error(e, what, self._dsn, conn) from e
+            finally:
+                conn.remove_notify_handler(note)
+                if not is_lost(conn):
+                    try:
+                        await self._run(conn, lambda: conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(chan))))
+                    except psycopg.Error:
+                        pass
 
 
 H = TypeVar("H")

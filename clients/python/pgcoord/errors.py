@@ -9,7 +9,9 @@ line tool's exit codes also follow::
      ├── SchemaError         the schema is missing or speaks another protocol version
      ├── ConflictError       the object is taken or in the wrong state
      │    ├── LockBusyError  a try-lock found the lock held
-     │    └── LeaseHeldError the lease is held by another holder
+     │    ├── LeaseHeldError the lease is held by another holder
+     │    ├── StaleError     a claim token that is no longer the job's
+     │    └── FinishedError  the job has finished already
      ├── NotFoundError       the named job, group, lease or token does not exist
      ├── FencedError         a fencing token older than the newest granted
      ├── RetryLaterError     transient: try again after a pause
@@ -32,6 +34,8 @@ __all__ = [
     "ConflictError",
     "LockBusyError",
     "LeaseHeldError",
+    "StaleError",
+    "FinishedError",
     "NotFoundError",
     "FencedError",
     "RetryLaterError",
@@ -93,6 +97,16 @@ class LeaseHeldError(ConflictError):
 
     holder: Optional[str] = None
     token: Optional[int] = None
+
+
+class StaleError(ConflictError):
+    """A call naming a job's claim token that is no longer the job's: its lease ran out and it
+    was reaped or claimed again, or it was cancelled. Nothing was changed (the protocol's
+    rule 2)."""
+
+
+class FinishedError(ConflictError):
+    """The job has finished already (SQLSTATE 55000 from ``cancel``): nothing was changed."""
 
 
 class NotFoundError(PgcoordError):

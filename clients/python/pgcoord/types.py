@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-__all__ = ["LeaseInfo", "Job"]
+__all__ = ["LeaseInfo", "Job", "JobStatus", "JobResult", "Renewal", "ReapResult", "FINISHED"]
+
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+"""The statuses of a job that has finished (its row is in the history)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,12 @@ class Job:
 
     ``token`` is the claim token that every call ending or extending this run must give back
     (the protocol's rule 2); ``attempts`` counts this run; ``key`` is the concurrency key.
+
+    In a worker, two events tell a handler to stop its side effects: ``cancelled`` is set when
+    an administrator cancelled the job (``cancel``), ``lost`` whenever the job is no longer
+    this worker's (cancelled, its lease lost, released at a stop). A sync handler checks them
+    (``job.cancelled.is_set()``, ``job.lost.wait(1)``); an async handler is cancelled instead
+    (``asyncio.CancelledError`` at its next ``await``). Whatever it returns then is dropped.
     """
 
     id: int
@@ -53,3 +63,60 @@ class Job:
     priority: int
     payload: Any
     key: Optional[str] = None
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    lost: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """Where a job is now (``Client.job``): ``status`` is ``waiting``, ``scheduled``,
+    ``pending``, ``running``, or in the history ``succeeded``, ``failed``, ``cancelled``."""
+
+    id: int
+    queue: str
+    status: str
+    attempts: int
+    max_attempts: int
+    last_error: Optional[str] = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job has finished (succeeded, failed or cancelled)."""
+        return self.status in FINISHED
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A job's status and the result its handler gave (``Client.job_result``): ``result`` is
+    the decoded JSON value, ``None`` when there is none (always for failed and cancelled)."""
+
+    id: int
+    status: str
+    result: Any = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job has finished (succeeded, failed or cancelled)."""
+        return self.status in FINISHED
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What a renewal of leases found (``Client.renew``): ``held`` the ids renewed; ``lost``
+    those no longer this claim's (reaped, claimed again, or cancelled); ``cancelled`` those of
+    ``lost`` that an administrator cancelled."""
+
+    held: list[int]
+    lost: list[int]
+    cancelled: list[int]
+
+
+@dataclass(frozen=True)
+class ReapResult:
+    """One pass of the reaper (``Client.reap``): expired leases ``returned`` to pending or
+    ``failed`` for good, pending jobs ``aged`` ahead, history rows ``purged``."""
+
+    failed: int
+    returned: int
+    aged: int
+    purged: int
