@@ -1,6 +1,7 @@
 package pgcoord
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -237,10 +238,13 @@ func encodeResult(op string, id int64, v interface{}) (*string, error) {
 		}
 		b = r
 	default:
-		var err error
-		if b, err = json.Marshal(v); err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
 			return nil, usageErr(op, "job %d: the result cannot be encoded as JSON: %v", id, err)
 		}
+		b = bytes.TrimRight(buf.Bytes(), "\n")
 	}
 	if len(b) > ResultMaxBytes {
 		return nil, &Error{Op: op, SQLState: "22023", Class: ClassUsage,
@@ -537,29 +541,30 @@ func (c *Client) WaitResult(ctx context.Context, id int64, opts *WaitResultOptio
 		o = *opts
 	}
 	l := o.Listener
-	if l == nil {
+	if l == nil && ctx.Err() == nil {
 		if nl, err := NewListener(ctx, c.db); err == nil {
 			l = nl
 			defer nl.Close()
 		}
 	}
 	chanName := ""
-	if l != nil {
+	if l != nil && ctx.Err() == nil {
 		ch, err := c.QueueChannel(ctx)
+		if err == nil {
+			chanName = ch + ".result"
+			err = l.Listen(ctx, chanName)
+		}
 		if err != nil {
-			return JobInfo{ID: id}, err
-		}
-		chanName = ch + ".result"
-		if err := l.Listen(ctx, chanName); err != nil {
-			return JobInfo{ID: id}, wrap("wait for result", err)
-		}
-		if o.Listener != nil {
+			l = nil // looks alone, then
+		} else if o.Listener != nil {
 			defer func() {
 				uctx, cancel := c.bounded(context.Background())
 				defer cancel()
 				_ = l.Unlisten(uctx, chanName)
 			}()
 		}
+	} else {
+		l = nil
 	}
 	every := o.PollInterval
 	if every <= 0 {
@@ -570,11 +575,14 @@ func (c *Client) WaitResult(ctx context.Context, id int64, opts *WaitResultOptio
 	}
 	want := strconv.FormatInt(id, 10)
 	for {
-		info, err := c.jobResult(ctx, c.db, id)
+		// Each look is bounded on its own: a wait whose time is up still looks once more.
+		lctx, lcancel := c.bounded(context.Background())
+		info, err := c.jobResult(lctx, c.db, id)
+		lcancel()
 		if err == nil && info.Finished() {
 			return info, nil
 		}
-		if err != nil && !(ctx.Err() != nil && !isNotFoundErr(err)) {
+		if err != nil {
 			return info, err
 		}
 		if ctx.Err() != nil {
@@ -594,11 +602,6 @@ func (c *Client) WaitResult(ctx context.Context, id int64, opts *WaitResultOptio
 		}
 		cancel()
 	}
-}
-
-func isNotFoundErr(err error) bool {
-	e, ok := err.(*Error)
-	return ok && e.Class == ClassNotFound
 }
 
 // QueueChannel returns the schema's queue channel (queue_settings.channel): enqueues notify

@@ -840,8 +840,8 @@ func (d *dispatch) sleep(ctx context.Context, afterError bool) {
 	} else if !d.released && d.deadline.Before(until) {
 		until = d.deadline
 	}
-	if len(d.pending) > 0 || d.hbNow {
-		until = now
+	if len(d.pending) > 0 || d.hbNow || (d.stopping && len(w.held) == 0) {
+		until = now // including a stop whose last outcome was just recorded: exit now
 	}
 	if afterError {
 		if e := now.Add(d.errBackoff); e.After(until) {
