@@ -378,10 +378,10 @@ func (c *Client) outcome(ctx context.Context, q Querier, op string, id, token in
 	return "", staleErr(op, id, token)
 }
 
-// Release returns the runs (ids[i], tokens[i]) to pending at once, giving back their
+// ReleaseJobs returns the runs (ids[i], tokens[i]) to pending at once, giving back their
 // attempts; started says their handlers had begun. Stale pairs are ignored. It returns how
 // many were released.
-func (c *Client) Release(ctx context.Context, ids, tokens []int64, started bool) (int, error) {
+func (c *Client) ReleaseJobs(ctx context.Context, ids, tokens []int64, started bool) (int, error) {
 	if len(ids) != len(tokens) {
 		return 0, usageErr("release", "ids and tokens have different lengths (%d, %d)", len(ids), len(tokens))
 	}

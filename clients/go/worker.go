@@ -805,7 +805,7 @@ func (d *dispatch) releaseRunning() {
 		d.lose(h, false)
 	}
 	ctx, cancel := d.bg()
-	_, err := w.c.Release(ctx, ids, toks, true)
+	_, err := w.c.ReleaseJobs(ctx, ids, toks, true)
 	cancel()
 	if err != nil {
 		d.logf("releasing the unfinished jobs: %v (they return after their lease)", err)

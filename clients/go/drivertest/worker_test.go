@@ -100,7 +100,7 @@ func TestQueueCalls(t *testing.T) {
 		}
 		cancel()
 		jobs, _ = c.Claim(ctx, queue, 1, 10*time.Second, "")
-		if n, err := c.Release(ctx, []int64{jobs[0].ID}, []int64{jobs[0].Token}, false); err != nil || n != 1 {
+		if n, err := c.ReleaseJobs(ctx, []int64{jobs[0].ID}, []int64{jobs[0].Token}, false); err != nil || n != 1 {
 			t.Fatalf("release: %d %v", n, err)
 		}
 		if _, err := c.Reap(ctx); err != nil && !errors.Is(err, pgcoord.ErrRetryLater) {

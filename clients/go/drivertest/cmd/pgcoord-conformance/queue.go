@@ -344,7 +344,7 @@ func (a *adapter) opRelease(r request) (map[string]interface{}, error) {
 	}
 	ctx, cancel := bg()
 	defer cancel()
-	if _, err := c.Release(ctx, []int64{id}, []int64{tok}, true); err != nil {
+	if _, err := c.ReleaseJobs(ctx, []int64{id}, []int64{tok}, true); err != nil {
 		return nil, err
 	}
 	return map[string]interface{}{}, nil
