@@ -11,7 +11,10 @@
 //   - the transaction runner (Client.Tx), which runs a function again on a serialization
 //     failure or a deadlock and says when a COMMIT's outcome is unknown;
 //   - leases with fencing tokens (Client.Acquire, Client.Campaign, Client.FenceCheck);
-//   - enqueue on the caller's transaction (Client.Enqueue, Client.EnqueueMany).
+//   - enqueue on the caller's transaction (Client.Enqueue, Client.EnqueueMany);
+//   - the queue calls (Client.Claim, Complete, Fail, Renew, ...) and a Worker that runs
+//     handlers for claimed jobs, with LISTEN wake-ups through pgx's stdlib adapter
+//     (NewListener) and adaptive polling with any other driver.
 //
 // Every call that can wait takes a context.Context. Every error is an *Error, which carries
 // the SQLSTATE and the protocol's class, matches the package's sentinels with errors.Is

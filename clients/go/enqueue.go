@@ -42,8 +42,8 @@ type EnqueueOptions struct {
 	Group string
 }
 
-// Job is one job of EnqueueMany.
-type Job struct {
+// NewJob is one job of EnqueueMany.
+type NewJob struct {
 	// Payload is the job's JSON: a json.RawMessage is sent as it is, anything else goes
 	// through encoding/json.
 	Payload interface{}
@@ -63,7 +63,7 @@ func (c *Client) Enqueue(ctx context.Context, q Querier, queue string, payload i
 	if opts != nil {
 		o = *opts
 	}
-	ids, err := c.enqueue(ctx, q, queue, []Job{{Payload: payload, UniqueKey: o.UniqueKey}}, &o, "enqueue")
+	ids, err := c.enqueue(ctx, q, queue, []NewJob{{Payload: payload, UniqueKey: o.UniqueKey}}, &o, "enqueue")
 	if err != nil {
 		return 0, err
 	}
@@ -76,8 +76,8 @@ func (c *Client) Enqueue(ctx context.Context, q Querier, queue string, payload i
 
 // EnqueueMany adds jobs to queue in one statement, all or nothing, on q. It returns their ids
 // in order; a job skipped because its unique key is taken has id 0. opts.UniqueKey is ignored:
-// each Job has its own.
-func (c *Client) EnqueueMany(ctx context.Context, q Querier, queue string, jobs []Job, opts *EnqueueOptions) ([]int64, error) {
+// each NewJob has its own.
+func (c *Client) EnqueueMany(ctx context.Context, q Querier, queue string, jobs []NewJob, opts *EnqueueOptions) ([]int64, error) {
 	var o EnqueueOptions
 	if opts != nil {
 		o = *opts
@@ -88,7 +88,7 @@ func (c *Client) EnqueueMany(ctx context.Context, q Querier, queue string, jobs 
 	return c.enqueue(ctx, q, queue, jobs, &o, "enqueue many")
 }
 
-func (c *Client) enqueue(ctx context.Context, q Querier, queue string, jobs []Job, o *EnqueueOptions, op string) ([]int64, error) {
+func (c *Client) enqueue(ctx context.Context, q Querier, queue string, jobs []NewJob, o *EnqueueOptions, op string) ([]int64, error) {
 	if q == nil {
 		return nil, usageErr(op, "q must not be nil: pass a *sql.Tx, *sql.Conn or *sql.DB")
 	}

@@ -88,6 +88,15 @@ var (
 	ErrDuplicate = errors.New("pgcoord: unique key taken")
 	// ErrDBClosed: the *sql.DB the client works on was closed.
 	ErrDBClosed = errors.New("pgcoord: database closed")
+	// ErrStale: a claim token that is no longer the job's (cancelled, reaped, claimed again):
+	// Complete, Fail or RetryLater recorded nothing.
+	ErrStale = errors.New("pgcoord: stale claim token")
+	// ErrNotFinished: WaitResult's context ended before the job finished.
+	ErrNotFinished = errors.New("pgcoord: job not finished")
+	// ErrNoListen: the driver offers no LISTEN to NewListener; the worker polls instead.
+	ErrNoListen = errors.New("pgcoord: the driver has no LISTEN")
+	// ErrWorkerStopped: the Worker's Run ended (or was never started) where it must be running.
+	ErrWorkerStopped = errors.New("pgcoord: worker stopped")
 )
 
 var classSentinels = map[Class]error{

@@ -288,7 +288,7 @@ func TestEnqueue(t *testing.T) {
 		if err != nil || exists(after) != "waiting" {
 			t.Errorf("waiting for a dependency: %v %q", err, exists(after))
 		}
-		ids, err := e.c.EnqueueMany(ctx, e.db, queue, []pgcoord.Job{
+		ids, err := e.c.EnqueueMany(ctx, e.db, queue, []pgcoord.NewJob{
 			{Payload: "a", UniqueKey: `qu"ote\`}, {Payload: "b", UniqueKey: "u1"}, {Payload: nil},
 		}, nil)
 		if err != nil || len(ids) != 3 || ids[0] <= 0 || ids[1] != 0 || ids[2] <= ids[0] {

@@ -4,9 +4,8 @@
 // answer a line on stdout, in order, each written at once. Every op runs on the Go client's
 // API (a pgcoord.Client on one *sql.DB opened with pgx v4's stdlib driver: the adapter's
 // sessions) except `sql`, the runner's look at a session of that pool, and `init`, which runs
-// `pgcoord init --schema` as the client's README says to. The client has no worker yet: the
-// ops of the `queue`, `keys` and `results` features answer error kind `usage`, "not
-// supported", and `hello` does not list them.
+// `pgcoord init --schema` as the client's README says to. `work` runs the client's Worker on
+// that pool (LISTEN through pgx), its handlers writing the events as they start and end.
 //
 // PGCOORD_BIN names the pgcoord tool for `init` (else build/pgcoord under PGCOORD_SRC, else
 // pgcoord on PATH). End of input exits, releasing everything with the sessions.
@@ -29,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,14 +39,7 @@ import (
 
 const protocol = 1
 
-var features = []string{"locks", "leases", "tx"}
-
-// The ops of features this client does not have yet (the worker and what needs it).
-var notSupported = map[string]bool{
-	"enqueue": true, "enqueue_many": true, "claim": true, "complete": true, "fail": true,
-	"release": true, "renew": true, "cancel": true, "reap": true, "job": true, "job_result": true,
-	"flow_set": true, "work": true, "stop": true,
-}
+var features = []string{"queue", "results", "keys", "locks", "leases", "tx"}
 
 var isolations = map[string]sql.IsolationLevel{
 	"read committed": sql.LevelReadCommitted, "repeatable read": sql.LevelRepeatableRead,
@@ -76,6 +69,8 @@ func kindOf(err error) string {
 			// A wait that ran out is "conflict" in the protocol, though the client files it
 			// under ClassRetryLater.
 			return "conflict"
+		case errors.Is(err, pgcoord.ErrStale):
+			return "stale"
 		case errors.Is(err, pgcoord.ErrNotHeld):
 			return "lost"
 		}
@@ -166,6 +161,9 @@ type adapter struct {
 	db          *sql.DB
 	c           *pgcoord.Client
 	locks       map[string][]*held
+	work        *work
+	afterAnswer func() // work's start: its events come after its answer
+	wmu         sync.Mutex // answers and events share stdout
 	out         *bufio.Writer
 }
 
@@ -177,6 +175,8 @@ func (a *adapter) write(obj map[string]interface{}) {
 		b.Reset()
 		fmt.Fprintf(&b, `{"id":null,"ok":false,"error":{"kind":"internal","sqlstate":null,"message":%q}}`+"\n", err.Error())
 	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	_, _ = a.out.Write(b.Bytes())
 	_ = a.out.Flush()
 }
@@ -615,14 +615,15 @@ func (a *adapter) dispatch(r request) {
 		a.write(map[string]interface{}{"id": id, "ok": true})
 		a.close()
 		os.Exit(0)
-	case notSupported[op]:
-		err = fail("usage", "not supported: %s needs the worker, which the Go client has not yet", op)
 	default:
 		fn := map[string]func(request) (map[string]interface{}, error){
 			"hello": a.opHello, "connect": a.opConnect, "init": a.opInit, "lock_key": a.opLockKey,
 			"lock": a.opLock, "unlock": a.opUnlock, "lease_acquire": a.opLeaseAcquire,
 			"lease_renew": a.opLeaseRenew, "lease_release": a.opLeaseRelease, "fence_check": a.opFenceCheck,
-			"tx": a.opTx, "sql": a.opSQL,
+			"tx": a.opTx, "sql": a.opSQL, "enqueue": a.opEnqueue, "enqueue_many": a.opEnqueueMany,
+			"claim": a.opClaim, "complete": a.opComplete, "fail": a.opFail, "release": a.opRelease,
+			"renew": a.opRenew, "cancel": a.opCancel, "reap": a.opReap, "job": a.opJob,
+			"job_result": a.opJobResult, "flow_set": a.opFlowSet, "work": a.opWork, "stop": a.opStop,
 		}[op]
 		if fn == nil {
 			err = fail("usage", "unknown op %s", op)
@@ -649,6 +650,11 @@ func (a *adapter) dispatch(r request) {
 	}
 	ans["id"], ans["ok"] = id, true
 	a.write(ans)
+	if a.afterAnswer != nil {
+		f := a.afterAnswer
+		a.afterAnswer = nil
+		f()
+	}
 }
 
 func main() {
