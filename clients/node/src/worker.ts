@@ -161,6 +161,7 @@ export class Worker extends EventEmitter {
   private queues: string[] = [];
   private conn: pg.Client | undefined;
   private connDead = false;
+  private lossReported = false;
   private channel = "";
   private readonly held = new Map<bigint, Held>();
   private ready: Held[] = [];
@@ -338,7 +339,8 @@ export class Worker extends EventEmitter {
         await this.idle(again ? 0 : this.waitMs());
       } catch (err) {
         if (isConnectionLoss(err) || this.connDead) {
-          this.report(err, "the worker's session");
+          if (!this.lossReported) this.report(err, "the worker's session was lost; reconnecting");
+          this.lossReported = true;
           this.dropConn();
         } else {
           this.report(err, "worker");
@@ -453,18 +455,15 @@ export class Worker extends EventEmitter {
 
   private async connect(): Promise<void> {
     const c = new pg.Client(this.connConfig);
-    c.on("error", () => {
-      if (this.conn === c) {
-        this.connDead = true;
-        this.kick();
-      }
-    });
-    c.on("end", () => {
-      if (this.conn === c) {
-        this.connDead = true;
-        this.kick();
-      }
-    });
+    const lost = (err: Error): void => {
+      if (this.conn !== c || this.lossReported) return;
+      this.connDead = true;
+      this.lossReported = true;
+      this.report(err, "the worker's session was lost; reconnecting");
+      this.kick();
+    };
+    c.on("error", lost);
+    c.on("end", () => lost(new LostError("the worker's session ended")));
     c.on("notification", (n) => this.onNotification(n));
     try {
       await c.connect();
@@ -474,6 +473,7 @@ export class Worker extends EventEmitter {
     }
     this.conn = c;
     this.connDead = false;
+    this.lossReported = false;
     try {
       await this.q(undefined, "SET jit = off", []);
       if (this.listen) {
