@@ -336,6 +336,7 @@ export class Worker extends EventEmitter {
       }
       try {
         const again = await this.round();
+        if (this.finishedStopping()) continue;
         await this.idle(again ? 0 : this.waitMs());
       } catch (err) {
         if (isConnectionLoss(err) || this.connDead) {
@@ -600,6 +601,8 @@ export class Worker extends EventEmitter {
       if (ok.has(o.h.job.id.toString())) this.stats.completed++;
       else this.stats.stale++;
       this.forget(o.h);
+      // A completion may free a key's slot or a rate's start: worth claiming again.
+      this.more.add(o.h.job.queue);
     }
     const sent = new Set(outs);
     this.done = this.done.filter((o) => !sent.has(o));
