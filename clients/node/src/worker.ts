@@ -113,7 +113,10 @@ export interface StopOptions {
 
 interface Held {
   job: Job;
-  ac: AbortController;
+  /** Made when the handler first reads its signal (most never do, and it costs). */
+  ac: AbortController | undefined;
+  /** Why the job was lost, once it was. */
+  reason: JobLostError | undefined;
   started: boolean;
   lost: boolean;
 }
@@ -260,19 +263,28 @@ export class Worker extends EventEmitter {
     this.channel = await this.client.queueChannel();
     const f = (n: string): string => this.client.qualified(n);
     const claimCols = "j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key";
-    const tail =
-      ` SELECT (SELECT ids FROM d) AS done, ${claimCols},` +
-      ` (SELECT CASE WHEN count(*) < $5::int THEN ${f("next_run_ms")}($8::text[]) END FROM c) AS next_ms` +
+    // next_run_ms() only when the claim found nothing (the worker then waits): a claim that
+    // found some does not pay for it, and its completion brings the next claim soon anyway.
+    const tail = (stale: string): string =>
+      ` SELECT ${stale} AS stale, ${claimCols},` +
+      ` (SELECT CASE WHEN count(*) = 0 AND $5::int > 0 THEN ${f("next_run_ms")}($8::text[]) END FROM c) AS next_ms` +
       " FROM (SELECT 1) one LEFT JOIN c j ON true";
+    // The completions sent that changed nothing (stale tokens): NULL when every one counted.
+    const stale = "(SELECT array_agg(u)::text[] FROM unnest($1::bigint[]) u, d WHERE d.ids IS NULL OR u <> ALL (d.ids))";
     const claimFrom = (): string =>
       ` c AS MATERIALIZED (SELECT x.* FROM d CROSS JOIN LATERAL ${f("claim")}($4, $5::int + 0 * coalesce(cardinality(d.ids), 0), $6::bigint, $7) x)`;
     this.sql = {
-      claim: `WITH d AS MATERIALIZED (SELECT NULL::text[] AS ids WHERE $1::int IS NULL AND $2::int IS NULL AND $3::int IS NULL),` + claimFrom() + tail,
-      claimDone:
-        `WITH d AS MATERIALIZED (SELECT array_agg(x.id)::text[] AS ids FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x),` +
+      claim:
+        `WITH d AS MATERIALIZED (SELECT NULL::bigint[] AS ids WHERE $1::int IS NULL AND $2::int IS NULL AND $3::int IS NULL),` +
         claimFrom() +
-        tail,
-      complete: `SELECT array_agg(x.id)::text[] AS done FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x`,
+        tail("NULL::text[]"),
+      claimDone:
+        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x),` +
+        claimFrom() +
+        tail(stale),
+      complete:
+        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x)` +
+        ` SELECT ${stale} AS stale`,
       renew: `SELECT id, status FROM ${f("renew")}($1::bigint[], $2::bigint[], $3::bigint)`,
     };
     await this.connect();
@@ -537,12 +549,12 @@ export class Worker extends EventEmitter {
     const tokens = outs.map((o) => o.h.job.token.toString());
     const results = outs.some((o) => o.result !== null) ? outs.map((o) => o.result) : null;
     const want = this.free();
-    let r: pg.QueryResult<ClaimRow & { done: string[] | null; next_ms: number | null }>;
+    let r: pg.QueryResult<ClaimRow & { stale: string[] | null; next_ms: number | null }>;
     try {
       if (queue === undefined) {
         if (outs.length === 0) return;
-        const x = await this.q<{ done: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [ids, tokens, results]);
-        this.settled(outs, x.rows[0]?.done ?? null);
+        const x = await this.q<{ stale: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [ids, tokens, results]);
+        this.settled(outs, x.rows[0]?.stale ?? null);
         return;
       }
       r = await this.q(
@@ -559,13 +571,13 @@ export class Worker extends EventEmitter {
       throw err;
     }
     const first = r.rows[0];
-    this.settled(outs, first?.done ?? null);
+    this.settled(outs, first?.stale ?? null);
     let got = 0;
     for (const row of r.rows) {
       if (row.id === null || row.id === undefined) continue;
       got++;
       const job = jobOf(queue, row);
-      const h: Held = { job, ac: new AbortController(), started: false, lost: false };
+      const h: Held = { job, ac: undefined, reason: undefined, started: false, lost: false };
       this.held.set(job.id, h);
       this.ready.push(h);
     }
@@ -594,12 +606,12 @@ export class Worker extends EventEmitter {
     return undefined;
   }
 
-  /** The completions sent: those in `doneIds` are recorded, the others were stale. */
-  private settled(outs: Outcome[], doneIds: string[] | null): void {
-    const ok = new Set(doneIds ?? []);
+  /** The completions sent are recorded, but for those in `staleIds` (their tokens were stale). */
+  private settled(outs: Outcome[], staleIds: string[] | null): void {
+    const stale = staleIds === null ? undefined : new Set(staleIds);
     for (const o of outs) {
-      if (ok.has(o.h.job.id.toString())) this.stats.completed++;
-      else this.stats.stale++;
+      if (stale?.has(o.h.job.id.toString())) this.stats.stale++;
+      else this.stats.completed++;
       this.forget(o.h);
       // A completion may free a key's slot or a rate's start: worth claiming again.
       this.more.add(o.h.job.queue);
@@ -614,8 +626,8 @@ export class Worker extends EventEmitter {
       const id = o.h.job.id.toString();
       const tok = o.h.job.token.toString();
       try {
-        const x = await this.q<{ done: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [[id], [tok], o.result === null ? null : [o.result]]);
-        this.settled([o], x.rows[0]?.done ?? null);
+        const x = await this.q<{ stale: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [[id], [tok], o.result === null ? null : [o.result]]);
+        this.settled([o], x.rows[0]?.stale ?? null);
       } catch (err) {
         const st = sqlstateOf(err);
         if (st === undefined || !st.startsWith("22")) throw err;
@@ -678,7 +690,7 @@ export class Worker extends EventEmitter {
     const fn = this.handlers.get(h.job.queue) as Handler;
     let p: unknown;
     try {
-      p = fn(h.job, { signal: h.ac.signal, worker: this });
+      p = fn(h.job, new Context(h, this));
     } catch (err) {
       p = Promise.reject(err);
     }
@@ -727,7 +739,8 @@ export class Worker extends EventEmitter {
     if (h.lost) return;
     h.lost = true;
     if (why === "cancelled") this.stats.cancelled++;
-    h.ac.abort(new JobLostError(h.job.id, why));
+    h.reason = new JobLostError(h.job.id, why);
+    h.ac?.abort(h.reason);
     if (!h.started) {
       const i = this.ready.indexOf(h);
       if (i >= 0) this.ready.splice(i, 1);
@@ -815,6 +828,23 @@ export class Worker extends EventEmitter {
   }
 }
 
+
+/** A handler's context: its signal is made on first use. */
+class Context implements HandlerContext {
+  constructor(
+    private readonly h: Held,
+    readonly worker: Worker,
+  ) {}
+
+  get signal(): AbortSignal {
+    const h = this.h;
+    if (h.ac === undefined) {
+      h.ac = new AbortController();
+      if (h.reason !== undefined) h.ac.abort(h.reason);
+    }
+    return h.ac.signal;
+  }
+}
 
 /** The text a failure records: an Error's message (with its name), or the value. */
 function errorText(v: unknown): string {
