@@ -93,27 +93,41 @@ export interface ReapResult {
 
 /** A job as {@link Client.job} reads it, live or from the history. */
 export interface JobInfo {
+  /** The job's id. */
   id: bigint;
+  /** Its queue. */
   queue: string;
+  /** Where it is in its life. */
   status: JobStatus;
+  /** Its priority (higher first). */
   priority: number;
   /** Runs so far (the current one included). */
   attempts: number;
+  /** Runs it may have in all. */
   maxAttempts: number;
+  /** Its payload. */
   payload: unknown;
+  /** Its concurrency key, or null. */
   key: string | null;
+  /** Its unique key, or null. */
   uniqueKey: string | null;
+  /** The error of its last failed run, or null. */
   lastError: string | null;
+  /** The worker that claimed it last, or null. */
   worker: string | null;
+  /** When it may run (or ran). */
   runAt: Date | null;
+  /** When it was enqueued. */
   createdAt: Date | null;
+  /** When its last run started, or null. */
   startedAt: Date | null;
-  /** Null for a live job. */
+  /** When it finished; null for a live job. */
   finishedAt: Date | null;
 }
 
 /** A job's status and result ({@link Client.jobResult}). */
 export interface JobResult<R = unknown> {
+  /** The job's status: finished, when {@link Client.jobResult} returns. */
   status: JobStatus;
   /** What its handler returned, for a succeeded job that gave one; else null. */
   result: R | null;
@@ -129,7 +143,9 @@ export interface JobResultOptions {
 
 /** A rate: `n` starts per `perMs` milliseconds. */
 export interface Rate {
+  /** Starts allowed per interval (1..1000000). */
   n: number;
+  /** The interval in ms (>= 1). */
   perMs: number;
 }
 

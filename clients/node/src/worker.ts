@@ -93,15 +93,23 @@ export interface WorkerOptions {
 
 /** Counters of a worker. */
 export interface WorkerStats {
+  /** Jobs claimed. */
   claimed: number;
+  /** Jobs completed (their completion committed). */
   completed: number;
+  /** Failed attempts recorded. */
   failed: number;
+  /** Jobs deferred ({@link Defer}). */
   deferred: number;
   /** Outcomes not recorded: the job was lost or cancelled first. */
   stale: number;
+  /** Running or claimed jobs cancelled. */
   cancelled: number;
+  /** Jobs given back to the queue (at a stop). */
   released: number;
+  /** Sessions opened again after a loss. */
   reconnects: number;
+  /** Notifications that named one of the worker's queues. */
   wakeups: number;
 }
 
@@ -113,6 +121,9 @@ export interface StopOptions {
 
 interface Held {
   job: Job;
+  /** The id and token as the server sent them (the text the next statements take). */
+  idText: string;
+  tokenText: string;
   /** Made when the handler first reads its signal (most never do, and it costs). */
   ac: AbortController | undefined;
   /** Why the job was lost, once it was. */
@@ -545,8 +556,8 @@ export class Worker extends EventEmitter {
     const outs = this.done.filter((o): o is Extract<Outcome, { kind: "complete" }> => o.kind === "complete");
     const claim = this.wantClaim();
     const queue = claim ? this.pickQueue() : undefined;
-    const ids = outs.map((o) => o.h.job.id.toString());
-    const tokens = outs.map((o) => o.h.job.token.toString());
+    const ids = outs.map((o) => o.h.idText);
+    const tokens = outs.map((o) => o.h.tokenText);
     const results = outs.some((o) => o.result !== null) ? outs.map((o) => o.result) : null;
     const want = this.free();
     let r: pg.QueryResult<ClaimRow & { stale: string[] | null; next_ms: number | null }>;
@@ -577,7 +588,7 @@ export class Worker extends EventEmitter {
       if (row.id === null || row.id === undefined) continue;
       got++;
       const job = jobOf(queue, row);
-      const h: Held = { job, ac: undefined, reason: undefined, started: false, lost: false };
+      const h: Held = { job, idText: row.id, tokenText: row.token, ac: undefined, reason: undefined, started: false, lost: false };
       this.held.set(job.id, h);
       this.ready.push(h);
     }
@@ -610,7 +621,7 @@ export class Worker extends EventEmitter {
   private settled(outs: Outcome[], staleIds: string[] | null): void {
     const stale = staleIds === null ? undefined : new Set(staleIds);
     for (const o of outs) {
-      if (stale?.has(o.h.job.id.toString())) this.stats.stale++;
+      if (stale?.has(o.h.idText)) this.stats.stale++;
       else this.stats.completed++;
       this.forget(o.h);
       // A completion may free a key's slot or a rate's start: worth claiming again.
@@ -623,8 +634,8 @@ export class Worker extends EventEmitter {
   /** The batch was refused (a result the server would not take, a deadlock): each alone. */
   private async completeOneByOne(outs: Array<Extract<Outcome, { kind: "complete" }>>): Promise<void> {
     for (const o of outs) {
-      const id = o.h.job.id.toString();
-      const tok = o.h.job.token.toString();
+      const id = o.h.idText;
+      const tok = o.h.tokenText;
       try {
         const x = await this.q<{ stale: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [[id], [tok], o.result === null ? null : [o.result]]);
         this.settled([o], x.rows[0]?.stale ?? null);
@@ -652,8 +663,8 @@ export class Worker extends EventEmitter {
         continue;
       }
       const f = this.client.qualified(o.kind === "fail" ? "fail" : "retry_later");
-      const id = o.h.job.id.toString();
-      const tok = o.h.job.token.toString();
+      const id = o.h.idText;
+      const tok = o.h.tokenText;
       const r =
         o.kind === "fail"
           ? await this.q<{ o: string }>(
@@ -766,8 +777,8 @@ export class Worker extends EventEmitter {
       return;
     }
     const r = await this.q<{ id: string; status: string }>("pgcoord_worker_renew", this.sql.renew, [
-      list.map((h) => h.job.id.toString()),
-      list.map((h) => h.job.token.toString()),
+      list.map((h) => h.idText),
+      list.map((h) => h.tokenText),
       this.leaseMs,
     ]);
     this.nextHb = performance.now() + this.leaseMs / 3;
@@ -784,8 +795,8 @@ export class Worker extends EventEmitter {
     if (live.length === 0) return;
     try {
       const r = await this.q<{ n: number }>("pgcoord_worker_release", `SELECT ${this.client.qualified("release")}($1::bigint[], $2::bigint[], $3::boolean) AS n`, [
-        live.map((h) => h.job.id.toString()),
-        live.map((h) => h.job.token.toString()),
+        live.map((h) => h.idText),
+        live.map((h) => h.tokenText),
         started,
       ]);
       this.stats.released += Number(r.rows[0]?.n ?? 0);
