@@ -197,6 +197,7 @@ export class Worker extends EventEmitter {
   private stopping = false;
   private stopDeadline = Infinity;
   private graceOver = false;
+  private readonly side = new Map<string, Promise<void>>();
   private sql!: { claim: string; claimDone: string; complete: string; renew: string };
 
   /** @internal Use {@link Client.worker}. */
@@ -439,13 +440,13 @@ export class Worker extends EventEmitter {
     if (this.done.length > 0 || this.wantClaim()) {
       await this.trip();
     }
-    if (this.reapMs > 0 && now >= this.nextReap) {
-      this.nextReap = now + this.reapMs;
-      await this.reap();
-    }
     if (this.listening && now >= this.nextRegister) {
       this.nextRegister = now + 1000;
-      await this.register();
+      this.register();
+    }
+    if (this.reapMs > 0 && now >= this.nextReap) {
+      this.nextReap = now + this.reapMs;
+      this.reap();
     }
     return this.done.length > 0 || this.wantClaim();
   }
@@ -624,8 +625,9 @@ export class Worker extends EventEmitter {
       if (stale?.has(o.h.idText)) this.stats.stale++;
       else this.stats.completed++;
       this.forget(o.h);
-      // A completion may free a key's slot or a rate's start: worth claiming again.
-      this.more.add(o.h.job.queue);
+      // A keyed job's completion frees a slot of its key: worth claiming again (in the same
+      // statement). Other queues are claimed again when a claim was full or a wake-up came.
+      if (o.h.job.key !== null) this.more.add(o.h.job.queue);
     }
     const sent = new Set(outs);
     this.done = this.done.filter((o) => !sent.has(o));
@@ -805,28 +807,38 @@ export class Worker extends EventEmitter {
     }
   }
 
-  private async reap(): Promise<void> {
-    try {
-      await this.q("pgcoord_worker_reap", `SELECT failed, returned FROM ${this.client.qualified("reap")}()`, []);
-    } catch (err) {
-      if (sqlstateOf(err) !== "55P03") throw err;
-    }
+  /**
+   * The reaper's pass and the registration go through the pool, in the background, one at a
+   * time: the worker's own session stays free for the claims a wake-up brings.
+   */
+  private sideCall(what: string, sql: string, values: unknown[], ignore?: string): void {
+    if (this.side.has(what)) return;
+    const p = this.client.pool
+      .query(sql, values)
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          if (sqlstateOf(err) !== ignore) this.report(err, what);
+        },
+      )
+      .finally(() => this.side.delete(what));
+    this.side.set(what, p);
   }
 
-  private async register(): Promise<void> {
-    try {
-      await this.q("pgcoord_worker_register", `SELECT ${this.client.qualified("worker_register")}($1, $2::text[], $3::int)`, [
-        this.ownChannel,
-        this.queues,
-        Math.max(0, this.free()),
-      ]);
-    } catch (err) {
-      if (isConnectionLoss(err)) throw err;
-      this.report(err, "registering for targeted wake-ups");
-    }
+  private reap(): void {
+    this.sideCall("reaping expired leases", `SELECT failed, returned FROM ${this.client.qualified("reap")}()`, [], "55P03");
+  }
+
+  private register(): void {
+    this.sideCall("registering for targeted wake-ups", `SELECT ${this.client.qualified("worker_register")}($1, $2::text[], $3::int)`, [
+      this.ownChannel,
+      this.queues,
+      Math.max(0, this.free()),
+    ]);
   }
 
   private async shutdown(): Promise<void> {
+    await Promise.all(this.side.values());
     if (this.conn !== undefined && !this.connDead) {
       try {
         if (this.listen) await this.q(undefined, `SELECT ${this.client.qualified("worker_unregister")}($1)`, [this.ownChannel]);

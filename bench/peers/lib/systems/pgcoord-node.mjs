@@ -30,9 +30,9 @@ export function settings(concurrency) {
       worker: { concurrency },
     },
     tuned: {
-      describe: `concurrency=${concurrency}/process, prefetch=${8 * concurrency} ` +
+      describe: `concurrency=${concurrency}/process, prefetch=512 ` +
         '(claimed jobs held ready beyond the idle handlers), LISTEN, lease 30 s',
-      worker: { concurrency, prefetch: 8 * concurrency },
+      worker: { concurrency, prefetch: 512 },
     },
   };
 }
