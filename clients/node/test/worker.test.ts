@@ -207,3 +207,23 @@ test("without LISTEN the worker polls, and an idle one does not busy-loop", opts
   assert.equal(w.stats.claimed, before);
   await w.stop();
 });
+
+test("a scheduled job runs when due, by next_run_ms, not by the poll; an idle listener sleeps", opts, async () => {
+  const w = client.worker({ concurrency: 2, pollMs: 60000 });
+  let ranAt = 0;
+  w.handle("w7", () => {
+    ranAt = performance.now();
+  });
+  await w.start();
+  assert.equal(w.listening, true);
+  const t0 = performance.now();
+  await client.enqueue("w7", {}, { delayMs: 700 });
+  await waitFor("the scheduled job run", 10000, () => ranAt > 0);
+  const after = ranAt - t0;
+  assert.ok(after >= 600 && after < 3000, `ran ${after} ms after its enqueue`);
+  const cpu0 = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, 1000));
+  const cpu = process.cpuUsage(cpu0);
+  assert.ok(cpu.user + cpu.system < 300000, `idle CPU ${cpu.user + cpu.system} us in 1 s`);
+  await w.stop();
+});
