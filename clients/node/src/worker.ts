@@ -271,8 +271,13 @@ export class Worker extends EventEmitter {
     if (this.handlers.size === 0) throw new UsageError("worker: no handler: call handle(queue, fn) first");
     this.started = true;
     this.queues = [...this.handlers.keys()];
-    await this.client.ready();
-    this.channel = await this.client.queueChannel();
+    try {
+      await this.client.ready();
+      this.channel = await this.client.queueChannel();
+    } catch (err) {
+      this.started = false;
+      throw err;
+    }
     const f = (n: string): string => this.client.qualified(n);
     const claimCols = "j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key";
     // next_run_ms() only when the claim found nothing (the worker then waits): a claim that
@@ -299,7 +304,12 @@ export class Worker extends EventEmitter {
         ` SELECT ${stale} AS stale`,
       renew: `SELECT id, status FROM ${f("renew")}($1::bigint[], $2::bigint[], $3::bigint)`,
     };
-    await this.connect();
+    try {
+      await this.connect();
+    } catch (err) {
+      this.started = false;
+      throw err;
+    }
     for (const q of this.queues) this.more.add(q);
     this.loopDone = this.loop();
   }
@@ -500,8 +510,10 @@ export class Worker extends EventEmitter {
     this.connDead = false;
     this.lossReported = false;
     try {
-      await this.q(undefined, "SET jit = off", []);
       if (this.listen) {
+        // Not behind a transaction-mode pooler (listen: false), where a SET would stay with a
+        // server session that others share.
+        await this.q(undefined, "SET jit = off", []);
         await this.q(undefined, `LISTEN ${pg.escapeIdentifier(this.channel)}`, []);
         await this.q(undefined, `LISTEN ${pg.escapeIdentifier(this.ownChannel)}`, []);
         this.nextRegister = 0;
