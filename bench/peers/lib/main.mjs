@@ -34,7 +34,10 @@ import * as pgcoord from './systems/pgcoord.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const top = resolve(here, '../../..');
 const PEERS = ['graphile-worker', 'pg-boss'];
-const ALL = ['pgcoord', ...PEERS, 'ceiling'];
+// pgcoord's clients in other languages that run here as systems of their own (a Node.js worker
+// process, measured as the peers are): pgcoord-node is clients/node.
+const CLIENTS = ['pgcoord-node'];
+const ALL = ['pgcoord', ...PEERS, ...CLIENTS, 'ceiling'];
 
 const usage = `Usage: bench/peers/run [OPTION]...
 Run pgcoord's queue, graphile-worker, pg-boss and the pgbench ceiling side by
@@ -50,8 +53,8 @@ side on one PostgreSQL server; print a table (or JSON) with ratios to pgcoord.
   --deadline D         seconds a phase may take before the system is refused
                        (default 300)
   --systems LIST       comma-separated, from pgcoord, graphile-worker, pg-boss,
-                       ceiling (default all)
-  --settings LIST      peer settings: defaults,tuned (default both)
+                       pgcoord-node (the Node.js client), ceiling (default all)
+  --settings LIST      peer and client settings: defaults,tuned (default both)
   --keys K             compare keyed drains instead: N jobs over K keys, one
                        job of a key running at a time, beside N plain jobs
   --key-layout L       spread (job s has key s mod K, the default) or grouped
@@ -771,6 +774,35 @@ if (opt.json) {
       `p99 ${fmt(pgc.p99_ms, 1)} ms vs ${fmt(l.p99_ms, 1)} ms of ${l.system} ${l.setting} ` +
       `(goal: below every peer: ${verdict(pgc.p99_ms < l.p99_ms)}); ` +
       `RSS ${(mR * 100).toFixed(0)}% of ${m.system} ${m.setting} (goal <= 20%: ${verdict(mR <= 0.2)})`);
+  }
+  // The goals of the Node.js client: end to end and drain at least 1.5 times graphile-worker
+  // tuned and above pg-boss tuned, p99 wake-up below both, RSS at most theirs, and at least 0.4
+  // of the C worker (the pgcoord row).
+  const gw = rows.find((r) => r.system === 'graphile-worker' && r.setting === 'tuned' && !r.refused);
+  const pb = rows.find((r) => r.system === 'pg-boss' && r.setting === 'tuned' && !r.refused);
+  for (const nd of rows.filter((r) => r.system === 'pgcoord-node' && !r.refused)) {
+    const bits = [];
+    const x = (a, b) => `${(a / b).toFixed(2)}x`;
+    const v = (ok) => (ok ? 'met' : 'NOT met');
+    if (gw) {
+      bits.push(`e2e ${x(nd.e2e_per_s, gw.e2e_per_s)} and drain ${x(nd.drain_per_s, gw.drain_per_s)} graphile-worker tuned ` +
+        `(goal >= 1.5x: ${v(nd.e2e_per_s >= 1.5 * gw.e2e_per_s && nd.drain_per_s >= 1.5 * gw.drain_per_s)})`);
+    }
+    if (pb) {
+      bits.push(`e2e ${x(nd.e2e_per_s, pb.e2e_per_s)} and drain ${x(nd.drain_per_s, pb.drain_per_s)} pg-boss tuned ` +
+        `(goal > 1x: ${v(nd.e2e_per_s > pb.e2e_per_s && nd.drain_per_s > pb.drain_per_s)})`);
+    }
+    const tuned = [gw, pb].filter(Boolean);
+    if (tuned.length) {
+      bits.push(`p99 ${fmt(nd.p99_ms, 1)} ms (goal: below ${tuned.map((r) => `${fmt(r.p99_ms, 1)} of ${r.system}`).join(', ')}: ` +
+        `${v(tuned.every((r) => nd.p99_ms < r.p99_ms))})`);
+      bits.push(`RSS ${fmt(nd.rss_kb / 1024, 1)} MB (goal: at most theirs: ${v(tuned.every((r) => nd.rss_kb <= r.rss_kb))})`);
+    }
+    if (pgc) {
+      bits.push(`of the C worker: e2e ${(nd.e2e_per_s / pgc.e2e_per_s).toFixed(2)}, drain ${(nd.drain_per_s / pgc.drain_per_s).toFixed(2)} ` +
+        `(goal >= 0.4: ${v(nd.e2e_per_s >= 0.4 * pgc.e2e_per_s && nd.drain_per_s >= 0.4 * pgc.drain_per_s)})`);
+    }
+    if (bits.length) lines.push(`targets of pgcoord-node ${nd.setting}: ${bits.join('; ')}`);
   }
   lines.push('settings:');
   for (const r of rows) lines.push(`  ${r.system} ${r.setting}${r.version ? ' (' + r.version + ')' : ''}: ${r.settings}`);

@@ -7,7 +7,10 @@ import * as os from "node:os";
 import pg from "pg";
 import {
   CommitUnknownError,
+  ConflictError,
   LostError,
+  NotFoundError,
+  StaleError,
   RetryLaterError,
   SchemaError,
   UsageError,
@@ -15,7 +18,29 @@ import {
   isConnectionLoss,
   sqlstateOf,
 } from "./errors.js";
-import { bounded, checkMs, checkout, dsnPassword, masker, sleep } from "./internal.js";
+import { abortReason, bounded, checkMs, checkout, dsnPassword, masker, sleep } from "./internal.js";
+import {
+  type ClaimOptions,
+  type ClaimRow,
+  type Completion,
+  type FailOptions,
+  type FailOutcome,
+  type FlowSettings,
+  type Job,
+  type JobInfo,
+  type JobResult,
+  type JobResultOptions,
+  type JobStatus,
+  type KeySettings,
+  type ReapResult,
+  type Renewal,
+  FINISHED,
+  jobOf,
+  rateArgs,
+  resultText,
+  settingArg,
+} from "./queue.js";
+import { Worker, type WorkerOptions } from "./worker.js";
 import {
   Lease,
   type LeaseHost,
@@ -138,6 +163,48 @@ function backoffMs(retry: number, base: number, cap: number): number {
 
 const RETRYABLE = new Set(["40001", "40P01"]);
 
+function checkQueue(queue: unknown): void {
+  if (typeof queue !== "string" || queue === "") throw new UsageError("queue name must be a non-empty string");
+}
+
+/** A job id or claim token as the text of a bigint parameter. */
+function idText(v: unknown, what: string, anySign = false): string {
+  let b: bigint;
+  try {
+    b = typeof v === "bigint" ? v : typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) : (undefined as never);
+  } catch {
+    throw new UsageError(`${what} must be a bigint`);
+  }
+  if (typeof b !== "bigint" || BigInt.asIntN(64, b) !== b || (!anySign && b < 1n))
+    throw new UsageError(`${what} must be a ${anySign ? "" : "positive "}64-bit integer, not ${String(v)}`);
+  return b.toString();
+}
+
+/** fail()'s and retry_later()'s outcome, or a StaleError. */
+function outcome(o: string | undefined, id: bigint, token: bigint): FailOutcome {
+  if (o === "retried" || o === "dead") return o;
+  throw new StaleError(id, token);
+}
+
+/** A renewal from renew()'s rows. @internal */
+export function renewalOf(rows: Array<{ id: string; status: string }>): Renewal {
+  const out: Renewal = { held: [], lost: [], cancelled: [] };
+  for (const r of rows) {
+    const id = BigInt(r.id);
+    if (r.status === "held") out.held.push(id);
+    else {
+      out.lost.push(id);
+      if (r.status === "cancelled") out.cancelled.push(id);
+    }
+  }
+  return out;
+}
+
+/** The default worker name recorded on claimed jobs: `node-PID@HOST`. */
+export function defaultWorkerName(): string {
+  return `node-${process.pid}@${os.hostname()}`;
+}
+
 /**
  * A pgcoord client: the protocol's SQL functions in one schema, through a node-postgres pool.
  *
@@ -158,6 +225,7 @@ export class Client {
   private readonly ownsPool: boolean;
   private readonly mask: (s: string) => string;
   private checked: Promise<number> | undefined;
+  private channel: string | undefined;
 
   /**
    * Makes a client; nothing is sent until the first call (or {@link Client.ready}).
@@ -458,6 +526,374 @@ export class Client {
       throw fromPg(err, `enqueue to queue "${queue}"`, this.mask);
     }
     return r.rows.map((row) => (row.id === null ? null : BigInt(row.id)));
+  }
+
+  // ---- the queue --------------------------------------------------------------------------
+
+  /** `schema.name` with the schema quoted, for the worker's statements. @internal */
+  qualified(name: string): string {
+    return this.fn(name);
+  }
+
+  /** Hides passwords in a text. @internal */
+  masked(s: string): string {
+    return this.mask(s);
+  }
+
+  /** One statement on the caller's connection, or on the pool. @internal */
+  private async run<R extends pg.QueryResultRow>(sql: string, values: unknown[], on: On, what: string): Promise<pg.QueryResult<R>> {
+    await this.ready();
+    try {
+      return on.client !== undefined ? await on.client.query<R>(sql, values) : await this.pool.query<R>(sql, values);
+    } catch (err) {
+      throw fromPg(err, what, this.mask);
+    }
+  }
+
+  /**
+   * The schema's notification channel of the queues (`queue_settings.channel`): enqueues wake
+   * its listeners with the queue's name; completions with a result notify `CHANNEL.result`.
+   */
+  async queueChannel(): Promise<string> {
+    if (this.channel === undefined) {
+      const r = await this.run<{ channel: string }>(`SELECT channel FROM ${this.fn("queue_settings")}`, [], {}, "reading the queue channel");
+      this.channel = r.rows[0]?.channel ?? "pgcoord.queue";
+    }
+    return this.channel;
+  }
+
+  /**
+   * Claims up to `opts.max` runnable jobs of `queue` (a flow queue by its limits and rates, as
+   * the server's `claim()` decides), each with a fresh claim token and a lease of
+   * `opts.leaseMs`. Run it outside a transaction: a claim must be seen at once.
+   *
+   * @returns the jobs, none when the queue has nothing runnable (not an error)
+   */
+  async claim<P = unknown>(queue: string, opts: ClaimOptions = {}, on: On = {}): Promise<Array<Job<P>>> {
+    checkQueue(queue);
+    const max = opts.max ?? 1;
+    if (!Number.isInteger(max) || max < 1) throw new UsageError(`claim: max must be an integer >= 1, not ${String(max)}`);
+    const lease = opts.leaseMs ?? 30000;
+    if (!Number.isInteger(lease) || lease < 1) throw new UsageError(`claim: leaseMs must be an integer >= 1, not ${String(lease)}`);
+    const r = await this.run<ClaimRow>(
+      `SELECT id, token, attempts, max_attempts, priority, payload, key FROM ${this.fn("claim")}($1, $2::int, $3::bigint, $4)`,
+      [queue, max, lease, opts.worker ?? defaultWorkerName()],
+      on,
+      `claim from queue "${queue}"`,
+    );
+    return r.rows.map((row) => jobOf<P>(queue, row));
+  }
+
+  /**
+   * Completes a running job with its claim token, keeping `opts.result` (JSON, at most 64 kB)
+   * for {@link Client.jobResult}.
+   *
+   * @throws {@link StaleError} when the token is no longer the job's (nothing recorded);
+   *   {@link UsageError} for a result that is not JSON or over {@link RESULT_MAX_BYTES}
+   */
+  async complete(id: bigint, token: bigint, opts: { result?: unknown } = {}, on: On = {}): Promise<void> {
+    const done = await this.completeMany([{ id, token, result: opts.result }], on);
+    if (done.length === 0) throw new StaleError(id, token);
+  }
+
+  /**
+   * Completes many running jobs in one statement (all or nothing on an error).
+   *
+   * @returns the ids completed; a job left out had a stale token
+   */
+  async completeMany(jobs: Completion[], on: On = {}): Promise<bigint[]> {
+    if (!Array.isArray(jobs)) throw new UsageError("completeMany: jobs must be an array");
+    if (jobs.length === 0) return [];
+    const ids = jobs.map((j) => idText(j.id, "job id"));
+    const tokens = jobs.map((j) => idText(j.token, "claim token", true));
+    const results = jobs.map((j) => resultText(j.result, j.id));
+    const r = await this.run<{ id: string }>(
+      `SELECT id FROM ${this.fn("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[])`,
+      [ids, tokens, results.some((x) => x !== null) ? results : null],
+      on,
+      "complete",
+    );
+    return r.rows.map((row) => BigInt(row.id));
+  }
+
+  /**
+   * Records a failed run: the job goes back to the queue after the backoff (or
+   * `opts.retryInMs`), or to the history as `failed` when it is out of attempts.
+   *
+   * @returns `retried` or `dead`
+   * @throws {@link StaleError} when the token is no longer the job's
+   */
+  async fail(id: bigint, token: bigint, error: string, opts: FailOptions = {}, on: On = {}): Promise<FailOutcome> {
+    const base = checkMs("backoffBaseMs", opts.backoffBaseMs ?? 1000);
+    const cap = checkMs("backoffMaxMs", opts.backoffMaxMs ?? 3600000);
+    const retry = opts.retryInMs === undefined ? null : checkMs("retryInMs", opts.retryInMs);
+    const r = await this.run<{ o: string }>(
+      `SELECT ${this.fn("fail")}($1::bigint, $2::bigint, $3, $4::bigint, $5::bigint, NULL, NULL, $6::bigint) AS o`,
+      [idText(id, "job id"), idText(token, "claim token", true), String(error ?? ""), Math.floor(base), Math.floor(cap), retry === null ? null : Math.floor(retry)],
+      on,
+      `fail job ${id}`,
+    );
+    return outcome(r.rows[0]?.o, id, token);
+  }
+
+  /**
+   * Defers a running job ("not now"): it runs again after `delayMs`, the attempt given back; past
+   * its `maxDeferrals` it fails for good instead.
+   *
+   * @returns `retried` or `dead`
+   * @throws {@link StaleError} when the token is no longer the job's
+   */
+  async retryLater(id: bigint, token: bigint, delayMs: number, on: On = {}): Promise<FailOutcome> {
+    const d = checkMs("delayMs", delayMs);
+    const r = await this.run<{ o: string }>(
+      `SELECT ${this.fn("retry_later")}($1::bigint, $2::bigint, $3::bigint) AS o`,
+      [idText(id, "job id"), idText(token, "claim token", true), Math.floor(d)],
+      on,
+      `retry later job ${id}`,
+    );
+    return outcome(r.rows[0]?.o, id, token);
+  }
+
+  /**
+   * Gives running jobs back to the queue at once, the attempt not counted (a worker that
+   * stops). `started` says their handlers had begun.
+   *
+   * @returns how many were released (stale pairs are ignored)
+   */
+  async release(jobs: Array<{ id: bigint; token: bigint }>, opts: { started?: boolean } = {}, on: On = {}): Promise<number> {
+    if (!Array.isArray(jobs)) throw new UsageError("release: jobs must be an array");
+    if (jobs.length === 0) return 0;
+    const r = await this.run<{ n: number }>(
+      `SELECT ${this.fn("release")}($1::bigint[], $2::bigint[], $3::boolean) AS n`,
+      [jobs.map((j) => idText(j.id, "job id")), jobs.map((j) => idText(j.token, "claim token", true)), opts.started ?? true],
+      on,
+      "release",
+    );
+    return Number(r.rows[0]?.n ?? 0);
+  }
+
+  /**
+   * Extends the leases of running jobs to now + `leaseMs`, in one call; says which are no
+   * longer held (and which of those were cancelled). Call it every third of the lease.
+   */
+  async renew(jobs: Array<{ id: bigint; token: bigint }>, leaseMs: number, on: On = {}): Promise<Renewal> {
+    if (!Array.isArray(jobs)) throw new UsageError("renew: jobs must be an array");
+    if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new UsageError(`renew: leaseMs must be an integer >= 1, not ${String(leaseMs)}`);
+    const out: Renewal = { held: [], lost: [], cancelled: [] };
+    if (jobs.length === 0) return out;
+    const r = await this.run<{ id: string; status: string }>(
+      `SELECT id, status FROM ${this.fn("renew")}($1::bigint[], $2::bigint[], $3::bigint)`,
+      [jobs.map((j) => idText(j.id, "job id")), jobs.map((j) => idText(j.token, "claim token", true)), leaseMs],
+      on,
+      "renew",
+    );
+    return renewalOf(r.rows);
+  }
+
+  /**
+   * Cancels a live job; a running one's handler learns it at its worker's next renewal.
+   *
+   * @returns whether it was running
+   * @throws {@link ConflictError} when it has finished already; {@link NotFoundError} when no such job
+   */
+  async cancel(id: bigint, on: On = {}): Promise<boolean> {
+    const r = await this.run<{ r: boolean }>(`SELECT ${this.fn("cancel")}($1::bigint) AS r`, [idText(id, "job id")], on, `cancel job ${id}`);
+    return r.rows[0]?.r === true;
+  }
+
+  /**
+   * One pass of the reaper: expired leases back to the queue (or failed), aging, the history's
+   * retention. A worker runs it every second; run it yourself where no worker does.
+   *
+   * @throws {@link ConflictError} (55P03) when another pass is running
+   */
+  async reap(): Promise<ReapResult> {
+    const r = await this.run<{ failed: string; returned: string; aged: string; purged: string }>(
+      `SELECT failed, returned, aged, purged FROM ${this.fn("reap")}()`,
+      [],
+      {},
+      "reap",
+    );
+    const row = r.rows[0];
+    return { failed: Number(row?.failed ?? 0), returned: Number(row?.returned ?? 0), aged: Number(row?.aged ?? 0), purged: Number(row?.purged ?? 0) };
+  }
+
+  /**
+   * A job, live or from the history.
+   *
+   * @throws {@link NotFoundError} when there is no such job
+   */
+  async job(id: bigint, on: On = {}): Promise<JobInfo> {
+    const cols = "id, queue, status, priority, attempts, max_attempts, payload, key, unique_key, last_error, worker, run_at, created_at, started_at";
+    const r = await this.run<Record<string, unknown>>(
+      `SELECT ${cols}, NULL::timestamptz AS finished_at FROM ${this.fn("jobs")} WHERE id = $1::bigint` +
+        ` UNION ALL SELECT ${cols}, finished_at FROM ${this.fn("job_history")} WHERE id = $1::bigint`,
+      [idText(id, "job id")],
+      on,
+      `job ${id}`,
+    );
+    const row = r.rows[0];
+    if (row === undefined) throw new NotFoundError(`no job with id ${id}`);
+    return {
+      id: BigInt(row.id as string),
+      queue: row.queue as string,
+      status: row.status as JobStatus,
+      priority: row.priority as number,
+      attempts: row.attempts as number,
+      maxAttempts: row.max_attempts as number,
+      payload: row.payload,
+      key: row.key as string | null,
+      uniqueKey: row.unique_key as string | null,
+      lastError: row.last_error as string | null,
+      worker: row.worker as string | null,
+      runAt: row.run_at as Date | null,
+      createdAt: row.created_at as Date | null,
+      startedAt: row.started_at as Date | null,
+      finishedAt: row.finished_at as Date | null,
+    };
+  }
+
+  /**
+   * A job's status and result; with `opts.waitMs`, waits that long for it to finish, woken by
+   * the result channel's notification (LISTEN on a pooled connection, given back after
+   * UNLISTEN) and looking again every second (a job that fails or is cancelled notifies nobody).
+   *
+   * @throws {@link NotFoundError} when no job has the id; {@link ConflictError} when it has not
+   *   finished within `waitMs`; the signal's reason when aborted
+   */
+  async jobResult<R = unknown>(id: bigint, opts: JobResultOptions = {}): Promise<JobResult<R>> {
+    const wait = checkMs("waitMs", opts.waitMs ?? 0, true);
+    const idt = idText(id, "job id");
+    const sql = `SELECT status, result FROM ${this.fn("job_result")}($1::bigint)`;
+    const look = async (c: pg.ClientBase): Promise<JobResult<R>> => {
+      try {
+        const r = await c.query<{ status: JobStatus; result: R | null }>(sql, [idt]);
+        const row = r.rows[0];
+        return { status: (row?.status ?? "pending") as JobStatus, result: row?.result ?? null };
+      } catch (err) {
+        throw fromPg(err, `result of job ${id}`, this.mask);
+      }
+    };
+    await this.ready();
+    if (wait === 0) {
+      const co = await checkout(this.pool, opts.signal, this.mask);
+      try {
+        const r = await look(co.pc);
+        co.done(false);
+        if (!FINISHED.has(r.status)) throw new ConflictError(`job ${id} is still ${r.status}`);
+        return r;
+      } catch (err) {
+        co.done(isConnectionLoss(err));
+        throw err;
+      }
+    }
+    const chan = `${await this.queueChannel()}.result`;
+    const co = await checkout(this.pool, opts.signal, this.mask);
+    let heard: (() => void) | undefined;
+    const onNote = (n: pg.Notification): void => {
+      if (n.channel === chan && n.payload === idt) heard?.();
+    };
+    co.pc.on("notification", onNote);
+    let broken = false;
+    const deadline = performance.now() + wait;
+    try {
+      await co.pc.query(`LISTEN ${pg.escapeIdentifier(chan)}`);
+      for (;;) {
+        const r = await look(co.pc);
+        if (FINISHED.has(r.status)) return r;
+        const left = deadline - performance.now();
+        if (left <= 0) throw new ConflictError(`job ${id} is still ${r.status} after ${wait} ms`);
+        await new Promise<void>((resolve, reject) => {
+          const done = (): void => {
+            clearTimeout(t);
+            opts.signal?.removeEventListener("abort", onAbort);
+            co.pc.removeListener("error", onErr);
+            heard = undefined;
+          };
+          const onAbort = (): void => {
+            done();
+            reject(abortReason(opts.signal as AbortSignal));
+          };
+          const onErr = (err: Error): void => {
+            done();
+            reject(fromPg(err, `waiting for job ${id}`, this.mask));
+          };
+          const t = setTimeout(() => {
+            done();
+            resolve();
+          }, Math.min(left, 1000));
+          heard = () => {
+            done();
+            resolve();
+          };
+          co.pc.on("error", onErr);
+          if (opts.signal?.aborted) onAbort();
+          else opts.signal?.addEventListener("abort", onAbort, { once: true });
+        });
+      }
+    } catch (err) {
+      broken = isConnectionLoss(err) || co.dead !== undefined;
+      throw err;
+    } finally {
+      co.pc.removeListener("notification", onNote);
+      if (!broken) {
+        try {
+          await co.pc.query(`UNLISTEN ${pg.escapeIdentifier(chan)}`);
+        } catch {
+          broken = true;
+        }
+      }
+      co.done(broken);
+    }
+  }
+
+  /**
+   * Makes `queue` a flow queue and changes its settings (left out: kept; null: removed).
+   *
+   * @returns how many keys' limit in force changed
+   */
+  async flowSet(queue: string, s: FlowSettings, on: On = {}): Promise<number> {
+    checkQueue(queue);
+    const [rn, rms] = rateArgs(s.rate, "rate");
+    const [kn, kms] = rateArgs(s.keyRate, "keyRate");
+    const fair = s.fair === undefined ? -1 : s.fair ? 1 : 0;
+    const r = await this.run<{ n: string }>(
+      `SELECT ${this.fn("queue_flow_set")}($1, $2::int, $3::int, $4::bigint, $5::int, $6::bigint, $7::int) AS n`,
+      [queue, settingArg(s.keyLimit, "keyLimit"), rn, rms, kn, kms, fair],
+      on,
+      `flow settings of queue "${queue}"`,
+    );
+    return Number(r.rows[0]?.n ?? 0);
+  }
+
+  /** A key's own settings in a flow queue (left out: kept; null: the queue's apply). */
+  async keySet(queue: string, key: string, s: KeySettings, on: On = {}): Promise<void> {
+    checkQueue(queue);
+    const [rn, rms] = rateArgs(s.rate, "rate");
+    await this.run(
+      `SELECT ${this.fn("queue_key_set")}($1, $2, $3::int, $4::int, $5::int, $6::bigint)`,
+      [queue, key, settingArg(s.limit, "limit"), settingArg(s.weight, "weight"), rn, rms],
+      on,
+      `settings of key "${key}" of queue "${queue}"`,
+    );
+  }
+
+  /**
+   * How long until something of `queues` may become claimable (a scheduled job, a rate's next
+   * start), in ms; null when nothing is ahead.
+   */
+  async nextRunMs(queues: string[]): Promise<number | null> {
+    const r = await this.run<{ ms: number | null }>(`SELECT ${this.fn("next_run_ms")}($1::text[]) AS ms`, [queues], {}, "next run");
+    const ms = r.rows[0]?.ms;
+    return ms === null || ms === undefined ? null : Math.max(0, Number(ms));
+  }
+
+  /**
+   * A worker of this client: handlers per queue, `concurrency` jobs at once. Register handlers
+   * with {@link Worker.handle}, then {@link Worker.start}.
+   */
+  worker(opts: WorkerOptions = {}): Worker {
+    return new Worker(this, opts);
   }
 
   // ---- leases and fencing -----------------------------------------------------------------

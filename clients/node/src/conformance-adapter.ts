@@ -3,9 +3,8 @@
  * JSON request a line on stdin, one JSON answer a line on stdout, in order, each written at
  * once. Every op runs on this client's own API, except `sql`, the runner's look at the
  * adapter's session (a `pg` connection of its own), and `init`, which runs
- * `pgcoord init --schema` as the README says to. The client has no worker yet: the ops of the
- * `queue`, `keys` and `results` features answer error kind `usage`, "not supported", and
- * `hello` does not list them.
+ * `pgcoord init --schema` as the README says to. `work` runs the client's {@link Worker} with
+ * the README's handler kinds, writing `job_started`, `job_ended` and `done` events.
  *
  * Run it as `node dist/esm/conformance-adapter.js` (built with the package, not exported from
  * it). PGCOORD_BIN names the pgcoord tool for `init` (default: build/pgcoord of the source
@@ -22,17 +21,15 @@ import { accessSync, constants } from "node:fs";
 import * as path from "node:path";
 import * as readline from "node:readline";
 import pg from "pg";
-import { CLIENT_VERSION, Client, PROTOCOL_VERSION, type Isolation } from "./client.js";
+import { CLIENT_VERSION, Client, PROTOCOL_VERSION, type EnqueueOptions, type Isolation } from "./client.js";
 import { PgcoordError, SchemaError, fromPg, sqlstateOf } from "./errors.js";
 import { key } from "./key.js";
 import type { SessionLock } from "./lock.js";
+import type { Job, Rate } from "./queue.js";
+import type { Handler, JobLostError, Worker } from "./worker.js";
 
-const FEATURES = ["locks", "leases", "tx"];
-/** Ops of features this client does not have yet (the worker and what needs it). */
-const NOT_SUPPORTED = new Set([
-  "enqueue", "enqueue_many", "claim", "complete", "fail", "release", "renew", "cancel",
-  "reap", "job", "job_result", "flow_set", "work", "stop",
-]); // prettier-ignore
+const FEATURES = ["queue", "keys", "results", "locks", "leases", "tx"];
+const HANDLERS = new Set(["ok", "fail", "sleep", "hang", "result", "check_cancel"]);
 const ISOLATIONS = new Set(["read committed", "repeatable read", "serializable"]);
 const APPLICATION = "pgcoord/conformance";
 
@@ -189,6 +186,44 @@ function argBig(req: Req, name: string): bigint {
   return b;
 }
 
+/** A list of signed 64-bit integers. */
+function bigList(req: Req, name: string): bigint[] {
+  const v = req[name];
+  if (!Array.isArray(v)) throw new Answer("usage", `${name} must be a list of integers`);
+  return v.map((_, i) => argBig({ x: v[i] as Json }, "x"));
+}
+
+/** A request's JSON value for the client: exact big integers become numbers again (a payload is JSON). */
+function plain(v: Json): unknown {
+  if (typeof v === "bigint") return Number(v);
+  if (Array.isArray(v)) return v.map(plain);
+  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
+  return v;
+}
+
+/** CLOCK_MONOTONIC in ms, the clock every adapter on the machine shares (libuv's hrtime). */
+function monoMs(): number {
+  return Number(process.hrtime.bigint() / 1000000n);
+}
+
+/** Waits `ms` or until `signal` aborts; resolves whether it aborted. */
+function abortableWait(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const t = Number.isFinite(ms)
+      ? setTimeout(() => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(false);
+        }, ms)
+      : undefined;
+    const onAbort = (): void => {
+      clearTimeout(t);
+      resolve(true);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 /** A lock held in a transaction of its own, on a session of its own, until unlock. */
 class XactLock {
   constructor(readonly conn: pg.Client) {}
@@ -241,6 +276,7 @@ class Adapter {
   private conn: pg.Client | undefined;
   private session = new Map<string, Held>();
   private xact = new Map<string, XactLock[]>();
+  private work_: { worker: Worker; handled: number; finished: boolean } | undefined;
 
   private need(): Client {
     if (this.client === undefined) throw new Answer("usage", "not connected: send connect first");
@@ -260,6 +296,8 @@ class Adapter {
   }
 
   async close(): Promise<void> {
+    if (this.work_ !== undefined) await this.work_.worker.stop({ graceMs: 0 }).catch(() => undefined);
+    this.work_ = undefined;
     const ends: Array<Promise<unknown>> = [];
     for (const h of this.session.values()) ends.push(h.lock.release());
     for (const held of this.xact.values()) for (const x of held) ends.push(x.conn.end());
@@ -399,6 +437,189 @@ class Adapter {
     return {};
   }
 
+  // ---- the queue --------------------------------------------------------------------------
+
+  async enqueue(req: Req): Promise<Ans> {
+    const client = this.need();
+    const queue = argStr(req, "queue");
+    const opts: EnqueueOptions = {};
+    if (req.priority != null) opts.priority = argInt(req, "priority");
+    if (req.delay_ms != null) opts.delayMs = argInt(req, "delay_ms");
+    if (req.run_at != null) {
+      const d = new Date(argStr(req, "run_at"));
+      if (Number.isNaN(d.getTime())) throw new Answer("usage", "run_at must be an ISO 8601 time");
+      opts.runAt = d;
+    }
+    if (req.unique_key != null) opts.uniqueKey = argStr(req, "unique_key");
+    if (req.key != null) opts.key = argStr(req, "key");
+    if (req.max_attempts != null) opts.maxAttempts = argInt(req, "max_attempts");
+    if (req.group != null) opts.group = argStr(req, "group");
+    if (req.after != null) opts.after = bigList(req, "after");
+    const pol = argStr(req, "on_dep_failure", false);
+    if (pol !== undefined) {
+      if (pol !== "cancel" && pol !== "run") throw new Answer("usage", "on_dep_failure must be cancel or run");
+      opts.onDependencyFailure = pol;
+    }
+    const tx = argStr(req, "tx", false) ?? "commit";
+    if (tx !== "commit" && tx !== "rollback") throw new Answer("usage", "tx must be commit or rollback");
+    const payload = plain(req.payload ?? null);
+    if (tx === "commit") {
+      const id = await client.enqueue(queue, payload, opts);
+      if (id === null) throw new Answer("conflict", `unique key ${String(opts.uniqueKey)} is taken by a pending or running job`);
+      return { job_id: id };
+    }
+    const pc = await client.pool.connect();
+    try {
+      await pc.query("BEGIN");
+      await client.enqueue(queue, payload, opts, { client: pc });
+      await pc.query("ROLLBACK");
+    } finally {
+      pc.release();
+    }
+    return { job_id: 0 };
+  }
+
+  async enqueue_many(req: Req): Promise<Ans> {
+    const payloads = req.payloads;
+    if (!Array.isArray(payloads)) throw new Answer("usage", "payloads must be a list");
+    const uk = req.unique_keys;
+    if (uk != null && (!Array.isArray(uk) || !uk.every((k) => k === null || typeof k === "string")))
+      throw new Answer("usage", "unique_keys must be a list of strings or nulls");
+    const ids = await this.need().enqueueMany(argStr(req, "queue"), payloads.map(plain), uk == null ? {} : { uniqueKeys: uk as Array<string | null> });
+    return { job_ids: ids.map((id) => id ?? 0) };
+  }
+
+  async claim(req: Req): Promise<Ans> {
+    const jobs = await this.need().claim(argStr(req, "queue"), { max: argInt(req, "max", 1), leaseMs: argInt(req, "lease_ms", 30000) });
+    return { jobs: jobs.map((j) => ({ job_id: j.id, token: j.token, attempt: j.attempt, payload: j.payload, key: j.key })) };
+  }
+
+  async complete(req: Req): Promise<Ans> {
+    await this.need().complete(argBig(req, "job_id"), argBig(req, "token"), { result: req.result == null ? undefined : plain(req.result) });
+    return {};
+  }
+
+  async fail(req: Req): Promise<Ans> {
+    const retry = req.retry_in_ms == null ? undefined : argInt(req, "retry_in_ms");
+    const o = await this.need().fail(argBig(req, "job_id"), argBig(req, "token"), argStr(req, "error", false) ?? "", retry === undefined ? {} : { retryInMs: retry });
+    return { dead: o === "dead" };
+  }
+
+  async release(req: Req): Promise<Ans> {
+    await this.need().release([{ id: argBig(req, "job_id"), token: argBig(req, "token") }], { started: true });
+    return {};
+  }
+
+  async renew(req: Req): Promise<Ans> {
+    const ids = bigList(req, "job_ids");
+    const tokens = bigList(req, "tokens");
+    if (ids.length !== tokens.length || ids.length === 0) throw new Answer("usage", "job_ids and tokens must be lists of the same length");
+    const r = await this.need().renew(ids.map((id, i) => ({ id, token: tokens[i] as bigint })), argInt(req, "lease_ms", 30000));
+    return { lost: r.lost, cancelled: r.cancelled };
+  }
+
+  async cancel(req: Req): Promise<Ans> {
+    return { was_running: await this.need().cancel(argBig(req, "job_id")) };
+  }
+
+  async reap(): Promise<Ans> {
+    const r = await this.need().reap();
+    return { returned: r.returned, failed: r.failed };
+  }
+
+  async job(req: Req): Promise<Ans> {
+    const j = await this.need().job(argBig(req, "job_id"));
+    return { status: j.status, attempts: j.attempts };
+  }
+
+  async job_result(req: Req): Promise<Ans> {
+    const r = await this.need().jobResult(argBig(req, "job_id"), { waitMs: argInt(req, "wait_ms", 0) });
+    return { status: r.status, result: r.result };
+  }
+
+  async flow_set(req: Req): Promise<Ans> {
+    const client = this.need();
+    const queue = argStr(req, "queue");
+    const key = argStr(req, "key", false);
+    const rate = (name: string): Rate | undefined => {
+      const v = req[name];
+      if (v == null) return undefined;
+      if (typeof v !== "object" || Array.isArray(v)) throw new Answer("usage", `${name} must be {"n", "per_ms"}`);
+      return { n: argInt(v as Req, "n"), perMs: argInt(v as Req, "per_ms") };
+    };
+    const limit = req.key_limit == null ? undefined : argInt(req, "key_limit");
+    if (key !== undefined) await client.keySet(queue, key, { limit: limit === 0 ? null : limit, rate: rate("rate") });
+    else await client.flowSet(queue, { keyLimit: limit === 0 ? null : limit, rate: rate("rate"), keyRate: rate("key_rate") });
+    return {};
+  }
+
+  // ---- the worker -------------------------------------------------------------------------
+
+  async work(req: Req): Promise<Ans> {
+    const client = this.need();
+    if (this.work_ !== undefined && !this.work_.finished) throw new Answer("usage", "work is already running: stop it first");
+    const queues: string[] = [];
+    if (req.queue != null) queues.push(argStr(req, "queue"));
+    if (req.queues != null) {
+      if (!Array.isArray(req.queues) || !req.queues.every((q) => typeof q === "string")) throw new Answer("usage", "queues must be a list of names");
+      queues.push(...(req.queues as string[]));
+    }
+    if (queues.length === 0) throw new Answer("usage", "work needs a queue");
+    const h = (req.handler ?? {}) as Req;
+    const kind = h.do ?? "ok";
+    if (typeof kind !== "string" || !HANDLERS.has(kind)) throw new Answer("usage", `unknown handler ${String(kind)}`);
+    const ms = argInt(h, "ms", 0);
+    const errorText = argStr(h, "error", false) ?? "failed";
+    const result = h.result == null ? undefined : plain(h.result);
+    const stopAfter = argInt(req, "stop_after", 0);
+    const w = client.worker({ concurrency: argInt(req, "concurrency", 1), leaseMs: argInt(req, "lease_ms", 30000) });
+    const run = { worker: w, handled: 0, finished: false };
+    w.on("error", (e: Error) => {
+      if (process.env.PGCOORD_ADAPTER_LOG === "debug") process.stderr.write(`adapter node worker ${process.pid}: ${e.message}\n`);
+    });
+    const ended = (job: Job, outcome: string): void => {
+      out({ event: "job_ended", job_id: job.id, outcome, t_ms: monoMs() });
+      run.handled++;
+      if (stopAfter > 0 && run.handled === stopAfter) void w.stop({ graceMs: 30000 });
+    };
+    const handler: Handler = async (job, { signal }) => {
+      out({ event: "job_started", job_id: job.id, attempt: job.attempt, key: job.key, t_ms: monoMs() });
+      const why = (): string => ((signal.reason as JobLostError)?.why === "cancelled" ? "cancelled" : "lost");
+      if (kind === "fail") {
+        ended(job, "failed");
+        throw new Error(errorText);
+      }
+      if (kind === "sleep" || kind === "hang" || kind === "check_cancel") {
+        const bound = kind === "hang" ? Infinity : kind === "sleep" ? ms : ms > 0 ? ms : 30000;
+        const aborted = await abortableWait(bound, signal);
+        if (aborted) {
+          const o = kind === "check_cancel" ? why() : "lost";
+          ended(job, o);
+          throw signal.reason;
+        }
+      }
+      ended(job, "succeeded");
+      return kind === "result" ? result : undefined;
+    };
+    for (const q of queues) w.handle(q, handler);
+    w.on("stopped", () => {
+      run.finished = true;
+      out({ event: "done", handled: run.handled });
+    });
+    await w.start();
+    this.work_ = run;
+    return { started: true };
+  }
+
+  async stop(req: Req): Promise<Ans> {
+    const grace = argInt(req, "grace_ms", 5000);
+    const run = this.work_;
+    if (run === undefined) return { stopped: false, handled: 0 };
+    await run.worker.stop({ graceMs: grace });
+    this.work_ = undefined;
+    return { stopped: true, handled: run.handled };
+  }
+
   // ---- transactions and SQL ---------------------------------------------------------------
 
   async tx(req: Req): Promise<Ans> {
@@ -449,7 +670,6 @@ class Adapter {
         await this.close();
         process.exit(0);
       }
-      if (NOT_SUPPORTED.has(op)) throw new Answer("usage", `not supported: ${op} needs the worker, which the Node client has not yet`);
       const fn = OPS.get(op);
       if (fn === undefined) throw new Answer("usage", `unknown op ${op}`);
       ans = await fn.call(this, req);
@@ -469,7 +689,8 @@ const OPS = new Map<string, (this: Adapter, req: Req) => Promise<Ans>>(
   (
     [
       "hello", "connect", "init", "lock_key", "lock", "unlock", "lease_acquire", "lease_renew",
-      "lease_release", "fence_check", "tx", "sql",
+      "lease_release", "fence_check", "tx", "sql", "enqueue", "enqueue_many", "claim", "complete",
+      "fail", "release", "renew", "cancel", "reap", "job", "job_result", "flow_set", "work", "stop",
     ] as const
   ).map((name) => [name, Adapter.prototype[name] as (this: Adapter, req: Req) => Promise<Ans>]),
 ); // prettier-ignore

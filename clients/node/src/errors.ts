@@ -15,9 +15,11 @@
  * - `retryLater`: serialization failure, deadlock, a standby, retries exhausted
  * - `schema`: no pgcoord schema, or one speaking another protocol version
  * - `fenced`: a fencing token older than the newest granted for its name
+ * - `stale`: a claim token that is no longer its job's (the lease ran out, the job was
+ *   cancelled or claimed again): the outcome was not recorded
  * - `sql`: any other server error
  */
-export type ErrorCode = "usage" | "conflict" | "notFound" | "lost" | "retryLater" | "schema" | "fenced" | "sql";
+export type ErrorCode = "usage" | "conflict" | "notFound" | "lost" | "retryLater" | "schema" | "fenced" | "stale" | "sql";
 
 /** What a {@link PgcoordError} may carry besides its message. */
 export interface PgcoordErrorOptions {
@@ -94,6 +96,26 @@ export class SchemaError extends PgcoordError {
 /** A fencing token older than the newest granted for its name: this writer must stop. */
 export class FencedError extends PgcoordError {
   override readonly code = "fenced";
+}
+
+/**
+ * A completion, failure, deferral or release whose claim token is no longer the job's: its
+ * lease ran out (the reaper returned it, another worker may hold it now) or it was cancelled.
+ * Nothing was changed.
+ */
+export class StaleError extends PgcoordError {
+  override readonly code = "stale";
+  /** The job. */
+  readonly jobId: bigint;
+  /** The token that is no longer the job's. */
+  readonly token: bigint;
+
+  /** @param jobId - the job; @param token - the stale claim token */
+  constructor(jobId: bigint, token: bigint, message?: string) {
+    super(message ?? `job ${jobId} is not running under token ${token}: its lease ran out, or it was cancelled or claimed again`);
+    this.jobId = jobId;
+    this.token = token;
+  }
 }
 
 /** Any other server error, as the server said it. */

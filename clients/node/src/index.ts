@@ -1,6 +1,6 @@
 /**
  * pgcoord for Node.js: advisory locks that cannot leak through a pool, a retrying transaction
- * runner, leases with fencing tokens, and enqueue, on the pgcoord protocol (SQL functions of a
+ * runner, leases with fencing tokens, enqueue, the queue's calls and a worker, on the pgcoord protocol (SQL functions of a
  * schema that `pgcoord init` created).
  *
  * @packageDocumentation
@@ -26,6 +26,7 @@ export {
   RetryLaterError,
   SchemaError,
   SqlError,
+  StaleError,
   UsageError,
   type ErrorCode,
   type PgcoordErrorOptions,
@@ -42,3 +43,31 @@ export {
   type LeaseStatus,
 } from "./lease.js";
 export { SessionLock, type LockOptions, type LockTarget, type XactLockOptions } from "./lock.js";
+export {
+  FINISHED,
+  RESULT_MAX_BYTES,
+  type ClaimOptions,
+  type Completion,
+  type FailOptions,
+  type FailOutcome,
+  type FlowSettings,
+  type Job,
+  type JobInfo,
+  type JobResult,
+  type JobResultOptions,
+  type JobStatus,
+  type KeySettings,
+  type Rate,
+  type ReapResult,
+  type Renewal,
+} from "./queue.js";
+export {
+  Defer,
+  JobLostError,
+  Worker,
+  type Handler,
+  type HandlerContext,
+  type StopOptions,
+  type WorkerOptions,
+  type WorkerStats,
+} from "./worker.js";
