@@ -32,7 +32,7 @@ from .errors import (
     StaleError,
     UsageError,
 )
-from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
+from .types import Job, JobResult, JobStatus, LeaseInfo, PoolerInfo, ReapResult, Renewal
 from .worker import AsyncWorker, RetryLater, Worker, WorkerStats
 
 __version__ = "0.1.0"
@@ -48,6 +48,7 @@ __all__ = [
     "AsyncLock",
     "AsyncLease",
     "LeaseInfo",
+    "PoolerInfo",
     "Job",
     "JobStatus",
     "JobResult",

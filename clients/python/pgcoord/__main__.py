@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--schema", default=os.environ.get("PGCOORD_SCHEMA", "pgcoord"), help="the pgcoord schema (default pgcoord)")
     w.add_argument("--lease", type=_seconds, default=30.0, metavar="D", help="job lease, renewed every D/3 (default 30s)")
     w.add_argument("--grace", type=_seconds, default=30.0, metavar="D", help="on stop, wait D for running handlers (default 30s)")
-    w.add_argument("--no-listen", action="store_true", help="poll instead of LISTEN (behind a transaction-mode pooler)")
+    w.add_argument("--no-listen", action="store_true", help="poll instead of LISTEN (the worker does so by itself behind a transaction-mode pooler)")
     w.add_argument("-v", "--verbose", action="store_true", help="log every step, not only warnings")
     return p
 
@@ -113,7 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="pgcoord worker: %(message)s")
     try:
         fn = _load(a.handler)
-        worker = Worker(a.dsn, schema=a.schema, concurrency=a.concurrency, lease=max(a.lease, 0.1), listen=not a.no_listen)
+        worker = Worker(a.dsn, schema=a.schema, concurrency=a.concurrency, lease=max(a.lease, 0.1), listen=False if a.no_listen else None)
         for q in a.queue:
             worker.add_handler(q, fn)
     except E.PgcoordError as e:

@@ -68,8 +68,9 @@ from ._common import (
 )
 from ._dsn import mask_dsn
 from ._key import name_bytes
-from .client import default_holder
-from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
+from ._pooler import DEFAULT_WAIT, aprobe, session_lock_refusal
+from .client import RESULT_POLL_FIRST, default_holder
+from .types import Job, JobResult, JobStatus, LeaseInfo, PoolerInfo, ReapResult, Renewal
 
 RESULT_RECHECK = 1.0
 """Seconds between two looks at a job while waiting for its result without a notification."""
@@ -153,6 +154,7 @@ class AsyncClient:
         self._closed = False
         self._held: dict[int, dict[tuple[int, bool], int]] = {}
         self._rchan: Optional[str] = None
+        self._pooler: Optional[PoolerInfo] = None
 
     def __repr__(self) -> str:
         if self._dsn is not None:
@@ -208,8 +210,11 @@ class AsyncClient:
                     raise from_psycopg(e, f"connecting to {mask_dsn(self._dsn)}", self._dsn) from None
                 try:
                     await self._check_version(conn)
+                    await self._probe(conn, self._dsn)
                 finally:
                     await conn.close()
+                if self._pooler is not None and self._pooler.no_prepare:
+                    kw["prepare_threshold"] = None
                 pool = psycopg_pool.AsyncConnectionPool(
                     self._dsn, min_size=1, max_size=self._pool_size, kwargs=kw, open=False, name="pgcoord"
                 )
@@ -219,9 +224,11 @@ class AsyncClient:
             elif self._conn is not None:
                 async with self._conn_mu:
                     await self._check_version(self._conn)
+                    await self._probe(self._conn, None)
             else:
                 async with self._pool_conn() as conn:
                     await self._check_version(conn)
+                    await self._probe(conn, None)
             self._checked = True
 
     async def _check_version(self, conn: AConn) -> None:
@@ -235,13 +242,44 @@ class AsyncClient:
         if got != PROTOCOL_VERSION:
             raise version_error(self.schema, None, got)
 
+    # ---- the pooler in between ----------------------------------------------------------
+
+    async def _probe(self, conn: AConn, conninfo: Optional[str], thorough: bool = False,
+                     wait: float = DEFAULT_WAIT) -> PoolerInfo:  # fmt: skip
+        """See :meth:`pgcoord.Client._probe`."""
+        if self._pooler is not None and not thorough:
+            return self._pooler
+        try:
+            p, keep = await aprobe(conn, conninfo if conninfo is not None else self._dsn, wait, thorough)
+        except psycopg.Error as e:
+            raise from_psycopg(e, "testing for a pooler in between", self._dsn, conn) from e
+        if keep:
+            self._pooler = p
+        if p.no_prepare:
+            conn.prepare_threshold = None
+        return p
+
+    async def pooler(self, *, thorough: bool = False, wait: float = DEFAULT_WAIT) -> PoolerInfo:
+        """What is between the client and PostgreSQL; see :meth:`pgcoord.Client.pooler`."""
+        await self._ensure()
+        if self._pooler is not None and not thorough:
+            return self._pooler
+        ms(wait, "wait", 100)
+        async with self._borrow() as conn:
+            return await self._probe(conn, None, thorough, wait)
+
+    def _unprepared(self, conn: AConn) -> AConn:
+        if self._pooler is not None and self._pooler.no_prepare:
+            conn.prepare_threshold = None
+        return conn
+
     # ---- connections --------------------------------------------------------------------
 
     @asynccontextmanager
     async def _pool_conn(self) -> AsyncIterator[AConn]:
         assert self._pool is not None
         try:
-            conn = await self._pool.getconn(timeout=self._pool_timeout)
+            conn = self._unprepared(await self._pool.getconn(timeout=self._pool_timeout))
         except psycopg_pool.PoolTimeout:
             raise E.RetryLaterError(f"no connection from the pool within {self._pool_timeout} s") from None
         try:
@@ -299,7 +337,7 @@ class AsyncClient:
             return self._conn, False
         assert self._pool is not None
         try:
-            return await self._pool.getconn(timeout=self._pool_timeout), True
+            return self._unprepared(await self._pool.getconn(timeout=self._pool_timeout)), True
         except psycopg_pool.PoolTimeout:
             raise E.RetryLaterError(f"no connection from the pool within {self._pool_timeout} s") from None
 
@@ -360,6 +398,10 @@ class AsyncClient:
         got = False
         try:
             async with _guard(self._conn_mu, not pooled):
+                # Session locks are never taken where the session is not kept.
+                refused = session_lock_refusal(await self._probe(conn, None))
+                if refused is not None:
+                    raise refused
                 got = await self._acquire(conn, k, shared, ms, desc)
                 if got:
                     self._held_add(conn, k, shared, 1)
@@ -828,6 +870,17 @@ class AsyncClient:
             return job_result_of(id, (await self._qcall(what, self._stmts.job_result, [id]))[0])
         ms(wait, "wait")
         deadline = time.monotonic() + wait
+        await self._ensure()
+        if self._pooler is not None and not self._pooler.session_kept:
+            # Behind a pooler that drops LISTEN: a look every 10 ms, doubling up to a second.
+            pause = RESULT_POLL_FIRST
+            while True:
+                r = job_result_of(id, (await self._qcall(what, self._stmts.job_result, [id]))[0])
+                left = deadline - time.monotonic()
+                if r.finished or left <= 0:
+                    return r
+                await asyncio.sleep(min(pause, left))
+                pause = min(RESULT_RECHECK, pause * 2)
         chan = await self._result_channel()
         loop = asyncio.get_running_loop()
         async with self._borrow() as conn:

@@ -67,10 +67,14 @@ from ._common import (
 )
 from ._dsn import mask_dsn
 from ._key import name_bytes
-from .types import Job, JobResult, JobStatus, LeaseInfo, ReapResult, Renewal
+from ._pooler import DEFAULT_WAIT, probe, session_lock_refusal
+from .types import Job, JobResult, JobStatus, LeaseInfo, PoolerInfo, ReapResult, Renewal
 
 RESULT_RECHECK = 1.0
 """Seconds between two looks at a job while waiting for its result without a notification."""
+RESULT_POLL_FIRST = 0.01
+"""Behind a pooler that drops LISTEN, the first pause of the adaptive poll for a result
+(doubling up to RESULT_RECHECK)."""
 
 __all__ = ["Client", "Lock", "Lease"]
 
@@ -158,6 +162,7 @@ class Client:
         self._closed = False
         self._held: dict[int, dict[tuple[int, bool], int]] = {}
         self._rchan: Optional[str] = None
+        self._pooler: Optional[PoolerInfo] = None
 
     def __repr__(self) -> str:
         if self._dsn is not None:
@@ -203,8 +208,11 @@ class Client:
                     raise from_psycopg(e, f"connecting to {mask_dsn(self._dsn)}", self._dsn) from None
                 try:
                     self._check_version(conn)
+                    self._probe(conn, self._dsn)
                 finally:
                     conn.close()
+                if self._pooler is not None and self._pooler.no_prepare:
+                    kw["prepare_threshold"] = None
                 self._pool = psycopg_pool.ConnectionPool(
                     self._dsn, min_size=1, max_size=self._pool_size, kwargs=kw, open=True, name="pgcoord"
                 )
@@ -212,10 +220,12 @@ class Client:
             elif self._conn is not None:
                 with self._conn_mu:
                     self._check_version(self._conn)
+                    self._probe(self._conn, None)
             else:
                 assert self._pool is not None
                 with self._pool_conn() as conn:
                     self._check_version(conn)
+                    self._probe(conn, None)
             self._checked = True
 
     def _check_version(self, conn: Conn) -> None:
@@ -229,13 +239,48 @@ class Client:
         if got != PROTOCOL_VERSION:
             raise version_error(self.schema, None, got)
 
+    # ---- the pooler in between ----------------------------------------------------------
+
+    def _probe(self, conn: Conn, conninfo: Optional[str], thorough: bool = False, wait: float = DEFAULT_WAIT) -> PoolerInfo:
+        """What is between conn and the server, kept for the client's life (an answer found
+        inside a transaction is not kept); a pooler that moves sessions turns prepared
+        statements off on conn."""
+        if self._pooler is not None and not thorough:
+            return self._pooler
+        try:
+            p, keep = probe(conn, conninfo if conninfo is not None else self._dsn, wait, thorough)
+        except psycopg.Error as e:
+            raise from_psycopg(e, "testing for a pooler in between", self._dsn, conn) from e
+        if keep:
+            self._pooler = p
+        if p.no_prepare:
+            conn.prepare_threshold = None
+        return p
+
+    def pooler(self, *, thorough: bool = False, wait: float = DEFAULT_WAIT) -> PoolerInfo:
+        """What is between the client and PostgreSQL: a :class:`PoolerInfo` whose ``mode`` is
+        ``none``, ``session``, ``transaction``, ``statement`` or ``unknown``, and ``why``. Found
+        once (at :meth:`open`) and kept; ``thorough`` tests again, all the way (a second session
+        and, when nothing else shows, a LISTEN/NOTIFY), waiting up to ``wait`` seconds."""
+        self._ensure()
+        if self._pooler is not None and not thorough:
+            return self._pooler
+        ms(wait, "wait", 100)
+        with self._borrow() as conn:
+            return self._probe(conn, None, thorough, wait)
+
+    def _unprepared(self, conn: Conn) -> Conn:
+        if self._pooler is not None and self._pooler.no_prepare:
+            conn.prepare_threshold = None
+        return conn
+
     # ---- connections --------------------------------------------------------------------
 
     @contextmanager
     def _pool_conn(self) -> Iterator[Conn]:
         assert self._pool is not None
         try:
-            conn = self._pool.getconn(timeout=self._pool_timeout)
+            conn = self._unprepared(self._pool.getconn(timeout=self._pool_timeout))
         except psycopg_pool.PoolTimeout:
             raise E.RetryLaterError(f"no connection from the pool within {self._pool_timeout} s") from None
         try:
@@ -297,7 +342,7 @@ class Client:
             return self._conn, False
         assert self._pool is not None
         try:
-            return self._pool.getconn(timeout=self._pool_timeout), True
+            return self._unprepared(self._pool.getconn(timeout=self._pool_timeout)), True
         except psycopg_pool.PoolTimeout:
             raise E.RetryLaterError(f"no connection from the pool within {self._pool_timeout} s") from None
 
@@ -367,6 +412,10 @@ class Client:
         got = False
         try:
             with _guard(self._conn_mu, not pooled):
+                # Session locks are never taken where the session is not kept.
+                refused = session_lock_refusal(self._probe(conn, None))
+                if refused is not None:
+                    raise refused
                 got = self._acquire(conn, k, shared, ms, desc)
                 if got:
                     self._held_add(conn, k, shared, 1)
@@ -859,12 +908,17 @@ class Client:
         finish: ``LISTEN`` on the result channel, and a look every second as well (a job that
         fails, or completes without a result, notifies nobody); the answer is then the last
         look, ``finished`` false when the deadline passed first. :class:`NotFoundError` when
-        there is no such job. Not inside a transaction (its LISTEN would wait for the commit)."""
+        there is no such job. Not inside a transaction (its LISTEN would wait for the commit).
+        Behind a transaction- or statement-mode pooler, which drops ``LISTEN``, it polls
+        instead: every 10 ms, doubling up to a second."""
         what = f"job_result of job {id}"
         if not wait:
             return job_result_of(id, self._qcall(what, self._stmts.job_result, [id])[0])
         ms(wait, "wait")
         deadline = time.monotonic() + wait
+        self._ensure()
+        if self._pooler is not None and not self._pooler.session_kept:
+            return self._poll_result(id, what, deadline)
         chan = self._result_channel()
         with self._borrow() as conn:
             check_state(conn, what)
@@ -899,6 +953,17 @@ class Client:
                         self._run(conn, lambda: conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(chan))))
                     except psycopg.Error:
                         pass
+
+    def _poll_result(self, id: int, what: str, deadline: float) -> JobResult:
+        """job_result's wait without LISTEN: a look every 10 ms, doubling up to RESULT_RECHECK."""
+        pause = RESULT_POLL_FIRST
+        while True:
+            r = job_result_of(id, self._qcall(what, self._stmts.job_result, [id])[0])
+            left = deadline - time.monotonic()
+            if r.finished or left <= 0:
+                return r
+            time.sleep(min(pause, left))
+            pause = min(RESULT_RECHECK, pause * 2)
 
 
 @contextmanager

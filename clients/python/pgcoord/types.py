@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-__all__ = ["LeaseInfo", "Job", "JobStatus", "JobResult", "Renewal", "ReapResult", "FINISHED"]
+__all__ = ["LeaseInfo", "Job", "JobStatus", "JobResult", "Renewal", "ReapResult", "PoolerInfo", "FINISHED"]
 
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 """The statuses of a job that has finished (its row is in the history)."""
@@ -120,3 +120,35 @@ class ReapResult:
     returned: int
     aged: int
     purged: int
+
+
+POOLER_MODES = ("none", "session", "transaction", "statement", "unknown")
+
+
+@dataclass(frozen=True)
+class PoolerInfo:
+    """What is between the client and PostgreSQL (``Client.pooler()``), as the C library's
+    ``pgc_conn_pooler()`` finds it.
+
+    ``mode`` is ``none`` (a direct session), ``session``, ``transaction`` or ``statement`` (a
+    pooler in that pool mode), or ``unknown`` (something is in between, and its kind could not
+    be told); ``why`` says what showed it. ``client_pid`` is the backend pid the connection
+    was told at its start (BackendKeyData), ``server_pid`` what ``pg_backend_pid()`` said.
+    """
+
+    mode: str
+    why: str
+    client_pid: int
+    server_pid: int
+
+    @property
+    def session_kept(self) -> bool:
+        """Whether each connection keeps its server session between transactions (no pooler,
+        or a session-mode one): only then do session locks and ``LISTEN`` work."""
+        return self.mode in ("none", "session")
+
+    @property
+    def no_prepare(self) -> bool:
+        """Whether prepared statements are unusable: the next transaction may run on a server
+        session that lacks them (transaction and statement modes)."""
+        return self.mode in ("transaction", "statement")

@@ -6,9 +6,9 @@ completions that piled up in one ``complete`` call, renews every held lease in o
 every third of the lease (and at once when told of a cancellation), and runs the reaper. A
 second, dedicated session ``LISTEN``s on the queue channel and a channel of the worker's own
 (registered with ``worker_register``, so that an enqueue wakes one worker with free slots);
-without it (``listen=False``, e.g. behind a transaction-mode pooler) the worker polls, every
-10 ms doubling up to ``poll`` while its queues are empty, and sleeps until ``next_run_ms`` for
-scheduled jobs. The dispatcher runs on asyncio: async handlers run on its loop, sync handlers in
+without it (behind a transaction- or statement-mode pooler, which the worker finds by itself
+as the C library does, or ``listen=False``) the worker polls, every 10 ms doubling up to
+``poll`` while its queues are empty, and sleeps until ``next_run_ms`` for scheduled jobs. The dispatcher runs on asyncio: async handlers run on its loop, sync handlers in
 a thread pool of ``concurrency`` threads. :class:`AsyncWorker` runs on the caller's loop,
 :class:`Worker` on a loop of its own (in the calling thread, or one it starts).
 """
@@ -46,7 +46,8 @@ from ._common import (
     version_error,
 )
 from ._dsn import mask_dsn
-from .types import Job
+from ._pooler import aprobe, pooler_what
+from .types import Job, PoolerInfo
 
 __all__ = ["Worker", "AsyncWorker", "WorkerStats", "RetryLater", "Handler"]
 
@@ -155,7 +156,7 @@ class _Base:
         concurrency: int = 4,
         lease: float = 30.0,
         poll: float = 2.0,
-        listen: bool = True,
+        listen: Optional[bool] = None,
         reap_interval: float = 1.0,
         backoff: tuple[float, float] = DEFAULT_BACKOFF,
         worker_id: Optional[str] = None,
@@ -180,7 +181,14 @@ class _Base:
         self._poll = ms(poll, "poll", 1) / 1000
         self._reap = ms(reap_interval, "reap_interval") / 1000
         self._backoff_ms = (ms(backoff[0], "backoff base"), ms(backoff[1], "backoff cap"))
-        self.listen = listen
+        if listen is not None and not isinstance(listen, bool):
+            raise E.UsageError(f"listen must be True, False or None (decide by the pooler in between), not {listen!r}")
+        self._listen_opt = listen
+        self.listen = listen is not False
+        """Whether the worker LISTENs: ``listen`` when given, else true unless a pooler in
+        between drops LISTEN (known once the worker's first session is open)."""
+        self.pooler: Optional[PoolerInfo] = None
+        """What is between the worker and PostgreSQL (found on its first session)."""
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.application_name = application_name
         self._stmts = Statements(self.schema)
@@ -304,7 +312,7 @@ class _Base:
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self.dsn, autocommit=True, application_name=self.application_name,
-                prepare_threshold=5 if self.listen else None,
+                prepare_threshold=None if self.pooler is not None and self.pooler.no_prepare else 5,
             )  # fmt: skip
         except psycopg.Error as e:
             raise from_psycopg(e, f"connecting to {mask_dsn(self.dsn)}", self.dsn) from None
@@ -317,8 +325,12 @@ class _Base:
                 raise
             if got != PROTOCOL_VERSION:
                 raise version_error(self.schema, None, got)
+            pooled = await self._pooler_on(conn)
             self._channel = str((await (await conn.execute(self._stmts.queue_channel)).fetchall())[0][0])
-            await conn.execute("SET jit = off")
+            if not pooled:
+                # The queue's statements are short; JIT compilation would cost more than it
+                # saves. (Through a pooler a SET would stay on whichever server session ran it.)
+                await conn.execute("SET jit = off")
         except psycopg.Error as e:
             await conn.close()
             raise from_psycopg(e, "setting up the worker's session", self.dsn, conn) from None
@@ -326,6 +338,28 @@ class _Base:
             await conn.close()
             raise
         return conn
+
+    async def _pooler_on(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        """The pooler probe, once per worker (as the C worker's): behind a pooler that does not
+        keep the session (transaction or statement mode, or one whose kind cannot be told),
+        LISTEN cannot work, so the worker polls (unless ``listen`` was given), and statements
+        are not prepared. True when the session is not kept."""
+        if self.pooler is None:
+            p, keep = await aprobe(conn, self.dsn)
+            if not keep:
+                return False
+            self.pooler = p
+            if not p.session_kept:
+                if self._listen_opt is None:
+                    self.listen = False
+                if self.listen:
+                    log.warning("%s: LISTEN cannot work, but listen=True was given", pooler_what(p))
+                else:
+                    log.warning("%s: LISTEN cannot work, polling instead (every 10 ms to %g s when idle)%s",
+                                pooler_what(p), self._poll, "" if p.mode == "unknown" else ", statements unprepared")
+        if self.pooler.no_prepare:
+            conn.prepare_threshold = None
+        return not self.pooler.session_kept
 
     async def _q(self, stmt: Any, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         assert self._conn is not None
@@ -737,7 +771,8 @@ class AsyncWorker(_Base):
     opens two sessions of its own (one to work, one to listen). ``concurrency`` handlers at
     once (sync ones in as many threads); ``lease`` seconds per claim, renewed every third;
     ``poll`` the fallback poll (the idle bound of the adaptive poll without LISTEN);
-    ``listen`` False to poll only (behind a transaction-mode pooler); ``reap_interval`` the
+    ``listen`` None to decide by the pooler in between (poll only behind a transaction- or
+    statement-mode one), True or False to decide yourself; ``reap_interval`` the
     reaper's period (0: never); ``backoff`` a failed attempt's base and cap in seconds.
     """
 
