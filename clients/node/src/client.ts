@@ -756,13 +756,15 @@ export class Client {
   /**
    * A job's status and result; with `opts.waitMs`, waits that long for it to finish, woken by
    * the result channel's notification (LISTEN on a pooled connection, given back after
-   * UNLISTEN) and looking again every second (a job that fails or is cancelled notifies nobody).
+   * UNLISTEN) and looking again every `opts.recheckMs` (default a second: a job that fails or is
+   * cancelled notifies nobody).
    *
    * @throws {@link NotFoundError} when no job has the id; {@link ConflictError} when it has not
    *   finished within `waitMs`; the signal's reason when aborted
    */
   async jobResult<R = unknown>(id: bigint, opts: JobResultOptions = {}): Promise<JobResult<R>> {
     const wait = checkMs("waitMs", opts.waitMs ?? 0, true);
+    const recheck = checkMs("recheckMs", opts.recheckMs ?? 1000);
     const idt = idText(id, "job id");
     const sql = `SELECT status, result FROM ${this.fn("job_result")}($1::bigint)`;
     const look = async (c: pg.ClientBase): Promise<JobResult<R>> => {
@@ -821,7 +823,7 @@ export class Client {
           const t = setTimeout(() => {
             done();
             resolve();
-          }, Math.min(left, 1000));
+          }, Math.min(left, recheck));
           heard = () => {
             done();
             resolve();

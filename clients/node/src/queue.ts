@@ -137,6 +137,11 @@ export interface JobResult<R = unknown> {
 export interface JobResultOptions {
   /** Wait at most this long for the job to finish (default 0: look once). */
   waitMs?: number;
+  /**
+   * While waiting, look again this often besides the notification (default 1000): a job that
+   * fails or is cancelled notifies nobody, so this is how soon such an end is seen.
+   */
+  recheckMs?: number;
   /** Aborts the wait. */
   signal?: AbortSignal;
 }

@@ -81,7 +81,9 @@ test("a cancelled running job: its handler's signal aborts, the job stays cancel
   const id = (await client.enqueue("w2", {})) as bigint;
   let reason: unknown;
   const lost: unknown[] = [];
-  const w = client.worker({ concurrency: 1, leaseMs: 30000 });
+  // A two-minute lease: the renewal is 40 s away, so only the worker's own channel can tell
+  // the handler within the bounds below.
+  const w = client.worker({ concurrency: 1, leaseMs: 120000 });
   w.on("lost", (e) => lost.push(e));
   w.handle("w2", (_job, { signal }) => new Promise((_resolve, reject) => {
     signal.addEventListener("abort", () => {
@@ -93,9 +95,9 @@ test("a cancelled running job: its handler's signal aborts, the job stays cancel
   await waitFor("the job running", 10000, async () => (await client.job(id)).status === "running");
   const t0 = performance.now();
   assert.equal(await client.cancel(id), true);
-  // Told at once on the worker's own channel, not at the renewal ten seconds later.
-  await waitFor("the handler to see the cancel", 5000, () => reason !== undefined);
-  assert.ok(performance.now() - t0 < 3000);
+  // Told at once on the worker's own channel, not at the renewal 40 seconds later.
+  await waitFor("the handler to see the cancel", 30000, () => reason !== undefined);
+  assert.ok(performance.now() - t0 < 30000);
   assert.ok(reason instanceof JobLostError && reason.why === "cancelled");
   assert.equal(lost.length, 1);
   await w.stop({ graceMs: 1000 });
