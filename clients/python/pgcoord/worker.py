@@ -420,14 +420,18 @@ class _Base:
                     next_claim = now + (self._poll if self._listening else idle_poll)
                 want = not stopping and self._free() > 0 and any(self._more.values())
                 if self._done or do_hb or want:
-                    short = await asyncio.wait_for(self._trip(do_hb, want), self._call_timeout)
+                    short, got = await asyncio.wait_for(self._trip(do_hb, want), self._call_timeout)
                     if do_hb:
                         next_hb = time.monotonic() + hb_every
                         self._hb_now = False
                     if short:
-                        # Empty: sleep until the next run_at, a notification or the poll.
+                        # Empty: sleep until the next run_at, a notification or the poll. The
+                        # adaptive poll starts over at its shortest while claims find jobs
+                        # (they trickle in), and doubles only after a claim that found none.
+                        if not self._listening and got:
+                            idle_poll = 0.01
                         wait = self._poll if self._listening else idle_poll
-                        if not self._listening:
+                        if not self._listening and not got:
                             idle_poll = min(self._poll, idle_poll * 2)
                         nr = (await self._q(self._stmts.next_run_ms, [self._queues]))[0][0]
                         if nr is not None and nr / 1000 < wait:
@@ -636,9 +640,9 @@ class _Base:
                 self.stats.stale += 1
                 log.warning("job %d: its completion came too late: its lease was lost or it was cancelled", r.job.id)
 
-    async def _trip(self, do_hb: bool, want: bool) -> bool:
-        """The round trip: completions, the heartbeat, the claims. True when a claim came
-        back short (every queue claimed is empty for now)."""
+    async def _trip(self, do_hb: bool, want: bool) -> tuple[bool, int]:
+        """The round trip: completions, the heartbeat, the claims. Whether a claim came back
+        short (every queue claimed is empty for now), and how many jobs the claims gave."""
         ok = [r for r in self._done if r.outcome is not None and r.outcome[0] == "ok"]
         if ok:
             await self._complete(ok)
@@ -654,8 +658,9 @@ class _Base:
                                 "cancelled: telling its handler" if s == "cancelled" else "lease lost (reaped or claimed elsewhere)")  # fmt: skip
                         self._mark_lost(r, s == "cancelled")
         if not want:
-            return False
+            return False, 0
         short = True
+        got = 0
         for q in self._queues:
             free = self._free()
             if free <= 0:
@@ -670,8 +675,9 @@ class _Base:
                 short = False
             for job in jobs_of(q, rows):
                 self.stats.claimed += 1
+                got += 1
                 self._start(job)
-        return short and not any(self._more.values())
+        return short and not any(self._more.values()), got
 
     async def _release_running(self) -> None:
         runs = [r for r in self._held.values() if r.outcome is None and not r.job.lost.is_set()]

@@ -247,3 +247,29 @@ async def test_async_worker_many_at_once(dsn: str, schema: str) -> None:
         assert st.completed == 200 and at_once[1] > 8
         last = ids[-1]
         assert last is not None and (await c.job_result(last)).result == 200
+
+
+def test_polling_keeps_up_with_a_trickle(client: pgcoord.Client, dsn: str, schema: str) -> None:
+    """Without LISTEN, jobs arriving one by one are claimed at the shortest poll: a claim that
+    finds a job starts the adaptive poll over. (It once doubled whenever a claim came back with
+    fewer jobs than free slots: each job of a trickle waited twice as long as the one before,
+    twelve jobs about forty seconds.)"""
+    w = pgcoord.Worker(dsn, schema=schema, concurrency=4, listen=False, poll=20)
+    handled: list[int] = []
+
+    @w.handler("w-trickle")
+    def handle(job: pgcoord.Job) -> None:
+        handled.append(int(job.payload))
+
+    w.start()
+    try:
+        t0 = time.monotonic()
+        for i in range(12):
+            client.enqueue("w-trickle", i)
+            wait_for(lambda: len(handled) == i + 1, bound=60, what=f"job {i} handled")
+        took = time.monotonic() - t0
+        # At the shortest poll (10 ms, then 20, 40... until the next job) about half a second.
+        assert took < 15, f"twelve jobs one at a time took {took:.1f} s"
+    finally:
+        w.stop(5)
+        w.wait(20)
