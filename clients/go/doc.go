@@ -11,6 +11,8 @@
 //   - the transaction runner (Client.Tx), which runs a function again on a serialization
 //     failure or a deadlock and says when a COMMIT's outcome is unknown;
 //   - leases with fencing tokens (Client.Acquire, Client.Campaign, Client.FenceCheck);
+//   - diagnostics: who waits for whom (Client.BlockingForest, a Forest of BlockingSession with
+//     its Roots and Trees) and who holds a lock (Client.LockHolders);
 //   - enqueue on the caller's transaction (Client.Enqueue, Client.EnqueueMany);
 //   - the queue calls (Client.Claim, Complete, Fail, Renew, ...) and a Worker that runs
 //     handlers for claimed jobs, with LISTEN wake-ups through pgx's stdlib adapter

@@ -18,6 +18,7 @@ import {
   isConnectionLoss,
   sqlstateOf,
 } from "./errors.js";
+import { type BlockingForest, type LockHolder, FOREST_COLUMNS, HOLDER_COLUMNS, forestOf, holdersOf } from "./diag.js";
 import { abortReason, bounded, checkMs, checkout, dsnPassword, masker, sleep } from "./internal.js";
 import {
   type ClaimOptions,
@@ -1048,6 +1049,41 @@ export class Client {
   /** Ends the pool when the client created it (from a DSN); a pool it was given is left alone. */
   async end(): Promise<void> {
     if (this.ownsPool) await this.pool.end();
+  }
+
+  // ---- diagnostics --------------------------------------------------------------------------
+
+  /**
+   * Who waits for whom now (the protocol's `blocking_forest()`, what `pgcoord blockers --json`
+   * shows): the sessions that wait for a lock or block one, roots first. The pool's connection
+   * that asks is left out.
+   *
+   * @example
+   * ```ts
+   * const forest = await client.blockingForest();
+   * for (const t of forest.trees()) console.log(t.session.pid, t.session.query, t.children.length);
+   * ```
+   */
+  async blockingForest(): Promise<BlockingForest> {
+    const r = await this.run<Record<string, unknown>>(`SELECT ${FOREST_COLUMNS} FROM ${this.fn("blocking_forest")}()`, [], {}, "blocking forest");
+    return forestOf(r.rows);
+  }
+
+  /**
+   * Who holds or waits for an advisory lock (the protocol's `lock_holders()`): holders first,
+   * then waiters in the order they began waiting.
+   *
+   * @param target - a lock name (hashed with {@link key}, as {@link Client.lock} does) or a signed 64-bit key
+   */
+  async lockHolders(target: LockTarget): Promise<LockHolder[]> {
+    const t = resolveTarget(target);
+    const r = await this.run<Record<string, unknown>>(
+      `SELECT ${HOLDER_COLUMNS} FROM ${this.fn("lock_holders")}($1::bigint)`,
+      [t.key.toString()],
+      {},
+      `holders of lock ${t.label}`,
+    );
+    return holdersOf(r.rows);
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * pgcoord for Node.js: advisory locks that cannot leak through a pool, a retrying transaction
- * runner, leases with fencing tokens, enqueue, the queue's calls and a worker, on the pgcoord protocol (SQL functions of a
+ * runner, leases with fencing tokens, enqueue, the queue's calls and a worker, diagnostics (the
+ * blocking forest, lock holders), on the pgcoord protocol (SQL functions of a
  * schema that `pgcoord init` created).
  *
  * @packageDocumentation
@@ -31,6 +32,7 @@ export {
   type ErrorCode,
   type PgcoordErrorOptions,
 } from "./errors.js";
+export { BlockingForest, type BlockingSession, type BlockingTree, type LockHolder } from "./diag.js";
 export { maskDsn } from "./internal.js";
 export { LOCK_NAME_MAX_BYTES, key, xxh64 } from "./key.js";
 export {

@@ -4,6 +4,8 @@
   advisory locks that cannot leak through a pool, the transaction runner that retries
   40001/40P01, leases with fencing tokens, enqueue into the job queue.
 - :func:`key`: a lock name's advisory key, the same in every pgcoord client.
+- :mod:`pgcoord.diag`: who waits for whom and who holds a lock, as dataclasses
+  (``blocking_forest()``, ``lock_holders()`` on both clients).
 - :mod:`pgcoord.errors`: the exceptions, each carrying the SQLSTATE.
 
 The client speaks version 1 of the pgcoord protocol (``docs/PROTOCOL.md``).
@@ -13,6 +15,7 @@ from ._common import PROTOCOL_VERSION
 from ._key import key, xxh64
 from .aio import AsyncClient, AsyncLease, AsyncLock
 from .client import Client, Lease, Lock
+from .diag import BlockingForest, BlockingSession, BlockingTree, LockHolder
 from .errors import (
     CommitUnknownError,
     ConfigError,
@@ -49,6 +52,10 @@ __all__ = [
     "AsyncLease",
     "LeaseInfo",
     "PoolerInfo",
+    "BlockingForest",
+    "BlockingSession",
+    "BlockingTree",
+    "LockHolder",
     "Job",
     "JobStatus",
     "JobResult",

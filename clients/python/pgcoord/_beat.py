@@ -66,20 +66,22 @@ def beat(conn: Any, timeout: float) -> str:
 
 
 async def _wait_fd(fd: int, write: bool, timeout: float) -> bool:
+    # A timer rather than asyncio.wait_for: before Python 3.12, wait_for swallows a
+    # cancellation that arrives as the awaited future completes, and a lock's release, which
+    # cancels the heartbeat and waits for it, then waited forever.
     loop = asyncio.get_running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
+    fut: asyncio.Future[bool] = loop.create_future()
 
-    def ready() -> None:
+    def done(ok: bool) -> None:
         if not fut.done():
-            fut.set_result(None)
+            fut.set_result(ok)
 
-    (loop.add_writer if write else loop.add_reader)(fd, ready)
+    (loop.add_writer if write else loop.add_reader)(fd, done, True)
+    timer = loop.call_later(timeout, done, False)
     try:
-        await asyncio.wait_for(fut, timeout)
-        return True
-    except asyncio.TimeoutError:
-        return False
+        return await fut
     finally:
+        timer.cancel()
         (loop.remove_writer if write else loop.remove_reader)(fd)
 
 

@@ -71,6 +71,7 @@ from ._key import name_bytes
 from ._pooler import DEFAULT_WAIT, aprobe, session_lock_refusal
 from .client import RESULT_POLL_FIRST, default_holder
 from .types import Job, JobResult, JobStatus, LeaseInfo, PoolerInfo, ReapResult, Renewal
+from .diag import BlockingForest, LockHolder, forest_of, forest_sql, holders_of, holders_sql
 
 RESULT_RECHECK = 1.0
 """Seconds between two looks at a job while waiting for its result without a notification."""
@@ -928,6 +929,18 @@ class AsyncClient:
                         await self._run(conn, lambda: conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(chan))))
                     except psycopg.Error:
                         pass
+
+    # ---- diagnostics --------------------------------------------------------------------
+
+    async def blocking_forest(self) -> BlockingForest:
+        """Who waits for whom now: :meth:`pgcoord.Client.blocking_forest`, awaited."""
+        return forest_of(await self._call("reading the blocking forest", lambda c: _fetch(c, forest_sql(self.schema))))
+
+    async def lock_holders(self, name: KeyLike) -> list[LockHolder]:
+        """Who holds or waits for the lock ``name`` (a str or a bigint key):
+        :meth:`pgcoord.Client.lock_holders`, awaited."""
+        k, desc = lock_key(name)
+        return holders_of(await self._call(f"reading the holders of lock {desc}", lambda c: _fetch(c, holders_sql(self.schema), [k])))
 
 
 H = TypeVar("H")

@@ -69,6 +69,7 @@ from ._dsn import mask_dsn
 from ._key import name_bytes
 from ._pooler import DEFAULT_WAIT, probe, session_lock_refusal
 from .types import Job, JobResult, JobStatus, LeaseInfo, PoolerInfo, ReapResult, Renewal
+from .diag import BlockingForest, LockHolder, forest_of, forest_sql, holders_of, holders_sql
 
 RESULT_RECHECK = 1.0
 """Seconds between two looks at a job while waiting for its result without a notification."""
@@ -964,6 +965,23 @@ class Client:
                 return r
             time.sleep(min(pause, left))
             pause = min(RESULT_RECHECK, pause * 2)
+
+    # ---- diagnostics --------------------------------------------------------------------
+
+    def blocking_forest(self) -> BlockingForest:
+        """Who waits for whom now (the protocol's ``blocking_forest()``, what ``pgcoord
+        blockers --json`` shows): a :class:`pgcoord.diag.BlockingForest` of the sessions that
+        wait for a lock or block one, roots first; its ``roots``, ``children(pid)`` and
+        ``trees()`` read it without another query. The connection that asks is left out:
+        on a client made on one connection, that connection's own locks are not shown."""
+        return forest_of(self._call("reading the blocking forest", lambda c: _fetch(c, forest_sql(self.schema))))
+
+    def lock_holders(self, name: KeyLike) -> list[LockHolder]:
+        """Who holds or waits for the advisory lock ``name`` (a str, hashed by
+        :func:`pgcoord.key` as :meth:`lock` does, or a bigint key): holders first, then
+        waiters in the order they began waiting, as :class:`pgcoord.diag.LockHolder`."""
+        k, desc = lock_key(name)
+        return holders_of(self._call(f"reading the holders of lock {desc}", lambda c: _fetch(c, holders_sql(self.schema), [k])))
 
 
 @contextmanager
