@@ -27,6 +27,10 @@ client=$SRC/clients/go
 export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local
 export GOCACHE=${GOCACHE:-${PGCOORD_BUILD:-$TMP}/go-cache}
 
+# Formatted as gofmt formats it, every file of the module and of the driver tests.
+unformatted=$(cd "$client" && gofmt -l .)
+[ -z "$unformatted" ] || fail "gofmt would change: $unformatted"
+
 # The module: no dependency, unit tests.
 (cd "$client" && go vet ./... && go test -race -count=1 ./...) || fail "the client module's vet or unit tests"
 

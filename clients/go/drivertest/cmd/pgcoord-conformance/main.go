@@ -162,7 +162,7 @@ type adapter struct {
 	c           *pgcoord.Client
 	locks       map[string][]*held
 	work        *work
-	afterAnswer func() // work's start: its events come after its answer
+	afterAnswer func()     // work's start: its events come after its answer
 	wmu         sync.Mutex // answers and events share stdout
 	out         *bufio.Writer
 }
