@@ -24,13 +24,17 @@ type Options struct {
 	// Schema is the pgcoord schema's name, as given to `pgcoord init --schema`; "" is
 	// DefaultSchema. It is quoted as an identifier, never pasted as text.
 	Schema string
-	// HeartbeatInterval is how often a held session lock checks its session; 0 is one second.
+	// HeartbeatInterval is how often a held session lock checks its session (one goroutine
+	// per Client checks all its held locks); 0 is one second.
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout bounds one heartbeat; a heartbeat that has no answer by then marks the
 	// lock lost and drops its session. 0 is five seconds.
 	HeartbeatTimeout time.Duration
 	// StatementTimeout bounds the statements that never wait (try-lock, unlock, the pg_locks
-	// check, the lease calls), besides the caller's context. 0 is ten seconds.
+	// check, the lease calls), besides the caller's context. 0 is ten seconds. A try-lock or
+	// unlock whose context cannot be cancelled (context.Background) is bounded by a timer that
+	// ends its session from another connection if the answer is late, rather than by a context
+	// (which costs the drivers a goroutine per statement).
 	StatementTimeout time.Duration
 }
 
@@ -42,6 +46,7 @@ type Client struct {
 	schema  string
 	qschema string // the schema quoted as an identifier
 	opts    Options
+	hb      heartbeats // the session locks' heartbeat
 }
 
 // New makes a Client on db, with whatever driver db was opened with (pgx's stdlib adapter,

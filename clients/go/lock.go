@@ -84,14 +84,13 @@ type Lock struct {
 	shared bool
 
 	conn *sql.Conn     // the session the lock lives on; never exposed
+	sess *session      // its server session, for the bound of statements without a deadline
 	sem  chan struct{} // one slot: whoever holds it may use conn
-	stop chan struct{} // closed by Unlock: the heartbeat ends
 	lost chan struct{} // closed when the lock is lost
 
 	mu       sync.Mutex
 	unlocked bool
 	lostErr  error
-	hbDone   chan struct{}
 }
 
 // Name returns the lock's name.
@@ -147,7 +146,7 @@ func (c *Client) lock(ctx context.Context, name string, opts *LockOptions, try b
 		return nil, c.connErr(op, err)
 	}
 	l := &Lock{c: c, name: name, key: Key(name), shared: o.Shared, conn: conn,
-		sem: make(chan struct{}, 1), stop: make(chan struct{}), lost: make(chan struct{}), hbDone: make(chan struct{})}
+		sem: make(chan struct{}, 1), lost: make(chan struct{})}
 	var got bool
 	if try {
 		got, err = l.try(ctx)
@@ -162,7 +161,7 @@ func (c *Client) lock(ctx context.Context, name string, opts *LockOptions, try b
 		return nil, &Error{Op: op, Class: ClassConflict, Kind: ErrLockBusy,
 			Msg: fmt.Sprintf("lock %s is held by another session", describe(name))}
 	}
-	go l.heartbeat()
+	c.hold(l)
 	return l, nil
 }
 
@@ -182,10 +181,8 @@ func drop(conn *sql.Conn) {
 }
 
 func (l *Lock) try(ctx context.Context) (bool, error) {
-	qctx, cancel := l.c.bounded(ctx)
-	defer cancel()
 	var got bool
-	err := l.conn.QueryRowContext(qctx, sqlTry[shareIdx(l.shared)], l.key).Scan(&got)
+	err := l.c.quick(ctx, l.conn, &l.sess, sqlTry[shareIdx(l.shared)], l.key, &got)
 	if err != nil {
 		// The answer is unknown: the lock may have been granted. Drop the session.
 		drop(l.conn)
@@ -303,63 +300,56 @@ func (l *Lock) lostError(msg string, cause error) error {
 		Msg: msg, Err: cause}
 }
 
-// heartbeat checks the session every HeartbeatInterval, each check bounded by
-// HeartbeatTimeout whatever the driver does with a cancelled context (the check runs aside, and
-// the bound is the handle's own timer). A failed or late check marks the lock lost and drops
-// the session; so does a closed *sql.DB, so that db.Close leaves no lock held.
-func (l *Lock) heartbeat() {
-	defer close(l.hbDone)
-	t := time.NewTicker(l.c.opts.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.stop:
-			return
-		}
-		select {
-		case <-l.stop:
-			<-l.sem
-			return
-		default:
-		}
-		if dbClosed(l.c.db) {
-			l.markLost(l.lostError("lost: the *sql.DB was closed; its session was ended, which released the lock", ErrDBClosed))
+// check is one heartbeat of the lock, run by the client's heartbeat (heartbeat.go): it checks
+// the session, bounded by HeartbeatTimeout whatever the driver does with a cancelled context
+// (the check runs aside, and the bound is the handle's own timer). A failed or late check marks
+// the lock lost and drops the session; so does a closed *sql.DB, so that db.Close leaves no
+// lock held. A lock whose connection is in use (Unlock) is not checked this time.
+func (l *Lock) check(dbGone bool) {
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		return
+	}
+	l.mu.Lock()
+	gone := l.unlocked || l.lostErr != nil
+	l.mu.Unlock()
+	if gone {
+		<-l.sem
+		return
+	}
+	if dbGone {
+		l.markLost(l.lostError("lost: the *sql.DB was closed; its session was ended, which released the lock", ErrDBClosed))
+		l.c.forget(l)
+		drop(l.conn)
+		<-l.sem
+		return
+	}
+	res := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.opts.HeartbeatTimeout)
+	go func() {
+		var one int
+		err := l.conn.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		if err != nil {
 			drop(l.conn)
-			<-l.sem
-			return
 		}
-		res := make(chan error, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), l.c.opts.HeartbeatTimeout)
-		go func() {
-			var one int
-			err := l.conn.QueryRowContext(ctx, "SELECT 1").Scan(&one)
-			if err != nil {
-				drop(l.conn)
-			}
-			cancel()
-			res <- err
-			<-l.sem
-		}()
-		timer := time.NewTimer(l.c.opts.HeartbeatTimeout)
-		select {
-		case err := <-res:
-			timer.Stop()
-			if err != nil {
-				l.markLost(l.lostError("lost: its session ended: "+err.Error(), err))
-				return
-			}
-		case <-timer.C:
-			cancel()
-			l.markLost(l.lostError(fmt.Sprintf("lost: the heartbeat had no answer within %v; the session is dropped",
-				l.c.opts.HeartbeatTimeout), context.DeadlineExceeded))
-			return
+		cancel()
+		res <- err
+		<-l.sem
+	}()
+	timer := time.NewTimer(l.c.opts.HeartbeatTimeout)
+	select {
+	case err := <-res:
+		timer.Stop()
+		if err != nil {
+			l.markLost(l.lostError("lost: its session ended: "+err.Error(), err))
+			l.c.forget(l)
 		}
+	case <-timer.C:
+		cancel()
+		l.markLost(l.lostError(fmt.Sprintf("lost: the heartbeat had no answer within %v; the session is dropped",
+			l.c.opts.HeartbeatTimeout), context.DeadlineExceeded))
+		l.c.forget(l)
 	}
 }
 
@@ -377,7 +367,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.unlocked = true
 	l.mu.Unlock()
-	close(l.stop)
+	l.c.forget(l)
 	select {
 	case <-l.lost:
 		return l.Err()
@@ -400,10 +390,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return l.Err()
 	default:
 	}
-	qctx, cancel := l.c.bounded(ctx)
-	defer cancel()
 	var ok bool
-	err := l.conn.QueryRowContext(qctx, sqlUnlock[shareIdx(l.shared)], l.key).Scan(&ok)
+	err := l.c.quick(ctx, l.conn, &l.sess, sqlUnlock[shareIdx(l.shared)], l.key, &ok)
 	if err != nil {
 		drop(l.conn)
 		return wrap("unlock "+describe(l.name)+" (the session was dropped, which released it)", err)

@@ -162,6 +162,16 @@ const (
 	sqlUnreg    = "SELECT @S@.worker_unregister($1::text)"
 )
 
+// The completions of finished jobs, then a claim, in one statement: one round trip and
+// one commit for both (what the C worker's pipeline does). Complete may run in any
+// transaction; the claim still commits at once, with the statement. The lateral reference
+// to c makes the claim run after the completions, so it sees the room they left.
+const sqlCompleteClaim = "WITH c AS MATERIALIZED (SELECT pg_catalog.array_to_string(pg_catalog.array_agg(d.id), ',') AS done" +
+	" FROM @S@.complete($1::bigint[], $2::bigint[], NULL::integer[], NULL::text[], $3::jsonb[]) d)" +
+	" SELECT c.done, j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key FROM c" +
+	" LEFT JOIN LATERAL (SELECT * FROM @S@.claim($4::text, $5::integer, $6::bigint, $7::text)" +
+	" WHERE c.done IS NULL OR c.done IS NOT NULL) j ON true"
+
 // Claim claims up to max runnable jobs of queue for lease (the protocol's claim(), which takes
 // the flow claim for a flow queue), recording worker (may be "") on them. No job is an empty
 // slice, not an error. The caller renews each job within its lease (Renew) and ends it with
@@ -200,7 +210,7 @@ func (c *Client) claim(ctx context.Context, q Querier, queue string, max int, le
 			return nil, wrap("claim", err)
 		}
 		j.Attempt, j.MaxAttempts, j.Priority = int(attempts), int(maxAttempts), int(prio)
-		j.Payload = json.RawMessage(append([]byte(nil), payload...))
+		j.Payload = json.RawMessage(payload) // Scan into a []byte copies
 		j.Key = key.String
 		jobs = append(jobs, j)
 	}
@@ -317,6 +327,71 @@ func (c *Client) completeMany(ctx context.Context, q Querier, done []Completion)
 		}
 	}
 	return stale, nil
+}
+
+// completeClaim completes done and then claims up to max jobs of queue, in one statement.
+func (c *Client) completeClaim(ctx context.Context, q Querier, done []Completion, queue string, max int,
+	lease time.Duration, worker string) (stale []int64, jobs []*Job, err error) {
+	ids := make([]int64, len(done))
+	toks := make([]int64, len(done))
+	var results []*string
+	for i, d := range done {
+		ids[i], toks[i] = d.ID, d.Token
+		r, err := encodeResult("complete", d.ID, d.Result)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r != nil && results == nil {
+			results = make([]*string, len(done))
+		}
+		if r != nil {
+			results[i] = r
+		}
+	}
+	var res interface{}
+	if results != nil {
+		res = textArray(results)
+	}
+	var w interface{}
+	if worker != "" {
+		w = worker
+	}
+	rows, err := q.QueryContext(ctx, c.sql(sqlCompleteClaim), bigintArray(ids), bigintArray(toks), res,
+		queue, int64(max), durMs(lease), w)
+	if err != nil {
+		return nil, nil, wrap(fmt.Sprintf("complete, then claim from queue %q", queue), err)
+	}
+	defer rows.Close()
+	var doneText sql.NullString
+	for rows.Next() {
+		var id, token, attempts, maxAttempts, prio sql.NullInt64
+		var payload []byte
+		var key sql.NullString
+		if err := rows.Scan(&doneText, &id, &token, &attempts, &maxAttempts, &prio, &payload, &key); err != nil {
+			return nil, nil, wrap("complete, then claim", err)
+		}
+		if !id.Valid {
+			continue
+		}
+		jobs = append(jobs, &Job{Queue: queue, ID: id.Int64, Token: token.Int64, Attempt: int(attempts.Int64),
+			MaxAttempts: int(maxAttempts.Int64), Priority: int(prio.Int64), Payload: json.RawMessage(payload),
+			Key: key.String})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, wrap(fmt.Sprintf("complete, then claim from queue %q", queue), err)
+	}
+	got := make(map[int64]bool, len(done))
+	for _, f := range strings.Split(doneText.String, ",") {
+		if n, err := strconv.ParseInt(f, 10, 64); err == nil {
+			got[n] = true
+		}
+	}
+	for _, id := range ids {
+		if !got[id] {
+			stale = append(stale, id)
+		}
+	}
+	return stale, jobs, nil
 }
 
 func staleErr(op string, id, token int64) error {

@@ -88,6 +88,7 @@ type Worker struct {
 
 type held struct {
 	job       *Job
+	fn        HandlerFunc
 	ctx       context.Context
 	cancel    context.CancelFunc
 	state     int32 // atomic: 0 held, 1 lost, 2 cancelled
@@ -228,6 +229,7 @@ type dispatch struct {
 	nextReap    time.Time
 	nextReg     time.Time
 	ownChannel  string
+	channel     string // the queue channel, for forward
 	registered  bool
 	stopping    bool
 	stopAt      time.Time
@@ -241,6 +243,7 @@ type dispatch struct {
 	lcancel     context.CancelFunc
 	lwg         sync.WaitGroup
 	queuesArray string
+	jobs        chan *held // claimed jobs to the handler goroutines
 }
 
 func newDispatch(w *Worker) *dispatch {
@@ -273,6 +276,13 @@ func (d *dispatch) run(ctx context.Context) error {
 	if w.o.ReapInterval > 0 {
 		d.nextReap = now.Add(w.o.ReapInterval / 2)
 	}
+	// Concurrency handler goroutines for the whole run: the held jobs are never more, so a
+	// claimed job never waits for the channel.
+	d.jobs = make(chan *held, w.o.Concurrency)
+	for i := 0; i < w.o.Concurrency; i++ {
+		go d.handle(d.jobs)
+	}
+	defer close(d.jobs)
 	d.lctx, d.lcancel = context.WithCancel(context.Background())
 	if !w.o.NoListen {
 		d.lwg.Add(1)
@@ -404,8 +414,9 @@ func (d *dispatch) note(n Notification) {
 	for i, q := range w.queues {
 		if n.Payload == q {
 			d.more[i] = true
-			// Picked while full (the registration is up to a second old): pass it on.
-			if n.Channel == d.ownChannel && d.free() <= 0 {
+			// Picked while full (the registration is up to a second old): pass it on. The
+			// handlers that returned are not busy: their outcomes go with the next claim.
+			if n.Channel == d.ownChannel && d.free()+len(d.pending) <= 0 {
 				d.forward(q)
 			}
 		}
@@ -415,9 +426,12 @@ func (d *dispatch) note(n Notification) {
 func (d *dispatch) forward(queue string) {
 	ctx, cancel := d.bg()
 	defer cancel()
-	ch, err := d.w.c.QueueChannel(ctx)
+	var err error
+	if d.channel == "" {
+		d.channel, err = d.w.c.QueueChannel(ctx)
+	}
 	if err == nil {
-		_, _ = d.w.c.db.ExecContext(ctx, "SELECT pg_catalog.pg_notify($1, $2)", ch, queue)
+		_, _ = d.w.c.db.ExecContext(ctx, "SELECT pg_catalog.pg_notify($1, $2)", d.channel, queue)
 	}
 	d.register(0)
 }
@@ -432,6 +446,12 @@ func (d *dispatch) free() int {
 // step records outcomes, renews when due, claims for idle handlers, reaps when due.
 func (d *dispatch) step(now time.Time) error {
 	w := d.w
+	if !d.stopping && !now.Before(d.nextClaim) {
+		for i := range d.more {
+			d.more[i] = true
+		}
+		d.nextClaim = now.Add(d.pollEvery())
+	}
 	if err := d.settle(); err != nil {
 		return err
 	}
@@ -446,12 +466,6 @@ func (d *dispatch) step(now time.Time) error {
 	}
 	if d.stopping {
 		return nil
-	}
-	if !now.Before(d.nextClaim) {
-		for i := range d.more {
-			d.more[i] = true
-		}
-		d.nextClaim = now.Add(d.pollEvery())
 	}
 	if err := d.claim(); err != nil {
 		return err
@@ -529,8 +543,18 @@ func (d *dispatch) settle() error {
 	d.pending = d.pending[:0]
 	var firstErr error
 	if len(comps) > 0 {
+		// The next claim goes with the completions when a handler is (or they make one) idle.
+		qi, share, claim := d.pick(len(comps))
+		sent := time.Now()
 		ctx, cancel := d.bg()
-		stale, err := w.c.completeMany(ctx, w.c.db, comps)
+		var stale []int64
+		var jobs []*Job
+		var err error
+		if claim {
+			stale, jobs, err = w.c.completeClaim(ctx, w.c.db, comps, w.queues[qi], share, w.o.Lease, w.o.WorkerID)
+		} else {
+			stale, err = w.c.completeMany(ctx, w.c.db, comps)
+		}
 		cancel()
 		if err != nil && errors.Is(err, ErrUsage) {
 			// A result the server (or the client's bound) refused: each job alone, and the
@@ -560,6 +584,9 @@ func (d *dispatch) settle() error {
 			return err
 		} else {
 			d.completed(compH, stale)
+			if claim {
+				d.claimed(qi, share, jobs, sent)
+			}
 		}
 	}
 	for _, f := range rest {
@@ -664,67 +691,85 @@ func (d *dispatch) heartbeat() error {
 	return nil
 }
 
+// pick chooses the next claim: the queue (round robin among those worth a claim) and how
+// many, the free slots (with extra more about to be freed) shared among those queues.
+func (d *dispatch) pick(extra int) (qi, share int, ok bool) {
+	if d.stopping {
+		return 0, 0, false
+	}
+	w := d.w
+	free := w.o.Concurrency - len(w.held) + extra
+	eligible := 0
+	for _, m := range d.more {
+		if m {
+			eligible++
+		}
+	}
+	if free <= 0 || eligible == 0 {
+		return 0, 0, false
+	}
+	n := len(w.queues)
+	for i := 0; i < n; i++ {
+		qi = (d.rr + i) % n
+		if d.more[qi] {
+			break
+		}
+	}
+	d.rr = (qi + 1) % n
+	share = free / eligible
+	if share < 1 {
+		share = 1
+	}
+	if share > 1000 {
+		share = 1000
+	}
+	return qi, share, true
+}
+
 // claim claims for the idle handlers, the free slots shared among the queues worth claiming.
 func (d *dispatch) claim() error {
 	w := d.w
 	for {
-		free := d.free()
-		eligible := 0
-		for _, m := range d.more {
-			if m {
-				eligible++
-			}
-		}
-		if free <= 0 || eligible == 0 {
+		qi, share, ok := d.pick(0)
+		if !ok {
 			return nil
 		}
-		n := len(w.queues)
-		var qi int
-		for i := 0; i < n; i++ {
-			qi = (d.rr + i) % n
-			if d.more[qi] {
-				break
-			}
-		}
-		d.rr = (qi + 1) % n
-		share := free / eligible
-		if share < 1 {
-			share = 1
-		}
-		if share > 1000 {
-			share = 1000
-		}
-		queue := w.queues[qi]
 		sent := time.Now()
 		ctx, cancel := d.bg()
-		jobs, err := w.c.claim(ctx, w.c.db, queue, share, w.o.Lease, w.o.WorkerID)
+		jobs, err := w.c.claim(ctx, w.c.db, w.queues[qi], share, w.o.Lease, w.o.WorkerID)
 		cancel()
 		if err != nil {
 			return err
 		}
-		if len(jobs) < share {
-			d.more[qi] = false
-		}
-		if len(jobs) > 0 {
-			d.idlePoll = 10 * time.Millisecond
-			if len(w.held) == 0 {
-				d.nextHB = sent.Add(w.o.Lease / 3)
-			}
-		}
-		for _, j := range jobs {
-			d.start(j, sent)
-		}
-		if d.more[qi] {
-			continue
-		}
-		anyMore := false
-		for _, m := range d.more {
-			anyMore = anyMore || m
-		}
-		if !anyMore {
-			d.idle()
+		d.claimed(qi, share, jobs, sent)
+	}
+}
+
+// claimed starts the jobs a claim of share jobs from queue qi returned; a short answer means
+// the queue has no more for now.
+func (d *dispatch) claimed(qi, share int, jobs []*Job, sent time.Time) {
+	w := d.w
+	if len(jobs) < share {
+		d.more[qi] = false
+	}
+	if len(jobs) > 0 {
+		d.idlePoll = 10 * time.Millisecond
+		if len(w.held) == 0 {
+			d.nextHB = sent.Add(w.o.Lease / 3)
 		}
 	}
+	for _, j := range jobs {
+		d.start(j, sent)
+	}
+	if d.more[qi] {
+		return
+	}
+	for _, m := range d.more {
+		if m {
+			return
+		}
+	}
+	d.idle()
 }
 
 // idle sets the next claim when every queue came back short: the poll (growing while idle
@@ -755,15 +800,20 @@ func (d *dispatch) idle() {
 	d.nextClaim = time.Now().Add(wait)
 }
 
-// start runs a claimed job's handler in a goroutine of its own.
+// start hands a claimed job to the handler goroutines.
 func (d *dispatch) start(j *Job, claimed time.Time) {
 	w := d.w
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &held{job: j, ctx: ctx, cancel: cancel, renewedAt: claimed}
+	h := &held{job: j, fn: w.handlers[j.Queue], ctx: ctx, cancel: cancel, renewedAt: claimed}
 	j.w, j.h = w, h
 	w.held[j.ID] = h
-	fn := w.handlers[j.Queue]
-	go func() {
+	d.jobs <- h
+}
+
+// handle runs the handlers of the jobs it is given, one at a time, until the run ends.
+func (d *dispatch) handle(jobs <-chan *held) {
+	w := d.w
+	for h := range jobs {
 		var res interface{}
 		var err error
 		func() {
@@ -772,15 +822,15 @@ func (d *dispatch) start(j *Job, claimed time.Time) {
 					err = fmt.Errorf("the handler panicked: %v", p)
 				}
 			}()
-			res, err = fn(ctx, j)
+			res, err = h.fn(h.ctx, h.job)
 		}()
 		atomic.AddInt64(&w.handled, 1)
 		w.mu.Lock()
 		w.done = append(w.done, finished_{h: h, result: res, err: err})
 		w.mu.Unlock()
-		cancel()
+		h.cancel()
 		w.poke()
-	}()
+	}
 }
 
 // releaseRunning ends the grace: the running handlers' contexts are cancelled and their jobs
