@@ -254,6 +254,7 @@ class Bench:
         s.add("async_10ms_k64", n / (t1 - t0))
 
     def locks(self, s: System, seconds: int) -> None:
+        self.fresh_schema()
         r = subprocess.run(s.worker, capture_output=True, text=True, timeout=seconds + 60,
                            env=self.env(PGCOORD_BENCH_MODE="locks", PGCOORD_BENCH_SECONDS=str(seconds)))
         last = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
