@@ -129,15 +129,31 @@ interface Held {
   /** Why the job was lost, once it was. */
   reason: JobLostError | undefined;
   started: boolean;
+  /** Its handler returned or threw (its outcome waits to be recorded). */
+  finished: boolean;
   lost: boolean;
 }
 
+/** A completion waiting for the next trip. */
+interface Completion {
+  h: Held;
+  result: string | null;
+}
+
+/** A failure or deferral, recorded one by one (rare). */
 type Outcome =
-  | { h: Held; kind: "complete"; result: string | null }
   | { h: Held; kind: "fail"; error: string; retryInMs: number | null }
   | { h: Held; kind: "defer"; delayMs: number };
 
 const MAX_BACKOFF_MS = 5000;
+
+const INT8_OID = 20;
+const asText = (v: string): string => v;
+/** The type parsers of the worker's session: pg's, but int8 as the text the server sent. */
+const WORKER_TYPES = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID && format !== "binary" ? asText : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
 
 /**
  * A worker. Events: `error` (an error the worker goes on after: a lost session, a failed call;
@@ -180,7 +196,10 @@ export class Worker extends EventEmitter {
   private readonly held = new Map<bigint, Held>();
   private ready: Held[] = [];
   private running = 0;
-  private done: Outcome[] = [];
+  /** Completions for the next trip, taken whole by it. */
+  private done: Completion[] = [];
+  /** Failures and deferrals. */
+  private others: Outcome[] = [];
   private readonly more = new Set<string>();
   private rr = 0;
   private hbNow = false;
@@ -221,7 +240,10 @@ export class Worker extends EventEmitter {
     this.listen = opts.listen ?? true;
     this.workerId = opts.workerId ?? `node-${process.pid}@${os.hostname()}`;
     const poolOpts = (client.pool as unknown as { options?: pg.ClientConfig }).options ?? {};
-    this.connConfig = opts.connection ?? { ...poolOpts, application_name: "pgcoord-node/worker" };
+    const conn = opts.connection ?? { ...poolOpts, application_name: "pgcoord-node/worker" };
+    // The worker's own session reads bigints as the server's text with no check (ids and tokens
+    // go back as they came; pg's default tests each against a regular expression).
+    this.connConfig = conn.types === undefined ? { ...conn, types: WORKER_TYPES } : conn;
     this.ownChannel = `${client.schema.slice(0, 30)}.w.${crypto.randomBytes(8).toString("hex")}`;
     // A call that gets no answer in this long is taken for a lost session (as the C worker's bound).
     this.callMs = Math.min(30000, Math.max(2000, Math.floor(this.leaseMs / 10)));
@@ -271,13 +293,6 @@ export class Worker extends EventEmitter {
     if (this.handlers.size === 0) throw new UsageError("worker: no handler: call handle(queue, fn) first");
     this.started = true;
     this.queues = [...this.handlers.keys()];
-    try {
-      await this.client.ready();
-      this.channel = await this.client.queueChannel();
-    } catch (err) {
-      this.started = false;
-      throw err;
-    }
     const f = (n: string): string => this.client.qualified(n);
     const claimCols = "j.id, j.token, j.attempts, j.max_attempts, j.priority, j.payload, j.key";
     // next_run_ms() only when the claim found nothing (the worker then waits): a claim that
@@ -286,8 +301,11 @@ export class Worker extends EventEmitter {
       ` SELECT ${stale} AS stale, ${claimCols},` +
       ` (SELECT CASE WHEN count(*) = 0 AND $5::int > 0 THEN ${f("next_run_ms")}($8::text[]) END FROM c) AS next_ms` +
       " FROM (SELECT 1) one LEFT JOIN c j ON true";
-    // The completions sent that changed nothing (stale tokens): NULL when every one counted.
-    const stale = "(SELECT array_agg(u)::text[] FROM unnest($1::bigint[]) u, d WHERE d.ids IS NULL OR u <> ALL (d.ids))";
+    // The completions sent that changed nothing (stale tokens): NULL when every one counted,
+    // which the count tells without comparing the lists (that costs n x m, with n in hundreds).
+    const stale =
+      "(SELECT CASE WHEN d.n = cardinality($1::bigint[]) THEN NULL" +
+      " ELSE (SELECT array_agg(u)::text[] FROM unnest($1::bigint[]) u WHERE d.ids IS NULL OR u <> ALL (d.ids)) END FROM d)";
     const claimFrom = (): string =>
       ` c AS MATERIALIZED (SELECT x.* FROM d CROSS JOIN LATERAL ${f("claim")}($4, $5::int + 0 * coalesce(cardinality(d.ids), 0), $6::bigint, $7) x)`;
     this.sql = {
@@ -296,16 +314,24 @@ export class Worker extends EventEmitter {
         claimFrom() +
         tail("NULL::text[]"),
       claimDone:
-        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x),` +
+        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids, count(*) AS n FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x),` +
         claimFrom() +
         tail(stale),
       complete:
-        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x)` +
+        `WITH d AS MATERIALIZED (SELECT array_agg(x.id) AS ids, count(*) AS n FROM ${f("complete")}($1::bigint[], $2::bigint[], NULL, NULL, $3::jsonb[]) x)` +
         ` SELECT ${stale} AS stale`,
       renew: `SELECT id, status FROM ${f("renew")}($1::bigint[], $2::bigint[], $3::bigint)`,
     };
     try {
-      await this.connect();
+      // The session opens while the pool checks the schema and reads the channel.
+      await this.connect(
+        this.client
+          .ready()
+          .then(() => this.client.queueChannel())
+          .then((ch) => {
+            this.channel = ch;
+          }),
+      );
     } catch (err) {
       this.started = false;
       throw err;
@@ -438,7 +464,7 @@ export class Worker extends EventEmitter {
       if (this.ready.length > 0) await this.releaseJobs(this.ready.splice(0), false);
       if (!this.graceOver && now >= this.stopDeadline && this.running > 0) {
         this.graceOver = true;
-        const running = [...this.held.values()].filter((h) => h.started && !h.lost && !this.done.some((o) => o.h === h));
+        const running = [...this.held.values()].filter((h) => h.started && !h.lost && !h.finished);
         for (const h of running) this.loseJob(h, "stopped", false);
         await this.releaseJobs(running, true);
       }
@@ -446,7 +472,7 @@ export class Worker extends EventEmitter {
     if (this.hbNow || now >= this.nextHb) {
       await this.renew();
     }
-    await this.settleOthers();
+    if (this.others.length > 0) await this.settleOthers();
     if (this.done.length > 0 || this.wantClaim()) {
       await this.trip();
     }
@@ -458,11 +484,11 @@ export class Worker extends EventEmitter {
       this.nextReap = now + this.reapMs;
       this.reap();
     }
-    return this.done.length > 0 || this.wantClaim();
+    return this.done.length > 0 || this.others.length > 0 || this.wantClaim();
   }
 
   private finishedStopping(): boolean {
-    return this.stopping && (this.running === 0 || this.graceOver) && this.done.length === 0 && this.ready.length === 0;
+    return this.stopping && (this.running === 0 || this.graceOver) && this.done.length === 0 && this.others.length === 0 && this.ready.length === 0;
   }
 
   // ---- statements on the dedicated session ------------------------------------------------
@@ -488,7 +514,8 @@ export class Worker extends EventEmitter {
     }
   }
 
-  private async connect(): Promise<void> {
+  /** Opens the dedicated session; `first` (the channel's lookup) runs meanwhile and must succeed too. */
+  private async connect(first?: Promise<void>): Promise<void> {
     const c = new pg.Client(this.connConfig);
     const lost = (err: Error): void => {
       if (this.conn !== c || this.lossReported) return;
@@ -500,11 +527,11 @@ export class Worker extends EventEmitter {
     c.on("error", lost);
     c.on("end", () => lost(new LostError("the worker's session ended")));
     c.on("notification", (n) => this.onNotification(n));
-    try {
-      await c.connect();
-    } catch (err) {
+    const [opened, looked] = await Promise.allSettled([c.connect(), first]);
+    if (opened.status === "rejected" || looked.status === "rejected") {
       c.end().catch(() => undefined);
-      throw fromPg(err, "the worker connecting", (s) => this.client.masked(s));
+      if (looked.status === "rejected") throw looked.reason;
+      throw fromPg((opened as PromiseRejectedResult).reason, "the worker connecting", (s) => this.client.masked(s));
     }
     this.conn = c;
     this.connDead = false;
@@ -513,9 +540,12 @@ export class Worker extends EventEmitter {
       if (this.listen) {
         // Not behind a transaction-mode pooler (listen: false), where a SET would stay with a
         // server session that others share.
-        await this.q(undefined, "SET jit = off", []);
-        await this.q(undefined, `LISTEN ${pg.escapeIdentifier(this.channel)}`, []);
-        await this.q(undefined, `LISTEN ${pg.escapeIdentifier(this.ownChannel)}`, []);
+        // One round trip (the simple protocol takes several statements).
+        await this.q(
+          undefined,
+          `SET jit = off; LISTEN ${pg.escapeIdentifier(this.channel)}; LISTEN ${pg.escapeIdentifier(this.ownChannel)}`,
+          [],
+        );
         this.nextRegister = 0;
       }
     } catch (err) {
@@ -566,32 +596,43 @@ export class Worker extends EventEmitter {
   // ---- the trip: completions and the next claim -------------------------------------------
 
   private async trip(): Promise<void> {
-    const outs = this.done.filter((o): o is Extract<Outcome, { kind: "complete" }> => o.kind === "complete");
+    // The trip takes the completions whole; they come back when it fails.
+    const outs = this.done;
+    this.done = [];
     const claim = this.wantClaim();
     const queue = claim ? this.pickQueue() : undefined;
-    const ids = outs.map((o) => o.h.idText);
-    const tokens = outs.map((o) => o.h.tokenText);
-    const results = outs.some((o) => o.result !== null) ? outs.map((o) => o.result) : null;
+    const n = outs.length;
+    const ids = new Array<string>(n);
+    const tokens = new Array<string>(n);
+    let results: Array<string | null> | null = null;
+    for (let i = 0; i < n; i++) {
+      const o = outs[i] as Completion;
+      ids[i] = o.h.idText;
+      tokens[i] = o.h.tokenText;
+      if (o.result !== null) results ??= [];
+    }
+    if (results !== null) for (const o of outs) results.push(o.result);
     const want = this.free();
-    let r: pg.QueryResult<ClaimRow & { stale: string[] | null; next_ms: number | null }>;
+    let r: pg.QueryResult<ClaimRow & { stale: string[] | null; next_ms: string | null }>;
     try {
       if (queue === undefined) {
-        if (outs.length === 0) return;
+        if (n === 0) return;
         const x = await this.q<{ stale: string[] | null }>("pgcoord_worker_complete", this.sql.complete, [ids, tokens, results]);
         this.settled(outs, x.rows[0]?.stale ?? null);
         return;
       }
       r = await this.q(
-        outs.length > 0 ? "pgcoord_worker_claim_done" : "pgcoord_worker_claim",
-        outs.length > 0 ? this.sql.claimDone : this.sql.claim,
-        [outs.length > 0 ? ids : null, outs.length > 0 ? tokens : null, outs.length > 0 ? results : null, queue, want, this.leaseMs, this.workerId, this.queues],
+        n > 0 ? "pgcoord_worker_claim_done" : "pgcoord_worker_claim",
+        n > 0 ? this.sql.claimDone : this.sql.claim,
+        [n > 0 ? ids : null, n > 0 ? tokens : null, n > 0 ? results : null, queue, want, this.leaseMs, this.workerId, this.queues],
       );
     } catch (err) {
       const st = sqlstateOf(err);
-      if (outs.length > 0 && st !== undefined && (st.startsWith("22") || st === "40P01")) {
+      if (n > 0 && st !== undefined && (st.startsWith("22") || st === "40P01")) {
         await this.completeOneByOne(outs);
         return;
       }
+      this.done = n > 0 ? outs.concat(this.done) : this.done;
       throw err;
     }
     const first = r.rows[0];
@@ -601,7 +642,7 @@ export class Worker extends EventEmitter {
       if (row.id === null || row.id === undefined) continue;
       got++;
       const job = jobOf(queue, row);
-      const h: Held = { job, idText: row.id, tokenText: row.token, ac: undefined, reason: undefined, started: false, lost: false };
+      const h: Held = { job, idText: row.id, tokenText: row.token, ac: undefined, reason: undefined, started: false, finished: false, lost: false };
       this.held.set(job.id, h);
       this.ready.push(h);
     }
@@ -631,7 +672,7 @@ export class Worker extends EventEmitter {
   }
 
   /** The completions sent are recorded, but for those in `staleIds` (their tokens were stale). */
-  private settled(outs: Outcome[], staleIds: string[] | null): void {
+  private settled(outs: Completion[], staleIds: string[] | null): void {
     const stale = staleIds === null ? undefined : new Set(staleIds);
     for (const o of outs) {
       if (stale?.has(o.h.idText)) this.stats.stale++;
@@ -641,13 +682,17 @@ export class Worker extends EventEmitter {
       // statement). Other queues are claimed again when a claim was full or a wake-up came.
       if (o.h.job.key !== null) this.more.add(o.h.job.queue);
     }
-    const sent = new Set(outs);
-    this.done = this.done.filter((o) => !sent.has(o));
   }
 
   /** The batch was refused (a result the server would not take, a deadlock): each alone. */
-  private async completeOneByOne(outs: Array<Extract<Outcome, { kind: "complete" }>>): Promise<void> {
-    for (const o of outs) {
+  private async completeOneByOne(outs: Completion[]): Promise<void> {
+    for (let i = 0; i < outs.length; i++) {
+      const o = outs[i] as Completion;
+      if (o.h.lost) {
+        this.stats.stale++;
+        this.forget(o.h);
+        continue;
+      }
       const id = o.h.idText;
       const tok = o.h.tokenText;
       try {
@@ -655,38 +700,45 @@ export class Worker extends EventEmitter {
         this.settled([o], x.rows[0]?.stale ?? null);
       } catch (err) {
         const st = sqlstateOf(err);
-        if (st === undefined || !st.startsWith("22")) throw err;
-        const i = this.done.indexOf(o);
-        const why = `the handler's result was refused: ${(err as Error).message}`;
-        if (i >= 0) this.done[i] = { h: o.h, kind: "fail", error: why, retryInMs: null };
+        if (st === undefined || !st.startsWith("22")) {
+          // The rest wait for the next trip.
+          this.done = outs.slice(i).concat(this.done);
+          throw err;
+        }
+        this.others.push({ h: o.h, kind: "fail", error: `the handler's result was refused: ${(err as Error).message}`, retryInMs: null });
       }
     }
   }
 
   /** Failures and deferrals, one by one (rare); outcomes of jobs lost meanwhile are dropped. */
   private async settleOthers(): Promise<void> {
-    const keep: Outcome[] = [];
-    for (const o of this.done) {
+    const list = this.others;
+    this.others = [];
+    for (let i = 0; i < list.length; i++) {
+      const o = list[i] as Outcome;
       if (o.h.lost) {
         this.stats.stale++;
         this.forget(o.h);
         continue;
       }
-      if (o.kind === "complete") {
-        keep.push(o);
-        continue;
-      }
       const f = this.client.qualified(o.kind === "fail" ? "fail" : "retry_later");
       const id = o.h.idText;
       const tok = o.h.tokenText;
-      const r =
-        o.kind === "fail"
-          ? await this.q<{ o: string }>(
-              "pgcoord_worker_fail",
-              `SELECT ${f}($1::bigint, $2::bigint, $3, $4::bigint, $5::bigint, NULL, NULL, $6::bigint) AS o`,
-              [id, tok, o.error.replace(/\u0000/g, ""), this.backoffBase, this.backoffMax, o.retryInMs],
-            )
-          : await this.q<{ o: string }>("pgcoord_worker_defer", `SELECT ${f}($1::bigint, $2::bigint, $3::bigint) AS o`, [id, tok, o.delayMs]);
+      let r: pg.QueryResult<{ o: string }>;
+      try {
+        r =
+          o.kind === "fail"
+            ? await this.q<{ o: string }>(
+                "pgcoord_worker_fail",
+                `SELECT ${f}($1::bigint, $2::bigint, $3, $4::bigint, $5::bigint, NULL, NULL, $6::bigint) AS o`,
+                [id, tok, o.error.replace(/\u0000/g, ""), this.backoffBase, this.backoffMax, o.retryInMs],
+              )
+            : await this.q<{ o: string }>("pgcoord_worker_defer", `SELECT ${f}($1::bigint, $2::bigint, $3::bigint) AS o`, [id, tok, o.delayMs]);
+      } catch (err) {
+        // This one and the rest wait for the next round.
+        this.others = list.slice(i).concat(this.others);
+        throw err;
+      }
       const res = r.rows[0]?.o;
       if (res === "retried" || res === "dead") {
         if (o.kind === "fail") this.stats.failed++;
@@ -696,7 +748,6 @@ export class Worker extends EventEmitter {
       } else this.stats.stale++;
       this.forget(o.h);
     }
-    this.done = keep;
   }
 
   // ---- handlers ---------------------------------------------------------------------------
@@ -729,6 +780,7 @@ export class Worker extends EventEmitter {
 
   private finish(h: Held, ok: boolean, v: unknown): void {
     this.running--;
+    h.finished = true;
     if (h.lost) {
       // Not ours any more (cancelled, lost, released at the stop): nothing to record.
       this.forget(h);
@@ -736,15 +788,15 @@ export class Worker extends EventEmitter {
       let result: string | null = null;
       try {
         result = resultText(v, h.job.id);
-        this.done.push({ h, kind: "complete", result });
+        this.done.push({ h, result });
       } catch (err) {
-        this.done.push({ h, kind: "fail", error: `the handler's result was refused: ${(err as Error).message}`, retryInMs: null });
+        this.others.push({ h, kind: "fail", error: `the handler's result was refused: ${(err as Error).message}`, retryInMs: null });
       }
     } else if (v instanceof Defer) {
-      this.done.push({ h, kind: "defer", delayMs: Math.max(0, Math.floor(v.delayMs)) });
+      this.others.push({ h, kind: "defer", delayMs: Math.max(0, Math.floor(v.delayMs)) });
     } else {
       const retry = (v as { retryInMs?: unknown })?.retryInMs;
-      this.done.push({
+      this.others.push({
         h,
         kind: "fail",
         error: errorText(v),
@@ -771,9 +823,12 @@ export class Worker extends EventEmitter {
       if (i >= 0) this.ready.splice(i, 1);
       this.forget(h);
     } else {
-      const i = this.done.findIndex((o) => o.h === h);
-      if (i >= 0) {
-        this.done.splice(i, 1);
+      // Finished, its outcome not yet recorded: dropped.
+      const i = h.finished ? this.done.findIndex((o) => o.h === h) : -1;
+      const j = h.finished && i < 0 ? this.others.findIndex((o) => o.h === h) : -1;
+      if (i >= 0) this.done.splice(i, 1);
+      if (j >= 0) this.others.splice(j, 1);
+      if (i >= 0 || j >= 0) {
         this.stats.stale++;
         this.forget(h);
       }
