@@ -649,7 +649,13 @@ export class Worker extends EventEmitter {
     this.stats.claimed += got;
     if (got < want) {
       this.more.delete(queue);
-      if (!this.listen) this.idlePoll = Math.min(this.pollMs, this.idlePoll * 2);
+      // The adaptive poll doubles only after a claim that found nothing; one that found jobs
+      // (a trickle) starts it over at its shortest.
+      if (!this.listen && got === 0) this.idlePoll = Math.min(this.pollMs, this.idlePoll * 2);
+      else if (!this.listen) {
+        this.idlePoll = 10;
+        this.nextPoll = Math.min(this.nextPoll, performance.now() + 10);
+      }
       const next = first?.next_ms;
       if (next !== null && next !== undefined) this.nextRunAt = Math.min(this.nextRunAt, performance.now() + Math.max(0, Number(next)));
     } else if (!this.listen) {

@@ -210,6 +210,29 @@ test("without LISTEN the worker polls, and an idle one does not busy-loop", opts
   await w.stop();
 });
 
+test("without LISTEN a trickle of jobs is claimed at the shortest poll", opts, async () => {
+  // A claim that finds a job starts the adaptive poll over; it once doubled whenever a claim
+  // came back with fewer jobs than free slots, so each job of a trickle waited twice as long
+  // as the one before (twelve jobs, one at a time: over a minute with pollMs 20000).
+  const w = client.worker({ concurrency: 4, listen: false, pollMs: 20000 });
+  let n = 0;
+  w.handle("w6t", () => {
+    n++;
+  });
+  await w.start();
+  try {
+    const t0 = performance.now();
+    for (let i = 0; i < 12; i++) {
+      await client.enqueue("w6t", { i });
+      await waitFor(`job ${i} handled`, 60000, () => n === i + 1);
+    }
+    const took = performance.now() - t0;
+    assert.ok(took < 15000, `twelve jobs one at a time took ${took} ms`);
+  } finally {
+    await w.stop();
+  }
+});
+
 test("a scheduled job runs when due, by next_run_ms, not by the poll; an idle listener sleeps", opts, async () => {
   const w = client.worker({ concurrency: 2, pollMs: 60000 });
   let ranAt = 0;
