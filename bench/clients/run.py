@@ -9,8 +9,9 @@ against the C worker of the same run.
 Cases:
   drain    N jobs enqueued first, then a worker of K handlers started: jobs/s from its "ready"
            to its exit after the N-th completion.
-  e2e      the worker started first, then N jobs enqueued by the harness in batches of 100 as
-           fast as it can: jobs/s from the first enqueue to the worker's exit.
+  e2e      the worker started first, then N jobs enqueued by the harness in batches of 1,000
+           (as bench/peers does) as fast as it can: jobs/s from the first enqueue to the worker's
+           exit.
   latency  M jobs enqueued one at a time at R per second into an idle worker: p50 and p99 of
            the delay from just before the enqueue to the handler's start (Unix clock, one
            machine), and the same with PGCOORD_BENCH_LISTEN=0 (polling).
@@ -192,8 +193,8 @@ class Bench:
         time.sleep(0.3)
         with psycopg.connect(self.dsn, autocommit=True) as c:
             t0 = time.monotonic()
-            for i in range(0, n, 100):
-                self.enqueue(c, self.payloads(min(100, n - i)))
+            for i in range(0, n, 1000):
+                self.enqueue(c, self.payloads(min(1000, n - i)))
         t1, _ = self.finish(s, p, 300)
         s.add("e2e", n / (t1 - t0))
 
