@@ -9,10 +9,10 @@ build:
 	@ninja -C build
 
 # Most tests wait on the server (leases, timeouts, lock waits) far more than they compute: twice
-# as many at once as there are cores, unless MESON_NUM_PROCESSES says otherwise. Every test polls
+# as many at once as there are cores, unless PGCOORD_TEST_JOBS says otherwise. Every test polls
 # for its states with bounds that hold under that load.
 test:
-	@MESON_NUM_PROCESSES=$${MESON_NUM_PROCESSES:-$$(( $$(nproc) * 2 ))} scripts/run-tests build
+	@PGCOORD_TEST_JOBS=$${PGCOORD_TEST_JOBS:-$$(( $$(nproc) * 2 ))} scripts/run-tests build
 
 # The HA suite on Patroni clusters of its own (scripts/pg-ha); make test leaves it out.
 test-ha:
@@ -21,7 +21,7 @@ test-ha:
 # The C tests and the whole-process tests named for asan in tests/instrumented.list, as many at
 # once as make test runs (ASan slows a process about twice; the tests still mostly wait).
 asan:
-	@MESON_NUM_PROCESSES=$${MESON_NUM_PROCESSES:-$$(( $$(nproc) * 2 ))} MESON_TEST_ARGS="$${MESON_TEST_ARGS:---suite unit --suite pg --suite asan}" \
+	@PGCOORD_TEST_JOBS=$${PGCOORD_TEST_JOBS:-$$(( $$(nproc) * 2 ))} MESON_TEST_ARGS="$${MESON_TEST_ARGS:---suite unit --suite pg --suite asan}" \
 		scripts/run-tests build-asan -Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fno-sanitize-recover=all -Dc_link_args=-fno-sanitize-recover=all
 
