@@ -38,7 +38,7 @@ import pgcoord  # noqa: E402
 from pgcoord import errors as E  # noqa: E402
 
 PROTOCOL = 1
-FEATURES = ["queue", "results", "keys", "locks", "leases", "tx"]
+FEATURES = ["queue", "results", "keys", "locks", "leases", "tx", "diag"]
 HANDLERS = {"ok", "fail", "sleep", "hang", "result", "check_cancel"}
 _out_lock = threading.Lock()
 ISOLATIONS = {"read committed", "repeatable read", "serializable"}
@@ -287,6 +287,25 @@ class Adapter:
         except E.NotHeldError:
             return {"released": False}
         return {"released": True}
+
+    # ---- diagnostics --------------------------------------------------------------------
+
+    def op_lock_holders(self, req: dict[str, Any]) -> dict[str, Any]:
+        name = arg_str(req, "name")
+        assert name is not None
+        holders = self.need().lock_holders(name)
+        return {"holders": [{"pid": h.pid, "mode": h.mode, "granted": h.granted, "is_self": h.is_self}
+                            for h in holders]}
+
+    def op_blocking_forest(self, req: dict[str, Any]) -> dict[str, Any]:
+        pid = arg_int(req, "pid", -1)
+        if pid < 0:
+            raise Answer("usage", "pid must be a process id")
+        s = self.need().blocking_forest().session(pid)
+        if s is None:
+            return {"found": False}
+        return {"found": True, "blocked_by": list(s.blocked_by), "blocks": list(s.blocks), "root": s.root,
+                "depth": s.depth, "in_cycle": s.in_cycle, "blocks_total": s.blocks_total}
 
     # ---- leases and fencing -------------------------------------------------------------
 

@@ -21,7 +21,7 @@
 
 #define PROTOCOL_VERSION 1
 /* What this adapter offers. */
-static const char *const FEATURES[] = { "queue", "results", "keys", "locks", "leases", "tx" };
+static const char *const FEATURES[] = { "queue", "results", "keys", "locks", "leases", "tx", "diag" };
 
 /* ---- output ------------------------------------------------------------------------------ */
 
@@ -950,6 +950,108 @@ static void op_lock_key(const req *r)
 	emit(&b);
 }
 
+/* lock_holders: who holds or waits for the name's key, through pgc_lock_holders(). */
+static void op_lock_holders(const req *r)
+{
+	if (!need_conn(r))
+		return;
+	bool bad = false;
+	const char *name = arg_str(r, "name", &bad);
+	if (bad || name == NULL) {
+		answer_error(r, "usage", NULL, "name must be a string");
+		return;
+	}
+	pgc_key k;
+	pgc_error err = PGC_ERROR_INIT;
+	pgc_lock_holder *h = NULL;
+	size_t n = 0;
+	int rc = pgc_key_from_name(name, &k, &err);
+	if (rc == PGC_OK)
+		rc = pgc_lock_holders(st.conn, &k, &h, &n, &err);
+	if (rc != PGC_OK) {
+		answer_pgc(r, rc, &err);
+		return;
+	}
+	sb b = { 0 };
+	ok_begin(&b, r);
+	sb_printf(&b, ",\"holders\":[");
+	for (size_t i = 0; i < n; i++)
+		sb_printf(&b, "%s{\"pid\":%d,\"mode\":\"%s\",\"granted\":%s,\"is_self\":%s}", i ? "," : "",
+		          h[i].pid, h[i].shared ? "ShareLock" : "ExclusiveLock", h[i].granted ? "true" : "false",
+		          h[i].is_self ? "true" : "false");
+	sb_printf(&b, "]}");
+	pgc_free(h);
+	emit(&b);
+}
+
+/* The distance from the nearest root along blocked_by, as the protocol's blocking_forest()
+ * defines depth; -1 when no root leads to s (a wait cycle) within the snapshot's size. */
+static long forest_depth(const pgc_diag_snapshot *snap, const pgc_diag_session *s, size_t left)
+{
+	if (s->root)
+		return 0;
+	if (left == 0 || s->nblocked_by == 0)
+		return -1;
+	long best = -1;
+	for (size_t i = 0; i < s->nblocked_by; i++) {
+		const pgc_diag_session *up = pgc_diag_session_find(snap, s->blocked_by[i]);
+		long d = up != NULL ? forest_depth(snap, up, left - 1) : -1;
+		if (d >= 0 && (best < 0 || d + 1 < best))
+			best = d + 1;
+	}
+	return best;
+}
+
+static void pid_list(sb *b, const char *field, const int *pids, size_t n)
+{
+	sb_printf(b, ",\"%s\":[", field);
+	for (size_t i = 0; i < n; i++)
+		sb_printf(b, "%s%d", i ? "," : "", pids[i]);
+	sb_printf(b, "]");
+}
+
+/* blocking_forest: the session pid as a diagnostics snapshot sees it; a session is in the
+ * forest when it waits for a lock or blocks one. */
+static void op_blocking_forest(const req *r)
+{
+	if (!need_conn(r))
+		return;
+	bool bad = false;
+	int64_t pid = arg_int(r, "pid", -1, &bad);
+	if (bad || pid < 0 || pid > INT32_MAX) {
+		answer_error(r, "usage", NULL, "pid must be a process id");
+		return;
+	}
+	pgc_diag_options o = PGC_DIAG_OPTIONS_INIT;
+	o.schema = st.schema;
+	pgc_diag_snapshot *snap = NULL;
+	pgc_error err = PGC_ERROR_INIT;
+	int rc = pgc_diag_snapshot_take(st.conn, &o, &snap, &err);
+	if (rc != PGC_OK) {
+		answer_pgc(r, rc, &err);
+		return;
+	}
+	const pgc_diag_session *s = pgc_diag_session_find(snap, (int)pid);
+	bool found = s != NULL && (s->nblocked_by > 0 || s->nblocks > 0);
+	sb b = { 0 };
+	ok_begin(&b, r);
+	sb_printf(&b, ",\"found\":%s", found ? "true" : "false");
+	if (found) {
+		pid_list(&b, "blocked_by", s->blocked_by, s->nblocked_by);
+		pid_list(&b, "blocks", s->blocks, s->nblocks);
+		long depth = forest_depth(snap, s, snap->nsessions);
+		if (depth < 0)
+			sb_printf(&b, ",\"depth\":null");
+		else
+			sb_printf(&b, ",\"depth\":%ld", depth);
+		sb_printf(&b, ",\"root\":%s,\"in_cycle\":%s,\"blocks_total\":%zu", s->root ? "true" : "false",
+		          s->cycle != 0 ? "true" : "false", s->blocks_total);
+	}
+	sb_printf(&b, "}");
+	pgc_diag_snapshot_free(snap);
+	emit(&b);
+}
+
 static void op_lock(const req *r)
 {
 	if (!need_conn(r))
@@ -1269,6 +1371,8 @@ static void dispatch(const req *r, const char *op)
 	else if (strcmp(op, "lock") == 0) op_lock(r);
 	else if (strcmp(op, "unlock") == 0) op_unlock(r);
 	else if (strcmp(op, "lock_key") == 0) op_lock_key(r);
+	else if (strcmp(op, "lock_holders") == 0) op_lock_holders(r);
+	else if (strcmp(op, "blocking_forest") == 0) op_blocking_forest(r);
 	else if (strncmp(op, "lease_", 6) == 0 || strcmp(op, "fence_check") == 0) {
 		if (strcmp(op, "lease_acquire") == 0 || strcmp(op, "lease_renew") == 0 ||
 		    strcmp(op, "lease_release") == 0 || strcmp(op, "fence_check") == 0)

@@ -28,7 +28,7 @@ import type { SessionLock } from "./lock.js";
 import type { Job, Rate } from "./queue.js";
 import type { Handler, JobLostError, Worker } from "./worker.js";
 
-const FEATURES = ["queue", "keys", "results", "locks", "leases", "tx"];
+const FEATURES = ["queue", "keys", "results", "locks", "leases", "tx", "diag"];
 const HANDLERS = new Set(["ok", "fail", "sleep", "hang", "result", "check_cancel"]);
 const ISOLATIONS = new Set(["read committed", "repeatable read", "serializable"]);
 const APPLICATION = "pgcoord/conformance";
@@ -341,6 +341,24 @@ class Adapter {
     const r = await spawn(exe, ["-d", this.dsn as string, "init", "--schema", this.schema as string]);
     if (r.code !== 0) throw new Answer("schema", `pgcoord init exited ${r.code}: ${r.stderr.trim()}`);
     return {};
+  }
+
+  // ---- diagnostics ------------------------------------------------------------------------
+
+  async lock_holders(req: Req): Promise<Ans> {
+    const holders = await this.need().lockHolders(argStr(req, "name"));
+    return { holders: holders.map((h) => ({ pid: h.pid, mode: h.mode, granted: h.granted, is_self: h.isSelf })) };
+  }
+
+  async blocking_forest(req: Req): Promise<Ans> {
+    const pid = argInt(req, "pid");
+    if (pid < 0 || pid > 2147483647) throw new Answer("usage", "pid must be a process id");
+    const s = (await this.need().blockingForest()).session(pid);
+    if (s === undefined) return { found: false };
+    return {
+      found: true, blocked_by: s.blockedBy, blocks: s.blocks, root: s.root, depth: s.depth,
+      in_cycle: s.inCycle, blocks_total: s.blocksTotal,
+    };
   }
 
   // ---- locks ------------------------------------------------------------------------------
@@ -691,6 +709,7 @@ const OPS = new Map<string, (this: Adapter, req: Req) => Promise<Ans>>(
       "hello", "connect", "init", "lock_key", "lock", "unlock", "lease_acquire", "lease_renew",
       "lease_release", "fence_check", "tx", "sql", "enqueue", "enqueue_many", "claim", "complete",
       "fail", "release", "renew", "cancel", "reap", "job", "job_result", "flow_set", "work", "stop",
+      "lock_holders", "blocking_forest",
     ] as const
   ).map((name) => [name, Adapter.prototype[name] as (this: Adapter, req: Req) => Promise<Ans>]),
 ); // prettier-ignore

@@ -39,7 +39,7 @@ import (
 
 const protocol = 1
 
-var features = []string{"queue", "results", "keys", "locks", "leases", "tx"}
+var features = []string{"queue", "results", "keys", "locks", "leases", "tx", "diag"}
 
 var isolations = map[string]sql.IsolationLevel{
 	"read committed": sql.LevelReadCommitted, "repeatable read": sql.LevelRepeatableRead,
@@ -624,6 +624,7 @@ func (a *adapter) dispatch(r request) {
 			"claim": a.opClaim, "complete": a.opComplete, "fail": a.opFail, "release": a.opRelease,
 			"renew": a.opRenew, "cancel": a.opCancel, "reap": a.opReap, "job": a.opJob,
 			"job_result": a.opJobResult, "flow_set": a.opFlowSet, "work": a.opWork, "stop": a.opStop,
+			"lock_holders": a.opLockHolders, "blocking_forest": a.opBlockingForest,
 		}[op]
 		if fn == nil {
 			err = fail("usage", "unknown op %s", op)
