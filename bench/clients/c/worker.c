@@ -12,6 +12,7 @@
  * The worker runs with the library's defaults (prefetch 0, lease 30 s, LISTEN), as a program
  * linking libpgcoord gets them; PGCOORD_BENCH_PREFETCH overrides the prefetch. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/time.h>
@@ -82,9 +83,22 @@ static void handler(const pgc_job *job, pgc_job_result *res, void *arg)
 	atomic_fetch_add(&handled, 1);
 }
 
+static volatile sig_atomic_t terminated;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	terminated = 1;
+}
+
 static int work(const char *dsn, const char *schema, const char *queue)
 {
-	long stop_after = num("PGCOORD_BENCH_STOP_AFTER", 0, 1, 100000000);
+	/* 0: until SIGTERM, which stops it gracefully too. */
+	long stop_after = num("PGCOORD_BENCH_STOP_AFTER", 0, 0, 100000000);
+	struct sigaction sa = { 0 };
+	sa.sa_handler = on_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
 	const char *h = getenv("PGCOORD_BENCH_HANDLER");
 	if (h == NULL || *h == '\0' || strcmp(h, "noop") == 0)
 		kind = H_NOOP;
@@ -105,6 +119,7 @@ static int work(const char *dsn, const char *schema, const char *queue)
 	o.concurrency = (int)num("PGCOORD_BENCH_CONCURRENCY", 16, 1, 1024);
 	o.prefetch = (int)num("PGCOORD_BENCH_PREFETCH", 0, 0, 100000);
 	o.listen = num("PGCOORD_BENCH_LISTEN", 1, 0, 1) == 1;
+	o.lease_ms = num("PGCOORD_BENCH_LEASE_MS", 30000, 1000, 3600000);
 	o.application_name = "pgcoord/bench-c";
 	pgc_worker *w;
 	pgc_error e;
@@ -118,7 +133,7 @@ static int work(const char *dsn, const char *schema, const char *queue)
 	for (;;) {
 		pgc_worker_stats st;
 		pgc_worker_get_stats(w, &st);
-		if (st.completed >= stop_after)
+		if ((stop_after > 0 && st.completed >= stop_after) || terminated)
 			break;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);

@@ -2,12 +2,14 @@
 // (bench/clients/run): PGCOORD_BENCH_MODE=work runs one Worker of PGCOORD_BENCH_CONCURRENCY
 // handlers until PGCOORD_BENCH_STOP_AFTER jobs are completed; PGCOORD_BENCH_MODE=enqueue
 // enqueues PGCOORD_BENCH_JOBS jobs in one enqueueMany call and says how long that call took.
-// It runs the compiled package (clients/node/dist), which ./cmd builds. See README.md here.
+// It runs the compiled package (clients/node/dist), which ./cmd builds, or the ESM build in
+// $PGCOORD_NODE_CLIENT_ESM (a directory with index.js). See README.md here.
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const top = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-const { Client } = await import(join(top, 'clients/node/dist/esm/index.js'));
+const esm = process.env.PGCOORD_NODE_CLIENT_ESM || join(top, 'clients/node/dist/esm');
+const { Client } = await import(join(esm, 'index.js'));
 
 function env(name, dflt) {
   const v = process.env[name] ?? dflt;
@@ -47,7 +49,8 @@ const stopAfter = Number(env('PGCOORD_BENCH_STOP_AFTER', '0'));
 const kind = env('PGCOORD_BENCH_HANDLER', 'noop');
 const listen = env('PGCOORD_BENCH_LISTEN', '1') !== '0';
 const c = await Client.connect({ dsn, schema, poolConfig: { max: 2 } });
-const w = c.worker({ concurrency: Number(env('PGCOORD_BENCH_CONCURRENCY', '16')), listen });
+const w = c.worker({ concurrency: Number(env('PGCOORD_BENCH_CONCURRENCY', '16')), listen,
+  leaseMs: Number(env('PGCOORD_BENCH_LEASE_MS', '30000')) });
 w.on('error', (e) => process.stderr.write(`bench_worker.mjs: ${e.message}\n`));
 let handled = 0;
 let stopping;
@@ -71,6 +74,8 @@ if (kind.startsWith('sleep:')) {
 }
 w.handle(queue, handler);
 process.stdout.write('ready\n');
+// SIGTERM stops it gracefully (0 as PGCOORD_BENCH_STOP_AFTER: only SIGTERM does).
+process.once('SIGTERM', () => { stopping ??= w.stop({ graceMs: 30000 }); });
 await w.start();
 await new Promise((resolve) => w.once('stopped', resolve));
 await stopping;

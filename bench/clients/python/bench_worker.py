@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -48,7 +49,8 @@ def main() -> int:
     kind = env("PGCOORD_BENCH_HANDLER", "noop")
     use_async = env("PGCOORD_BENCH_ASYNC", "0") == "1"
     listen = env("PGCOORD_BENCH_LISTEN", "1") != "0"
-    kw: dict[str, Any] = dict(schema=schema, concurrency=int(env("PGCOORD_BENCH_CONCURRENCY", "16")), listen=listen)
+    kw: dict[str, Any] = dict(schema=schema, concurrency=int(env("PGCOORD_BENCH_CONCURRENCY", "16")), listen=listen,
+              lease=int(env("PGCOORD_BENCH_LEASE_MS", "30000")) / 1000)
     worker: Any = pgcoord.AsyncWorker(dsn, **kw) if use_async else pgcoord.Worker(dsn, **kw)
     counter = itertools.count(1)  # next() is atomic under the GIL
 
@@ -90,6 +92,8 @@ def main() -> int:
     # Connected and the protocol version checked, just before the worker starts.
     pgcoord.Client(dsn, schema=schema, pool_size=1).open().close()
     print("ready", flush=True)
+    # SIGTERM stops it gracefully (0 as PGCOORD_BENCH_STOP_AFTER: only SIGTERM does).
+    signal.signal(signal.SIGTERM, lambda signum, frame: worker.stop(30))
     st = asyncio.run(worker.run()) if use_async else worker.run()
     sys.stdout.flush()
     print(json.dumps({"handled": st.completed}), flush=True)

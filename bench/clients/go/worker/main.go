@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v4/stdlib"
@@ -106,7 +108,15 @@ func work(ctx context.Context, c *pgcoord.Client, queue string) {
 	default:
 		die("PGCOORD_BENCH_HANDLER must be noop, sleep:MS or latency, got %q", handler)
 	}
-	w := pgcoord.NewWorker(c, pgcoord.WorkerOptions{Concurrency: conc, NoListen: os.Getenv("PGCOORD_BENCH_LISTEN") == "0"})
+	w := pgcoord.NewWorker(c, pgcoord.WorkerOptions{Concurrency: conc, NoListen: os.Getenv("PGCOORD_BENCH_LISTEN") == "0",
+		Lease: time.Duration(envInt("PGCOORD_BENCH_LEASE_MS", 30000)) * time.Millisecond})
+	// SIGTERM stops it gracefully (0 as PGCOORD_BENCH_STOP_AFTER: only SIGTERM does).
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		w.Stop(30 * time.Second)
+	}()
 	var handled int64
 	var lat = make(chan int64, 4096)
 	done := make(chan struct{})
