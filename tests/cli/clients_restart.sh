@@ -31,23 +31,9 @@ pycmd=$("$SRC/bench/clients/python/cmd" 2>"$TMP/py.err") || missing "the Python 
 cmd[python]=$(head -n 1 <<<"$pycmd")
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || missing "node and npm"
 [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || missing "Node.js 20 or newer"
-# The Node client compiled into this test's directory, as tests/conformance/run_node.sh does:
-# npm ci under the lock that client__node takes too, and a compile that writes nothing into
-# clients/node (client__node rebuilds dist/ there meanwhile).
-nodedir=$SRC/clients/node
-(
-	cd "$nodedir" || exit 1
-	exec 9<"$nodedir"
-	flock -w 600 9 || exit 1
-	if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-		npm ci --no-audit --no-fund --loglevel=error || exit 1
-	fi
-	npx --no-install tsc -p tsconfig.esm.json --outDir "$TMP/node/esm" --declaration false \
-		--declarationMap false --sourceMap false
-) >"$TMP/node.err" 2>&1 || { cat "$TMP/node.err"; fail "building the Node.js client"; }
-ln -s "$nodedir/node_modules" "$TMP/node/node_modules"
-printf '{"type": "module"}\n' >"$TMP/node/package.json"
-export PGCOORD_NODE_CLIENT_ESM=$TMP/node/esm
+# The Node client's ESM build that the tests of a run share (tests/cli/node_esm.sh).
+nodeout=$("$SRC/tests/cli/node_esm.sh" 2>"$TMP/node.err") || { cat "$TMP/node.err"; fail "building the Node.js client"; }
+export PGCOORD_NODE_CLIENT_ESM=$nodeout/esm
 cmd[node]="node $SRC/bench/clients/node/bench_worker.mjs"
 langs=(c go python node)
 
