@@ -36,6 +36,9 @@ type Options struct {
 	// ends its session from another connection if the answer is late, rather than by a context
 	// (which costs the drivers a goroutine per statement).
 	StatementTimeout time.Duration
+	// Pooler, when not "", is what sits between the client and PostgreSQL ("none",
+	// "session", "transaction"), taken as it is instead of Client.Pooler's probe.
+	Pooler string
 }
 
 // Client is pgcoord on a database/sql pool. It holds no connection of its own: each call takes
@@ -47,6 +50,7 @@ type Client struct {
 	qschema string // the schema quoted as an identifier
 	opts    Options
 	hb      heartbeats // the session locks' heartbeat
+	pooler  poolerCache
 }
 
 // New makes a Client on db, with whatever driver db was opened with (pgx's stdlib adapter,
@@ -71,6 +75,11 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Client, error) {
 	}
 	if c.opts.StatementTimeout <= 0 {
 		c.opts.StatementTimeout = 10 * time.Second
+	}
+	switch c.opts.Pooler {
+	case "", "none", "session", "transaction":
+	default:
+		return nil, usageErr("new", "Options.Pooler must be \"\", \"none\", \"session\" or \"transaction\", got %q", c.opts.Pooler)
 	}
 	if err := checkSchema(c.opts.Schema); err != nil {
 		return nil, err

@@ -16,7 +16,9 @@
 //   - enqueue on the caller's transaction (Client.Enqueue, Client.EnqueueMany);
 //   - the queue calls (Client.Claim, Complete, Fail, Renew, ...) and a Worker that runs
 //     handlers for claimed jobs, with LISTEN wake-ups through pgx's stdlib adapter
-//     (NewListener) and adaptive polling with any other driver.
+//     (NewListener) and adaptive polling with any other driver;
+//   - a pooler in between found by itself (Client.Pooler): behind a transaction-mode pooler
+//     session locks are refused (ErrPooler), and the worker and WaitResult poll.
 //
 // Every call that can wait takes a context.Context. Every error is an *Error, which carries
 // the SQLSTATE and the protocol's class, matches the package's sentinels with errors.Is

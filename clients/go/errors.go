@@ -95,6 +95,9 @@ var (
 	ErrNotFinished = errors.New("pgcoord: job not finished")
 	// ErrNoListen: the driver offers no LISTEN to NewListener; the worker polls instead.
 	ErrNoListen = errors.New("pgcoord: the driver has no LISTEN")
+	// ErrPooler: a session lock behind a pooler that does not keep the client on one server
+	// session (PgBouncer's transaction or statement mode); see Client.Pooler.
+	ErrPooler = errors.New("pgcoord: a transaction-mode pooler is in between")
 	// ErrWorkerStopped: the Worker's Run ended (or was never started) where it must be running.
 	ErrWorkerStopped = errors.New("pgcoord: worker stopped")
 )

@@ -141,6 +141,11 @@ func (c *Client) lock(ctx context.Context, name string, opts *LockOptions, try b
 	if o.Timeout < 0 {
 		return nil, usageErr(op, "timeout must not be negative, got %v", o.Timeout)
 	}
+	// Behind a transaction-mode pooler the lock would be taken on a server session this
+	// client does not keep: refused, as the C library and the other clients refuse it.
+	if err := c.sessionLockRefusal(ctx, op, name); err != nil {
+		return nil, err
+	}
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
 		return nil, c.connErr(op, err)

@@ -616,7 +616,14 @@ func (c *Client) WaitResult(ctx context.Context, id int64, opts *WaitResultOptio
 		o = *opts
 	}
 	l := o.Listener
-	if l == nil && ctx.Err() == nil {
+	kept := true
+	if l == nil {
+		// Behind a transaction-mode pooler a LISTEN would not be heard: it polls.
+		if p, err := c.Pooler(ctx, false); err == nil {
+			kept = p.SessionKept()
+		}
+	}
+	if l == nil && kept && ctx.Err() == nil {
 		if nl, err := NewListener(ctx, c.db); err == nil {
 			l = nl
 			defer nl.Close()

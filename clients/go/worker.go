@@ -284,7 +284,16 @@ func (d *dispatch) run(ctx context.Context) error {
 	}
 	defer close(d.jobs)
 	d.lctx, d.lcancel = context.WithCancel(context.Background())
-	if !w.o.NoListen {
+	listen := !w.o.NoListen
+	if listen && w.o.Listener == nil {
+		// A LISTEN behind a transaction-mode pooler stays on a server session the worker
+		// does not keep: it polls instead.
+		if p, err := w.c.Pooler(ctx, false); err == nil && !p.SessionKept() {
+			d.logf("a transaction-mode pooler is in between (%s): no LISTEN, polling (10 ms to %v when idle)", p.Why, w.o.PollInterval)
+			listen = false
+		}
+	}
+	if listen {
 		d.lwg.Add(1)
 		go d.listen()
 	}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# client_go_pgbouncer.sh - the Go client behind a real PgBouncer in transaction mode, with pgx
+# v4 and lib/pq: it finds the pooler by itself, refuses session locks (nothing left held),
+# takes transaction locks, and its worker polls instead of LISTEN and works its jobs
+# (clients/go/drivertest/pooler_test.go). Skips without go, the drivers or pgbouncer, except
+# in CI (PGCOORD_CI=1).
+source "$(dirname "$0")/lib.sh"
+skip_without_pg
+export PGCOORD_DSN="$PGCOORD_TEST_DSN"
+skip_or_fail() {
+	[ "${PGCOORD_CI:-}" = 1 ] && fail "$1"
+	echo "skipped: $1" >&2
+	exit 77
+}
+command -v go >/dev/null 2>&1 || skip_or_fail "no go toolchain (install golang-go)"
+gocode=${PGCOORD_GOCODE:-/usr/share/gocode}
+for d in github.com/jackc/pgx/v4 github.com/lib/pq; do
+	[ -d "$gocode/src/$d" ] || skip_or_fail "no $d under $gocode (install golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev)"
+done
+. "$(dirname "$0")/pgbouncer_lib.sh"
+schema=gopooler_$$
+cleanup() {
+	stop_bouncers
+	psql_q "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+start_bouncer transaction 4
+run 0 "$PG" init --schema "$schema"
+
+# In GOPATH mode beside Debian's driver sources, as tests/cli/client_go.sh builds them.
+export GOCACHE=${GOCACHE:-${PGCOORD_BUILD:-$TMP}/go-cache} GOPROXY=off GOTOOLCHAIN=local
+gopath=$TMP/gopath
+mkdir -p "$gopath/src/github.com/pgcoord/pgcoord/clients"
+ln -s "$SRC/clients/go" "$gopath/src/github.com/pgcoord/pgcoord/clients/go"
+cd "$gopath/src/github.com/pgcoord/pgcoord/clients/go/drivertest" || fail "no drivertest"
+GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS=\
+	PGCOORD_TEST_SCHEMA=$schema PGCOORD_TEST_POOLER_DSN=$bouncer_dsn \
+	go test -race -count=1 -v -run '^TestBehindPgBouncer$' . >"$TMP/test.log" 2>&1
+status=$?
+grep -E '^(\s*--- |ok|FAIL|panic)|pooler_test.go' "$TMP/test.log"
+[ $status -eq 0 ] || { tail -40 "$TMP/test.log"; fail "go test behind PgBouncer (exit $status)"; }
+for drv in pgx postgres; do
+	grep -q -- "--- PASS: TestBehindPgBouncer/$drv" "$TMP/test.log" || fail "TestBehindPgBouncer did not pass with driver $drv"
+done
+echo "ok: the Go client behind PgBouncer in transaction mode"
