@@ -41,6 +41,7 @@ import {
   resultText,
   settingArg,
 } from "./queue.js";
+import { type PoolerInfo, probePooler } from "./pooler.js";
 import { Worker, type WorkerOptions } from "./worker.js";
 import {
   Lease,
@@ -91,6 +92,11 @@ export interface ClientOptions {
   applicationName?: string;
   /** The pgcoord schema (default `pgcoord`, as `pgcoord init --schema` named it). */
   schema?: string;
+  /**
+   * What sits between the client and PostgreSQL, taken as it is instead of
+   * {@link Client.pooler}'s probe: `none`, `session` or `transaction`.
+   */
+  pooler?: "none" | "session" | "transaction";
 }
 
 /** Isolation levels of {@link Client.transaction}. */
@@ -227,6 +233,8 @@ export class Client {
   private readonly mask: (s: string) => string;
   private checked: Promise<number> | undefined;
   private channel: string | undefined;
+  private readonly poolerGiven: PoolerInfo | undefined;
+  private poolerFound: Promise<PoolerInfo> | undefined;
 
   /**
    * Makes a client; nothing is sent until the first call (or {@link Client.ready}).
@@ -237,6 +245,14 @@ export class Client {
     if (options === null || typeof options !== "object") throw new UsageError("Client: options must be an object");
     this.schema = checkSchema(options.schema ?? "pgcoord");
     this.schemaQ = pg.escapeIdentifier(this.schema);
+    if (options.pooler !== undefined) {
+      if (!["none", "session", "transaction"].includes(options.pooler))
+        throw new UsageError(`Client: pooler must be "none", "session" or "transaction", not ${JSON.stringify(options.pooler)}`);
+      this.poolerGiven = {
+        mode: options.pooler, why: "as the option pooler says", clientPid: 0, serverPid: 0,
+        sessionKept: options.pooler !== "transaction",
+      };
+    }
     if ((options.pool === undefined) === (options.dsn === undefined))
       throw new UsageError("Client: give either pool or dsn");
     if (options.pool !== undefined) {
@@ -333,6 +349,29 @@ export class Client {
     }
   }
 
+  // ---- the pooler in between -------------------------------------------------------------
+
+  /**
+   * What sits between the client and PostgreSQL, found once and kept (`thorough` tests
+   * again): with pg's startup pid against `pg_backend_pid()`, then a setting of its own on one
+   * pooled connection and a transaction on a second (a transaction-mode pooler moves the first
+   * to another server session, makes it wait, or gives the second its session), then a
+   * NOTIFY that must reach a LISTEN. Behind a pooler that does not keep the session, session
+   * locks are refused, the worker does not LISTEN and {@link Client.jobResult} polls. The
+   * probe takes two connections of the pool at once; the option `pooler` says it instead.
+   */
+  async pooler(opts: { thorough?: boolean } = {}): Promise<PoolerInfo> {
+    if (this.poolerGiven !== undefined) return this.poolerGiven;
+    if (this.poolerFound === undefined || opts.thorough === true) {
+      const p = probePooler(this.pool, this.mask);
+      this.poolerFound = p;
+      p.catch(() => {
+        if (this.poolerFound === p) this.poolerFound = undefined;
+      });
+    }
+    return await this.poolerFound;
+  }
+
   // ---- locks ------------------------------------------------------------------------------
 
   /**
@@ -362,6 +401,15 @@ export class Client {
     resolveTarget(target);
     checkMs("wait", opts.wait ?? 0, true);
     await this.ready();
+    // Behind a transaction-mode pooler the lock would be taken on a server session this
+    // client does not keep: refused, as the C library and the other clients refuse it.
+    const p = await this.pooler();
+    if (!p.sessionKept)
+      throw new UsageError(
+        `lock ${resolveTarget(target).label}: a transaction-mode pooler is in between (${p.why}): a session lock would be ` +
+          "taken on a server session this client does not keep, and could be neither trusted nor released; hold it in " +
+          "a transaction with xactLock, or use a lease, or connect to PostgreSQL directly or through a session-mode pool",
+      );
     const co = await checkout(this.pool, opts.signal, this.mask);
     return await acquireSession(co, target, { ...opts, wait: opts.wait ?? 0 }, this.mask);
   }
@@ -791,6 +839,10 @@ export class Client {
       }
     }
     const chan = `${await this.queueChannel()}.result`;
+    // Behind a transaction-mode pooler a LISTEN would not be heard: it looks every 10 ms,
+    // doubling up to recheckMs.
+    const listen = (await this.pooler()).sessionKept;
+    let pause = listen ? recheck : Math.min(10, recheck);
     const co = await checkout(this.pool, opts.signal, this.mask);
     let heard: (() => void) | undefined;
     const onNote = (n: pg.Notification): void => {
@@ -800,7 +852,7 @@ export class Client {
     let broken = false;
     const deadline = performance.now() + wait;
     try {
-      await co.pc.query(`LISTEN ${pg.escapeIdentifier(chan)}`);
+      if (listen) await co.pc.query(`LISTEN ${pg.escapeIdentifier(chan)}`);
       for (;;) {
         const r = await look(co.pc);
         if (FINISHED.has(r.status)) return r;
@@ -824,7 +876,8 @@ export class Client {
           const t = setTimeout(() => {
             done();
             resolve();
-          }, Math.min(left, recheck));
+          }, Math.min(left, pause));
+          pause = Math.min(recheck, pause * 2);
           heard = () => {
             done();
             resolve();
@@ -839,7 +892,7 @@ export class Client {
       throw err;
     } finally {
       co.pc.removeListener("notification", onNote);
-      if (!broken) {
+      if (!broken && listen) {
         try {
           await co.pc.query(`UNLISTEN ${pg.escapeIdentifier(chan)}`);
         } catch {

@@ -34,6 +34,7 @@ export {
 } from "./errors.js";
 export { BlockingForest, type BlockingSession, type BlockingTree, type LockHolder } from "./diag.js";
 export { maskDsn } from "./internal.js";
+export { POOLER_PROBE_WAIT_MS, type PoolerInfo } from "./pooler.js";
 export { LOCK_NAME_MAX_BYTES, key, xxh64 } from "./key.js";
 export {
   Lease,

@@ -75,7 +75,11 @@ export interface WorkerOptions {
   prefetch?: number;
   /** The lease of each claim in ms (default 30000), renewed every third. */
   leaseMs?: number;
-  /** LISTEN for wake-ups (default true). False behind a transaction-mode pooler: the worker polls, 10 ms doubling to `pollMs` while idle. */
+  /**
+   * LISTEN for wake-ups. Left out, the worker decides by {@link Client.pooler}: it listens
+   * unless a transaction-mode pooler is in between, where it polls (10 ms doubling to `pollMs`
+   * while idle) and emits `polling` with the reason. True or false decide instead.
+   */
   listen?: boolean;
   /** The fallback poll with LISTEN, the longest idle poll without (default 2000 ms). */
   pollMs?: number;
@@ -158,7 +162,8 @@ const WORKER_TYPES = {
 /**
  * A worker. Events: `error` (an error the worker goes on after: a lost session, a failed call;
  * printed as a warning when nobody listens), `lost` (`{ job, why }`: a job cancelled or whose
- * lease was lost, its handler's signal aborted), `reconnected`, `stopped`.
+ * lease was lost, its handler's signal aborted), `reconnected`, `polling` (a string: why it
+ * polls instead of LISTEN, behind a transaction-mode pooler), `stopped`.
  *
  * @example
  * ```ts
@@ -178,7 +183,8 @@ export class Worker extends EventEmitter {
   private readonly concurrency: number;
   private readonly prefetch: number;
   private readonly leaseMs: number;
-  private readonly listen: boolean;
+  private listen: boolean;
+  private readonly listenOpt: boolean | undefined;
   private readonly pollMs: number;
   private readonly reapMs: number;
   private readonly backoffBase: number;
@@ -237,6 +243,7 @@ export class Worker extends EventEmitter {
     this.reapMs = int("reapMs", opts.reapMs, 1000, 0);
     this.backoffBase = int("backoffBaseMs", opts.backoffBaseMs, 1000, 0);
     this.backoffMax = int("backoffMaxMs", opts.backoffMaxMs, 3600000, 0);
+    this.listenOpt = opts.listen;
     this.listen = opts.listen ?? true;
     this.workerId = opts.workerId ?? `node-${process.pid}@${os.hostname()}`;
     const poolOpts = (client.pool as unknown as { options?: pg.ClientConfig }).options ?? {};
@@ -323,6 +330,14 @@ export class Worker extends EventEmitter {
       renew: `SELECT id, status FROM ${f("renew")}($1::bigint[], $2::bigint[], $3::bigint)`,
     };
     try {
+      if (this.listenOpt === undefined) {
+        // A LISTEN behind a transaction-mode pooler stays on a server session the worker does
+        // not keep; named statements too: it polls, with unnamed statements.
+        const p = await this.client.pooler();
+        this.listen = p.sessionKept;
+        if (!p.sessionKept)
+          this.emit("polling", `a transaction-mode pooler is in between (${p.why}): no LISTEN, polling`);
+      }
       // The session opens while the pool checks the schema and reads the channel.
       await this.connect(
         this.client
