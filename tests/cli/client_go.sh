@@ -12,20 +12,10 @@ source "$(dirname "$0")/lib.sh"
 skip_without_pg
 export PGCOORD_DSN="$PGCOORD_TEST_DSN"
 
-skip_or_fail() {
-	[ "${PGCOORD_CI:-}" = 1 ] && fail "$1"
-	echo "skipped: $1" >&2
-	exit 77
-}
-command -v go >/dev/null 2>&1 || skip_or_fail "no go toolchain (install golang-go)"
-gocode=${PGCOORD_GOCODE:-/usr/share/gocode}
-for d in github.com/jackc/pgx/v4 github.com/lib/pq; do
-	[ -d "$gocode/src/$d" ] || skip_or_fail "no $d under $gocode (install golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev)"
-done
+. "$(dirname "$0")/go_lib.sh"
 
 client=$SRC/clients/go
-export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local
-export GOCACHE=${GOCACHE:-${PGCOORD_BUILD:-$TMP}/go-cache}
+export GOFLAGS=-mod=mod
 
 # Formatted as gofmt formats it, every file of the module and of the driver tests.
 unformatted=$(cd "$client" && gofmt -l .)
@@ -35,9 +25,6 @@ unformatted=$(cd "$client" && gofmt -l .)
 (cd "$client" && go vet ./... && go test -race -count=1 ./...) || fail "the client module's vet or unit tests"
 
 # The driver tests, in GOPATH mode.
-gopath=$TMP/gopath
-mkdir -p "$gopath/src/github.com/pgcoord/pgcoord/clients"
-ln -s "$client" "$gopath/src/github.com/pgcoord/pgcoord/clients/go"
 pkg=github.com/pgcoord/pgcoord/clients/go/drivertest
 export GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS=
 run 0 "$PG" init --schema "goclient_$$"

@@ -7,16 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 skip_without_pg
 export PGCOORD_DSN="$PGCOORD_TEST_DSN"
-skip_or_fail() {
-	[ "${PGCOORD_CI:-}" = 1 ] && fail "$1"
-	echo "skipped: $1" >&2
-	exit 77
-}
-command -v go >/dev/null 2>&1 || skip_or_fail "no go toolchain (install golang-go)"
-gocode=${PGCOORD_GOCODE:-/usr/share/gocode}
-for d in github.com/jackc/pgx/v4 github.com/lib/pq; do
-	[ -d "$gocode/src/$d" ] || skip_or_fail "no $d under $gocode (install golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev)"
-done
+. "$(dirname "$0")/go_lib.sh"
 . "$(dirname "$0")/pgbouncer_lib.sh"
 schema=gopooler_$$
 cleanup() {
@@ -28,11 +19,7 @@ trap cleanup EXIT
 start_bouncer transaction 4
 run 0 "$PG" init --schema "$schema"
 
-# In GOPATH mode beside Debian's driver sources, as tests/cli/client_go.sh builds them.
-export GOCACHE=${GOCACHE:-${PGCOORD_BUILD:-$TMP}/go-cache} GOPROXY=off GOTOOLCHAIN=local
-gopath=$TMP/gopath
-mkdir -p "$gopath/src/github.com/pgcoord/pgcoord/clients"
-ln -s "$SRC/clients/go" "$gopath/src/github.com/pgcoord/pgcoord/clients/go"
+# In GOPATH mode beside Debian's driver sources (go_lib.sh), as tests/cli/client_go.sh builds them.
 cd "$gopath/src/github.com/pgcoord/pgcoord/clients/go/drivertest" || fail "no drivertest"
 GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS=\
 	PGCOORD_TEST_SCHEMA=$schema PGCOORD_TEST_POOLER_DSN=$bouncer_dsn \
