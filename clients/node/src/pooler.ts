@@ -75,13 +75,14 @@ export async function probePooler(pool: pg.Pool, mask: (s: string) => string): P
     setting = true;
     await q(c1, "SELECT pg_catalog.set_config('pgcoord.pooler_probe', $1, false)", [token]);
 
-    const second = await within(pool.connect(), POOLER_PROBE_WAIT_MS);
+    const asked = pool.connect();
+    const second = await within(asked, POOLER_PROBE_WAIT_MS);
     if (second === "timeout") {
       // The connection that comes later goes straight back.
-      void pool
-        .connect()
-        .then((pc) => pc.release())
-        .catch(() => undefined);
+      asked.then(
+        (pc) => pc.release(),
+        () => undefined,
+      );
       const why = `the pool gave no second connection for the probe within ${POOLER_PROBE_WAIT_MS} ms (max 1?); give the option pooler: "none" for a direct connection`;
       return info("unknown", between !== "" ? `${between}; ${why}` : why, clientPid, serverPid);
     }
