@@ -37,7 +37,7 @@ type Options struct {
 	// (which costs the drivers a goroutine per statement).
 	StatementTimeout time.Duration
 	// Pooler, when not "", is what sits between the client and PostgreSQL ("none",
-	// "session", "transaction"), taken as it is instead of Client.Pooler's probe.
+	// "session", "transaction", "statement"), taken as it is instead of Client.Pooler's probe.
 	Pooler string
 }
 
@@ -77,9 +77,9 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Client, error) {
 		c.opts.StatementTimeout = 10 * time.Second
 	}
 	switch c.opts.Pooler {
-	case "", "none", "session", "transaction":
+	case "", "none", "session", "transaction", "statement":
 	default:
-		return nil, usageErr("new", "Options.Pooler must be \"\", \"none\", \"session\" or \"transaction\", got %q", c.opts.Pooler)
+		return nil, usageErr("new", "Options.Pooler must be \"\", \"none\", \"session\", \"transaction\" or \"statement\", got %q", c.opts.Pooler)
 	}
 	if err := checkSchema(c.opts.Schema); err != nil {
 		return nil, err

@@ -97,7 +97,7 @@ var (
 	ErrNoListen = errors.New("pgcoord: the driver has no LISTEN")
 	// ErrPooler: a session lock behind a pooler that does not keep the client on one server
 	// session (PgBouncer's transaction or statement mode); see Client.Pooler.
-	ErrPooler = errors.New("pgcoord: a transaction-mode pooler is in between")
+	ErrPooler = errors.New("pgcoord: the pooler in between cannot keep this")
 	// ErrWorkerStopped: the Worker's Run ended (or was never started) where it must be running.
 	ErrWorkerStopped = errors.New("pgcoord: worker stopped")
 )

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -17,8 +19,9 @@ type PoolerInfo struct {
 	// Mode is "none" (a direct session, or a pooler that keeps a client on one server
 	// session the probe could not tell from one), "session" (a pooler in session mode),
 	// "transaction" (a pooler that may move a client to another server session between
-	// transactions: PgBouncer's pool_mode = transaction or statement), or "unknown"
-	// (something is in between and its kind did not show; treated as "transaction").
+	// transactions: PgBouncer's pool_mode = transaction), "statement" (one that refuses
+	// transactions: pool_mode = statement), or "unknown" (something is in between and its
+	// kind did not show; treated as not keeping the session).
 	Mode string
 	// Why is what showed it, in one line.
 	Why string
@@ -165,8 +168,19 @@ func (c *Client) probePooler(ctx context.Context) (PoolerInfo, error) {
 	tx, err := conn2.BeginTx(qctx, nil)
 	if err != nil {
 		if isStatementMode(err) {
-			p.Mode, p.Why = "transaction", "the pooler refused BEGIN: statement mode ("+firstLine(err)+")"
+			p.Mode, p.Why = "statement", "BEGIN was refused: "+firstLine(err)
 			return p, nil
+		}
+		// lib/pq turns the pooler's FATAL into driver.ErrBadConn and drops its message: a
+		// BEGIN that ends its connection while the first one still answers is the same refusal.
+		if errors.Is(err, driver.ErrBadConn) && ctx.Err() == nil {
+			var again int
+			if conn1.QueryRowContext(qctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&again) == nil {
+				p.Mode = "statement"
+				p.Why = "BEGIN ended its connection while single statements ran (the driver tells no more:" +
+					" a pooler in statement mode refuses transactions)"
+				return p, nil
+			}
 		}
 		return PoolerInfo{}, wrap(op, err)
 	}
@@ -174,7 +188,7 @@ func (c *Client) probePooler(ctx context.Context) (PoolerInfo, error) {
 	var pid2 int
 	if err := tx.QueryRowContext(qctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&pid2); err != nil {
 		if isStatementMode(err) {
-			p.Mode, p.Why = "transaction", "the pooler refused a statement in a transaction: statement mode ("+firstLine(err)+")"
+			p.Mode, p.Why = "statement", "a statement in a transaction was refused: "+firstLine(err)
 			return p, nil
 		}
 		return PoolerInfo{}, wrap(op, err)
@@ -279,19 +293,36 @@ func firstLine(err error) string {
 	return s
 }
 
+// what says what is in between, for a message: "a transaction-mode pooler is in between (why)".
+func (p PoolerInfo) what() string {
+	if p.Mode == "unknown" {
+		return "cannot tell whether the pooler in between keeps this session (" + p.Why + ")"
+	}
+	return "a " + p.Mode + "-mode pooler is in between (" + p.Why + ")"
+}
+
 // sessionLockRefusal is the error of a session lock behind a pooler that does not keep the
-// session, or nil.
+// session, or nil: the C library's and the Python client's refusals, in the same words.
 func (c *Client) sessionLockRefusal(ctx context.Context, op, name string) error {
 	p, err := c.Pooler(ctx, false)
 	if err != nil {
 		return err
 	}
-	if p.SessionKept() {
+	var fix string
+	switch p.Mode {
+	case "none", "session":
 		return nil
+	case "statement":
+		fix = "no advisory lock can be kept through it; connect to PostgreSQL directly, or through a pool in" +
+			" session or transaction mode"
+	case "transaction":
+		fix = "a session lock would be taken on a server session this client does not keep, and could be" +
+			" neither trusted nor released; hold it in a transaction with XactLock, or use a lease, or connect" +
+			" to PostgreSQL directly or through a session-mode pool"
+	default:
+		fix = "a session lock could be taken on a server session this client does not keep; hold it in a" +
+			" transaction with XactLock, or use a lease, or set Options.Pooler if you know what is in between"
 	}
 	return &Error{Op: op, Class: ClassUsage, Kind: ErrPooler,
-		Msg: fmt.Sprintf("lock %s: a transaction-mode pooler is in between (%s): a session lock would be taken on a"+
-			" server session this client does not keep, and could be neither trusted nor released; hold it in a"+
-			" transaction with XactLock, or use a lease, or connect to PostgreSQL directly or through a session-mode pool",
-			describe(name), p.Why)}
+		Msg: fmt.Sprintf("lock %s: %s: %s", describe(name), p.what(), fix)}
 }

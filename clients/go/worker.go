@@ -289,7 +289,7 @@ func (d *dispatch) run(ctx context.Context) error {
 		// A LISTEN behind a transaction-mode pooler stays on a server session the worker
 		// does not keep: it polls instead.
 		if p, err := w.c.Pooler(ctx, false); err == nil && !p.SessionKept() {
-			d.logf("a transaction-mode pooler is in between (%s): no LISTEN, polling (10 ms to %v when idle)", p.Why, w.o.PollInterval)
+			d.logf("%s: no LISTEN, polling (10 ms to %v when idle)", p.what(), w.o.PollInterval)
 			listen = false
 		}
 	}

@@ -63,7 +63,8 @@ func TestBehindPgBouncer(t *testing.T) {
 					l, err = c.Lock(ctx, name, &pgcoord.LockOptions{Timeout: time.Second})
 				}
 				if l != nil || !errors.Is(err, pgcoord.ErrPooler) || !errors.Is(err, pgcoord.ErrUsage) ||
-					!strings.Contains(err.Error(), "transaction-mode pooler is in between") {
+					!strings.Contains(err.Error(), "transaction-mode pooler is in between") ||
+					!strings.Contains(err.Error(), "XactLock") {
 					t.Errorf("session lock (try %v) behind PgBouncer: %v, %v", try, l, err)
 				}
 			}
@@ -118,6 +119,53 @@ func TestBehindPgBouncer(t *testing.T) {
 			mu.Unlock()
 			if !strings.Contains(joined, "no LISTEN, polling") {
 				t.Errorf("the worker did not say it polls behind the pooler; its log:\n%s", joined)
+			}
+		})
+	}
+}
+
+// The client behind a PgBouncer in statement mode (PGCOORD_TEST_POOLER_STATEMENT_DSN), which
+// refuses transactions: the probe says "statement" and a session lock is refused, naming it,
+// with nothing left held.
+func TestBehindPgBouncerStatementMode(t *testing.T) {
+	bouncer := os.Getenv("PGCOORD_TEST_POOLER_STATEMENT_DSN")
+	if bouncer == "" || dsn == "" {
+		t.Skip("PGCOORD_TEST_POOLER_STATEMENT_DSN is not set (tests/cli/client_go_pgbouncer.sh sets it)")
+	}
+	for _, d := range drivers {
+		d := d
+		t.Run(d, func(t *testing.T) {
+			ctx := context.Background()
+			bdsn := withParams(bouncer, "statement_cache_mode", "describe")
+			if d == "postgres" {
+				bdsn = withParams(bouncer, "binary_parameters", "yes")
+			}
+			e := &env{driver: d, db: open(t, d, bdsn), other: open(t, d, dsn),
+				prefix: fmt.Sprintf("goclient-%d-%s-stmtpooler-", os.Getpid(), d)}
+			c, err := pgcoord.New(ctx, e.db, &pgcoord.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Pooler(ctx, false)
+			if err != nil || p.Mode != "statement" || p.SessionKept() {
+				t.Fatalf("Pooler behind PgBouncer in statement mode: %+v, %v", p, err)
+			}
+			t.Logf("behind PgBouncer in statement mode: %s", p.Why)
+			name := e.prefix + "lock"
+			for _, try := range []bool{true, false} {
+				var l *pgcoord.Lock
+				if try {
+					l, err = c.TryLock(ctx, name, nil)
+				} else {
+					l, err = c.Lock(ctx, name, &pgcoord.LockOptions{Timeout: time.Second})
+				}
+				if l != nil || !errors.Is(err, pgcoord.ErrPooler) || !errors.Is(err, pgcoord.ErrUsage) ||
+					!strings.Contains(err.Error(), "statement-mode pooler is in between") {
+					t.Errorf("session lock (try %v) behind PgBouncer in statement mode: %v, %v", try, l, err)
+				}
+			}
+			if n := e.held(t, name); n != 0 {
+				t.Errorf("%d advisory locks held after the refused session locks", n)
 			}
 		})
 	}
