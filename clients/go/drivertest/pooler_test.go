@@ -26,21 +26,8 @@ func TestBehindPgBouncer(t *testing.T) {
 		d := d
 		t.Run(d, func(t *testing.T) {
 			ctx := context.Background()
-			// Each driver's setting for a transaction-mode pooler (clients/go/README.md): pgx's
-			// statement cache prepares named statements, which the pooler cannot keep, and
-			// lib/pq sends a statement's Parse and its Bind in two round trips, which it may
-			// route to two server sessions; binary_parameters makes it one.
-			bdsn := withParams(bouncer, "statement_cache_mode", "describe")
-			if d == "postgres" {
-				bdsn = withParams(bouncer, "binary_parameters", "yes")
-			}
-			e := &env{driver: d, db: open(t, d, bdsn), other: open(t, d, dsn),
-				prefix: fmt.Sprintf("goclient-%d-%s-pooler-", os.Getpid(), d)}
-			c, err := pgcoord.New(ctx, e.db, &pgcoord.Options{Schema: schema})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.c = c
+			e := pooledEnv(t, d, bouncer, "pooler")
+			c := e.c
 			p, err := c.Pooler(ctx, false)
 			if err != nil || p.Mode != "transaction" || p.SessionKept() {
 				t.Fatalf("Pooler behind PgBouncer: %+v, %v", p, err)
@@ -55,22 +42,7 @@ func TestBehindPgBouncer(t *testing.T) {
 			}
 
 			name := e.prefix + "lock"
-			for _, try := range []bool{true, false} {
-				var l *pgcoord.Lock
-				if try {
-					l, err = c.TryLock(ctx, name, nil)
-				} else {
-					l, err = c.Lock(ctx, name, &pgcoord.LockOptions{Timeout: time.Second})
-				}
-				if l != nil || !errors.Is(err, pgcoord.ErrPooler) || !errors.Is(err, pgcoord.ErrUsage) ||
-					!strings.Contains(err.Error(), "transaction-mode pooler is in between") ||
-					!strings.Contains(err.Error(), "XactLock") {
-					t.Errorf("session lock (try %v) behind PgBouncer: %v, %v", try, l, err)
-				}
-			}
-			if n := e.held(t, name); n != 0 {
-				t.Errorf("%d advisory locks held after the refused session locks", n)
-			}
+			sessionLocksRefused(t, e, name, "transaction-mode pooler is in between", "XactLock")
 
 			tx, err := e.db.BeginTx(ctx, nil)
 			if err != nil {
@@ -136,37 +108,60 @@ func TestBehindPgBouncerStatementMode(t *testing.T) {
 		d := d
 		t.Run(d, func(t *testing.T) {
 			ctx := context.Background()
-			bdsn := withParams(bouncer, "statement_cache_mode", "describe")
-			if d == "postgres" {
-				bdsn = withParams(bouncer, "binary_parameters", "yes")
-			}
-			e := &env{driver: d, db: open(t, d, bdsn), other: open(t, d, dsn),
-				prefix: fmt.Sprintf("goclient-%d-%s-stmtpooler-", os.Getpid(), d)}
-			c, err := pgcoord.New(ctx, e.db, &pgcoord.Options{Schema: schema})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := c.Pooler(ctx, false)
+			e := pooledEnv(t, d, bouncer, "stmtpooler")
+			p, err := e.c.Pooler(ctx, false)
 			if err != nil || p.Mode != "statement" || p.SessionKept() {
 				t.Fatalf("Pooler behind PgBouncer in statement mode: %+v, %v", p, err)
 			}
 			t.Logf("behind PgBouncer in statement mode: %s", p.Why)
-			name := e.prefix + "lock"
-			for _, try := range []bool{true, false} {
-				var l *pgcoord.Lock
-				if try {
-					l, err = c.TryLock(ctx, name, nil)
-				} else {
-					l, err = c.Lock(ctx, name, &pgcoord.LockOptions{Timeout: time.Second})
-				}
-				if l != nil || !errors.Is(err, pgcoord.ErrPooler) || !errors.Is(err, pgcoord.ErrUsage) ||
-					!strings.Contains(err.Error(), "statement-mode pooler is in between") {
-					t.Errorf("session lock (try %v) behind PgBouncer in statement mode: %v, %v", try, l, err)
-				}
-			}
-			if n := e.held(t, name); n != 0 {
-				t.Errorf("%d advisory locks held after the refused session locks", n)
-			}
+			sessionLocksRefused(t, e, e.prefix+"lock", "statement-mode pooler is in between")
 		})
+	}
+}
+
+// pooledEnv is driver d's view of the server through the pooler at bouncer: a pool with the
+// driver's setting for a transaction-mode pooler (clients/go/README.md: pgx's statement cache
+// prepares named statements, which the pooler cannot keep, and lib/pq sends a statement's
+// Parse and its Bind in two round trips, which it may route to two server sessions;
+// binary_parameters makes it one), its client, and a direct pool that watches.
+func pooledEnv(t *testing.T, d, bouncer, tag string) *env {
+	t.Helper()
+	bdsn := withParams(bouncer, "statement_cache_mode", "describe")
+	if d == "postgres" {
+		bdsn = withParams(bouncer, "binary_parameters", "yes")
+	}
+	e := &env{driver: d, db: open(t, d, bdsn), other: open(t, d, dsn),
+		prefix: fmt.Sprintf("goclient-%d-%s-%s-", os.Getpid(), d, tag)}
+	c, err := pgcoord.New(context.Background(), e.db, &pgcoord.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	return e
+}
+
+// sessionLocksRefused checks that TryLock and Lock of name are refused with ErrPooler (a usage
+// error) whose message has every one of want, and that nothing is left held.
+func sessionLocksRefused(t *testing.T, e *env, name string, want ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, try := range []bool{true, false} {
+		var l *pgcoord.Lock
+		var err error
+		if try {
+			l, err = e.c.TryLock(ctx, name, nil)
+		} else {
+			l, err = e.c.Lock(ctx, name, &pgcoord.LockOptions{Timeout: time.Second})
+		}
+		ok := l == nil && errors.Is(err, pgcoord.ErrPooler) && errors.Is(err, pgcoord.ErrUsage)
+		for _, w := range want {
+			ok = ok && strings.Contains(err.Error(), w)
+		}
+		if !ok {
+			t.Errorf("session lock (try %v) behind PgBouncer: %v, %v", try, l, err)
+		}
+	}
+	if n := e.held(t, name); n != 0 {
+		t.Errorf("%d advisory locks held after the refused session locks", n)
 	}
 }
