@@ -41,6 +41,20 @@ out_has() { grep -q -- "$1" "$TMP/out" || { cat "$TMP/out"; fail "stdout lacks \
 err_has() { grep -q -- "$1" "$TMP/err" || { cat "$TMP/err"; fail "stderr lacks \"$1\""; }; }
 err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/err"; fail "stderr has $n lines, expected $1"; }; }
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }
+# show_procs PID: PID and every process under it, each with its state, where it sleeps in the
+# kernel, its blocked and pending signals and, for root, its kernel stack: what a process that
+# does not end is doing.
+show_procs() {
+	local p kids
+	[ -d "/proc/$1" ] || return 0
+	echo "== process $1: $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)"
+	grep -E '^(State|SigBlk|SigPnd|ShdPnd|SigIgn|SigCgt):' "/proc/$1/status" 2>/dev/null
+	echo "wchan: $(cat "/proc/$1/wchan" 2>/dev/null); syscall: $(cat "/proc/$1/syscall" 2>/dev/null)"
+	cat "/proc/$1/stack" 2>/dev/null
+	command -v gdb >/dev/null 2>&1 && timeout 20 gdb -q -batch -p "$1" -ex bt 2>/dev/null | grep '^#'
+	kids=$(cat /proc/"$1"/task/*/children 2>/dev/null)
+	for p in $kids; do show_procs "$p"; done
+}
 # own_schema PREFIX: installs a pgcoord schema of the test's own, $S (PREFIX_PID), dropped on
 # exit together with the worker $wpid if one still runs.
 # wait_query SECONDS SQL EXPECTED: polls SQL until it gives EXPECTED, failing after SECONDS.

@@ -27,8 +27,8 @@ wait_exit() {
 	local end=$((SECONDS + 30))
 	while kill -0 "$1" 2>/dev/null; do
 		if [ $SECONDS -ge $end ]; then
-			ps -o pid,ppid,pgid,stat,wchan:20,etimes,args -g "$(ps -o pgid= -p "$1" | tr -d ' ')" 2>/dev/null
 			pstree -p "$1" 2>/dev/null
+			show_procs "$1"
 			psql_q "SELECT pid, application_name, state, wait_event_type, wait_event, left(query, 80)
 			          FROM pg_stat_activity WHERE application_name LIKE 'pgcoord/%'"
 			kill -KILL "$1" 2>/dev/null
