@@ -1,6 +1,6 @@
 # client_node.sh - the Node.js client (clients/node): installs its locked packages the first
-# time (npm ci), type-checks it strictly and runs its tests against the test server, then
-# its tests behind a real PgBouncer in transaction mode.
+# time (npm ci), type-checks it strictly and runs its tests against the test server (its tests
+# behind a real PgBouncer, test/pooler, are client_node_pgbouncer.sh's).
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
 missing() {
@@ -34,21 +34,4 @@ if [ $rc -ne 0 ]; then
 fi
 grep -q '^# skipped 0$' "$TMP/out" || { cat "$TMP/out"; fail "tests were skipped"; }
 
-# The client behind a real PgBouncer in transaction mode (test/pooler, compiled by npm test
-# above into build/test/pooler): without pgbouncer that part is skipped, saying why, except in
-# CI, where it fails.
-if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then
-	. "$(dirname "$0")/pgbouncer_lib.sh"
-	trap 'stop_bouncers; rm -rf "$TMP"' EXIT
-	start_bouncer transaction 4
-	PGCOORD_BIN="$PG" PGCOORD_TEST_POOLER_DSN=$bouncer_dsn node --test build/test/pooler/*.test.js >"$TMP/pooler" 2>&1
-	rc=$?
-	grep -E '^(not ok|# (tests|pass|fail|skipped))' "$TMP/pooler"
-	[ $rc -eq 0 ] || { cat "$TMP/pooler"; fail "the tests behind PgBouncer failed"; }
-	grep -q '^# skipped 0$' "$TMP/pooler" || { cat "$TMP/pooler"; fail "tests behind PgBouncer were skipped"; }
-	echo "ok: behind PgBouncer in transaction mode"
-else
-	[ -n "${PGCOORD_CI:-}" ] && fail "pgbouncer is not installed (Debian package pgbouncer; CI must install it)"
-	echo "skipped the part behind PgBouncer: pgbouncer is not installed" >&2
-fi
 echo ok

@@ -41,7 +41,7 @@ import {
   resultText,
   settingArg,
 } from "./queue.js";
-import { type PoolerInfo, probePooler } from "./pooler.js";
+import { type PoolerInfo, probePooler, sessionLockRefusal } from "./pooler.js";
 import { Worker, type WorkerOptions } from "./worker.js";
 import {
   Lease,
@@ -94,9 +94,9 @@ export interface ClientOptions {
   schema?: string;
   /**
    * What sits between the client and PostgreSQL, taken as it is instead of
-   * {@link Client.pooler}'s probe: `none`, `session` or `transaction`.
+   * {@link Client.pooler}'s probe: `none`, `session`, `transaction` or `statement`.
    */
-  pooler?: "none" | "session" | "transaction";
+  pooler?: "none" | "session" | "transaction" | "statement";
 }
 
 /** Isolation levels of {@link Client.transaction}. */
@@ -246,11 +246,13 @@ export class Client {
     this.schema = checkSchema(options.schema ?? "pgcoord");
     this.schemaQ = pg.escapeIdentifier(this.schema);
     if (options.pooler !== undefined) {
-      if (!["none", "session", "transaction"].includes(options.pooler))
-        throw new UsageError(`Client: pooler must be "none", "session" or "transaction", not ${JSON.stringify(options.pooler)}`);
+      if (!["none", "session", "transaction", "statement"].includes(options.pooler))
+        throw new UsageError(
+          `Client: pooler must be "none", "session", "transaction" or "statement", not ${JSON.stringify(options.pooler)}`,
+        );
       this.poolerGiven = {
         mode: options.pooler, why: "as the option pooler says", clientPid: 0, serverPid: 0,
-        sessionKept: options.pooler !== "transaction",
+        sessionKept: options.pooler === "none" || options.pooler === "session",
       };
     }
     if ((options.pool === undefined) === (options.dsn === undefined))
@@ -355,8 +357,8 @@ export class Client {
    * What sits between the client and PostgreSQL, found once and kept (`thorough` tests
    * again): with pg's startup pid against `pg_backend_pid()`, then a setting of its own on one
    * pooled connection and a transaction on a second (a transaction-mode pooler moves the first
-   * to another server session, makes it wait, or gives the second its session), then a
-   * NOTIFY that must reach a LISTEN. Behind a pooler that does not keep the session, session
+   * to another server session, makes it wait, or gives the second its session; a pooler that
+   * refuses the BEGIN is in statement mode), then a NOTIFY that must reach a LISTEN. Behind a pooler that does not keep the session, session
    * locks are refused, the worker does not LISTEN and {@link Client.jobResult} polls. The
    * probe takes two connections of the pool at once; the option `pooler` says it instead.
    */
@@ -402,14 +404,10 @@ export class Client {
     checkMs("wait", opts.wait ?? 0, true);
     await this.ready();
     // Behind a transaction-mode pooler the lock would be taken on a server session this
-    // client does not keep: refused, as the C library and the other clients refuse it.
-    const p = await this.pooler();
-    if (!p.sessionKept)
-      throw new UsageError(
-        `lock ${resolveTarget(target).label}: a transaction-mode pooler is in between (${p.why}): a session lock would be ` +
-          "taken on a server session this client does not keep, and could be neither trusted nor released; hold it in " +
-          "a transaction with xactLock, or use a lease, or connect to PostgreSQL directly or through a session-mode pool",
-      );
+    // client does not keep (a statement-mode one refuses transactions too): refused, as the C
+    // library and the other clients refuse it.
+    const refused = sessionLockRefusal(await this.pooler(), resolveTarget(target).label);
+    if (refused !== undefined) throw refused;
     const co = await checkout(this.pool, opts.signal, this.mask);
     return await acquireSession(co, target, { ...opts, wait: opts.wait ?? 0 }, this.mask);
   }
@@ -839,7 +837,7 @@ export class Client {
       }
     }
     const chan = `${await this.queueChannel()}.result`;
-    // Behind a transaction-mode pooler a LISTEN would not be heard: it looks every 10 ms,
+    // Behind a transaction- or statement-mode pooler a LISTEN would not be heard: it looks every 10 ms,
     // doubling up to recheckMs.
     const listen = (await this.pooler()).sessionKept;
     let pause = listen ? recheck : Math.min(10, recheck);

@@ -7,18 +7,19 @@
 import * as crypto from "node:crypto";
 import pg from "pg";
 
-import { fromPg } from "./errors.js";
+import { fromPg, UsageError } from "./errors.js";
 import { checkout, Checkout } from "./internal.js";
 
 /** What sits between the client and PostgreSQL ({@link Client.pooler}). */
 export interface PoolerInfo {
   /**
    * `none` (a direct session), `session` (a pooler that keeps a client on one server session),
-   * `transaction` (one that may move it between transactions: PgBouncer's transaction or
-   * statement mode), or `unknown` (something is in between and its kind did not show; treated
-   * as `transaction`).
+   * `transaction` (one that may move it to another server session between transactions:
+   * PgBouncer's `pool_mode = transaction`), `statement` (one that refuses transactions:
+   * `pool_mode = statement`), or `unknown` (something is in between and its kind did not show;
+   * treated as not keeping the session).
    */
-  mode: "none" | "session" | "transaction" | "unknown";
+  mode: "none" | "session" | "transaction" | "statement" | "unknown";
   /** What showed it, in one line. */
   why: string;
   /** The backend pid pg was told at connect. */
@@ -91,11 +92,24 @@ export async function probePooler(pool: pg.Pool, mask: (s: string) => string): P
       await c2.pc.query("BEGIN");
       inTx = true;
     } catch (err) {
-      if (/statement pooling mode/i.test(String((err as Error).message)))
-        return info("transaction", `the pooler refused BEGIN: statement mode (${(err as Error).message})`, clientPid, serverPid);
+      // PgBouncer answers a BEGIN in statement mode with a FATAL and ends the connection.
+      if (isStatementMode(err)) {
+        c2.dead ??= err as Error;
+        return info("statement", `BEGIN was refused: ${firstLine(err)}`, clientPid, serverPid);
+      }
       throw fromPg(err, op, mask);
     }
-    const pid2 = Number((await q<{ pid: number }>(c2, "SELECT pg_catalog.pg_backend_pid() AS pid"))[0]?.pid);
+    let pid2: number;
+    try {
+      pid2 = Number((await c2.pc.query<{ pid: number }>("SELECT pg_catalog.pg_backend_pid() AS pid")).rows[0]?.pid);
+    } catch (err) {
+      if (isStatementMode(err)) {
+        inTx = false;
+        c2.dead ??= err as Error;
+        return info("statement", `a statement in a transaction was refused: ${firstLine(err)}`, clientPid, serverPid);
+      }
+      throw fromPg(err, op, mask);
+    }
     if (pid2 === serverPid)
       return info(
         "transaction",
@@ -190,4 +204,49 @@ export async function probePooler(pool: pg.Pool, mask: (s: string) => string): P
     }
     c1.done(!healthy);
   }
+}
+
+/** Whether `err` is a pooler's refusal of a transaction (PgBouncer's statement mode). */
+function isStatementMode(err: unknown): boolean {
+  return err instanceof Error && /statement pooling mode/i.test(err.message);
+}
+
+/** The first line of an error's message. */
+function firstLine(err: unknown): string {
+  return String(err instanceof Error ? err.message : err).split("\n")[0] ?? "";
+}
+
+/** What is in between, for a message: "a transaction-mode pooler is in between (why)". */
+export function poolerWhat(p: PoolerInfo): string {
+  if (p.mode === "unknown") return `cannot tell whether the pooler in between keeps this session (${p.why})`;
+  return `a ${p.mode}-mode pooler is in between (${p.why})`;
+}
+
+/**
+ * The refusal of a session lock on `label` behind a pooler that does not keep the session,
+ * or undefined: the C library's (lock.c) and the other clients' refusals, in the same words.
+ */
+export function sessionLockRefusal(p: PoolerInfo, label: string): UsageError | undefined {
+  let fix: string;
+  switch (p.mode) {
+    case "none":
+    case "session":
+      return undefined;
+    case "statement":
+      fix =
+        "no advisory lock can be kept through it; connect to PostgreSQL directly, or through a pool in session or " +
+        "transaction mode";
+      break;
+    case "transaction":
+      fix =
+        "a session lock would be taken on a server session this client does not keep, and could be neither trusted " +
+        "nor released; hold it in a transaction with xactLock, or use a lease, or connect to PostgreSQL directly or " +
+        "through a session-mode pool";
+      break;
+    default:
+      fix =
+        "a session lock could be taken on a server session this client does not keep; hold it in a transaction with " +
+        "xactLock, or use a lease, or give the option pooler if you know what is in between";
+  }
+  return new UsageError(`lock ${label}: ${poolerWhat(p)}: ${fix}`);
 }

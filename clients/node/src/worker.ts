@@ -12,6 +12,7 @@ import * as os from "node:os";
 import pg from "pg";
 import type { Client } from "./client.js";
 import { LostError, PgcoordError, UsageError, fromPg, isConnectionLoss, sqlstateOf } from "./errors.js";
+import { poolerWhat } from "./pooler.js";
 import { type ClaimRow, type Job, jobOf, resultText } from "./queue.js";
 
 /** What a handler gets besides its job. */
@@ -77,8 +78,9 @@ export interface WorkerOptions {
   leaseMs?: number;
   /**
    * LISTEN for wake-ups. Left out, the worker decides by {@link Client.pooler}: it listens
-   * unless a transaction-mode pooler is in between, where it polls (10 ms doubling to `pollMs`
-   * while idle) and emits `polling` with the reason. True or false decide instead.
+   * unless a pooler that does not keep the session is in between (a transaction- or
+   * statement-mode one, or one whose kind did not show), where it polls (10 ms doubling to
+   * `pollMs` while idle) and emits `polling` with the reason. True or false decide instead.
    */
   listen?: boolean;
   /** The fallback poll with LISTEN, the longest idle poll without (default 2000 ms). */
@@ -163,7 +165,7 @@ const WORKER_TYPES = {
  * A worker. Events: `error` (an error the worker goes on after: a lost session, a failed call;
  * printed as a warning when nobody listens), `lost` (`{ job, why }`: a job cancelled or whose
  * lease was lost, its handler's signal aborted), `reconnected`, `polling` (a string: why it
- * polls instead of LISTEN, behind a transaction-mode pooler), `stopped`.
+ * polls instead of LISTEN, behind a pooler that does not keep the session), `stopped`.
  *
  * @example
  * ```ts
@@ -336,7 +338,7 @@ export class Worker extends EventEmitter {
         const p = await this.client.pooler();
         this.listen = p.sessionKept;
         if (!p.sessionKept)
-          this.emit("polling", `a transaction-mode pooler is in between (${p.why}): no LISTEN, polling`);
+          this.emit("polling", `${poolerWhat(p)}: no LISTEN, polling`);
       }
       // The session opens while the pool checks the schema and reads the channel.
       await this.connect(
