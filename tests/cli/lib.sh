@@ -41,6 +41,18 @@ out_has() { grep -q -- "$1" "$TMP/out" || { cat "$TMP/out"; fail "stdout lacks \
 err_has() { grep -q -- "$1" "$TMP/err" || { cat "$TMP/err"; fail "stderr lacks \"$1\""; }; }
 err_lines() { local n; n=$(wc -l <"$TMP/err"); [ "$n" -eq "$1" ] || { cat "$TMP/err"; fail "stderr has $n lines, expected $1"; }; }
 psql_q() { psql -X -A -t -q -v ON_ERROR_STOP=1 "$PGCOORD_TEST_DSN" -c "$1"; }
+# timeout(1) runs in the foreground of the test's process group. Without --foreground it
+# follows every signal it forwards with a SIGCONT to the command and to its whole group; under
+# ASan that SIGCONT can land while LeakSanitizer's exit-time check stops the exiting pgcoord
+# with ptrace, cancel the SIGSTOP that check waits for, and leave pgcoord spinning at exit for
+# ever. The tests signal timeout's pid to reach pgcoord alone, which --foreground does too. A
+# command on PATH rather than a function, so that `timeout ... &` leaves timeout's pid in $!.
+if real_timeout=$(command -v timeout); then
+	mkdir "$TMP/bin"
+	printf '#!/bin/sh\nexec %s --foreground "$@"\n' "$real_timeout" >"$TMP/bin/timeout"
+	chmod +x "$TMP/bin/timeout"
+	PATH=$TMP/bin:$PATH
+fi
 # show_procs PID: PID and every process under it, each with its state, where it sleeps in the
 # kernel, its blocked and pending signals and, for root, its kernel stack: what a process that
 # does not end is doing.
