@@ -7,15 +7,7 @@
 # (PGCOORD_CI=1).
 . "$(dirname "$0")/lib.sh"
 skip_without_pg
-missing() {
-	[ -n "${PGCOORD_CI:-}" ] && fail "$1 (CI must install it)"
-	echo "skipped: $1" >&2
-	exit 77
-}
-command -v node >/dev/null 2>&1 || missing "node is not installed (Node.js 20 or newer and npm)"
-command -v npm >/dev/null 2>&1 || missing "npm is not installed"
-major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$major" -ge 20 ] || missing "node $(node --version) is too old: the client needs Node.js 20 or newer"
+. "$(dirname "$0")/node_lib.sh"
 . "$(dirname "$0")/pgbouncer_lib.sh"
 cleanup() {
 	stop_bouncers
@@ -23,20 +15,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-dir="$SRC/clients/node"
-cd "$dir" || fail "no $dir"
-# The locked packages, under the lock on this directory that client_node.sh and node_esm.sh
-# take too; the strict compile of src/ and test/ goes to a directory of this test's own, since
-# client__node rebuilds build/ here meanwhile.
-exec 9<"$dir"
-flock -w 600 9 || fail "waited 600 s for the lock on $dir"
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-	npm ci --no-audit --no-fund --loglevel=error >"$TMP/npm" 2>&1 || { cat "$TMP/npm"; fail "npm ci failed in $dir"; }
-fi
-exec 9<&-
+cd "$node_dir" || fail "no $node_dir"
+node_packages
 out=$TMP/build
-npx --no-install tsc -p tsconfig.json --outDir "$out" || fail "tsc failed in $dir"
-ln -s "$dir/node_modules" "$out/node_modules"
+npx --no-install tsc -p tsconfig.json --outDir "$out" || fail "tsc failed in $node_dir"
+ln -s "$node_dir/node_modules" "$out/node_modules"
 printf '{"type": "module"}\n' >"$out/package.json"
 
 start_bouncer transaction 4
