@@ -2,7 +2,8 @@
 # client_go.sh - the Go client (clients/go): go vet and go test -race of its module, then its
 # tests against the test server through both drivers Debian packages (pgx v4's stdlib adapter
 # and lib/pq). Skips without go (a failure in CI, which installs it). About 40 s with a warm
-# build cache, most of it the race-instrumented build.
+# build cache, most of it the race-instrumented build, which the other Go tests' builds wait for
+# (go_locked) and then find in the cache.
 #
 # The driver tests build offline in GOPATH mode: the client is linked into a GOPATH of the
 # run's own at its import path, beside /usr/share/gocode where Debian's golang-*-dev packages
@@ -21,15 +22,21 @@ export GOFLAGS=-mod=mod
 unformatted=$(cd "$client" && gofmt -l .)
 [ -z "$unformatted" ] || fail "gofmt would change: $unformatted"
 
-# The module: no dependency, unit tests.
-(cd "$client" && go vet ./... && go test -race -count=1 ./...) || fail "the client module's vet or unit tests"
+# The module: no dependency, unit tests. Vet and the race-instrumented test binaries are built
+# under the build cache's lock (go_locked), then run outside it, in their package's directory
+# as go test runs them.
+go_locked sh -c 'cd "$1" && go vet ./... && go test -race -c -o "$2" .' - "$client" "$TMP/module.test" ||
+	fail "vet or build of the client module's tests"
+(cd "$client" && "$TMP/module.test" -test.count=1 -test.timeout=10m) || fail "the client module's unit tests"
 
 # The driver tests, in GOPATH mode.
 pkg=github.com/pgcoord/pgcoord/clients/go/drivertest
 export GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS=
 run 0 "$PG" init --schema "goclient_$$"
 trap 'psql_q "DROP SCHEMA IF EXISTS goclient_$$ CASCADE" >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-(cd "$gopath/src/$pkg" && go vet . && PGCOORD_TEST_SCHEMA=goclient_$$ go test -race -count=1 -v . 2>&1) >"$TMP/test.log"
+go_locked sh -c 'cd "$1" && go vet . && go test -race -c -o "$2" .' - "$gopath/src/$pkg" "$TMP/drivertest.test" ||
+	fail "vet or build of the driver tests"
+(cd "$gopath/src/$pkg" && PGCOORD_TEST_SCHEMA=goclient_$$ "$TMP/drivertest.test" -test.count=1 -test.timeout=10m -test.v 2>&1) >"$TMP/test.log"
 status=$?
 grep -E '^(=== RUN|--- |[1-5]\. |ok|FAIL|PASS|panic)|_test.go' "$TMP/test.log" | grep -v '^=== RUN' | tail -80
 [ $status -eq 0 ] || { tail -40 "$TMP/test.log"; fail "go test of the driver tests (exit $status)"; }

@@ -25,10 +25,11 @@ run 0 "$PG" init --schema "$schema"
 
 # In GOPATH mode beside Debian's driver sources (go_lib.sh), as tests/cli/client_go.sh builds them.
 cd "$gopath/src/github.com/pgcoord/pgcoord/clients/go/drivertest" || fail "no drivertest"
-GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS=\
-	PGCOORD_TEST_SCHEMA=$schema PGCOORD_TEST_POOLER_DSN=$tx_dsn \
-	PGCOORD_TEST_POOLER_STATEMENT_DSN=$stmt_dsn \
-	go test -race -count=1 -v -run '^TestBehindPgBouncer(StatementMode)?$' . >"$TMP/test.log" 2>&1
+GO111MODULE=off GOPATH=$gopath:$gocode GOFLAGS= go_locked go test -race -c -o "$TMP/drivertest.test" . ||
+	fail "build of the driver tests"
+PGCOORD_TEST_SCHEMA=$schema PGCOORD_TEST_POOLER_DSN=$tx_dsn PGCOORD_TEST_POOLER_STATEMENT_DSN=$stmt_dsn \
+	"$TMP/drivertest.test" -test.count=1 -test.timeout=10m -test.v \
+	-test.run '^TestBehindPgBouncer(StatementMode)?$' >"$TMP/test.log" 2>&1
 status=$?
 grep -E '^(\s*--- |ok|FAIL|panic)|pooler_test.go' "$TMP/test.log"
 [ $status -eq 0 ] || { tail -40 "$TMP/test.log"; fail "go test behind PgBouncer (exit $status)"; }

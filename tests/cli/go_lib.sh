@@ -1,7 +1,8 @@
 # go_lib.sh - what the Go client's tests share (sourced after lib.sh): the toolchain and the
 # drivers Debian packages, checked (a skip, saying why, except in CI, where it fails), and a
 # GOPATH of the test's own in which the client sits at its import path beside
-# /usr/share/gocode, for offline builds in GOPATH mode (see tests/cli/client_go.sh).
+# /usr/share/gocode, for offline builds in GOPATH mode (see tests/cli/client_go.sh), and
+# go_locked.
 go_skip_or_fail() {
 	[ "${PGCOORD_CI:-}" = 1 ] && fail "$1"
 	echo "skipped: $1" >&2
@@ -17,3 +18,14 @@ export GOCACHE=${GOCACHE:-${PGCOORD_BUILD:-$TMP}/go-cache} GOPROXY=off GOTOOLCHA
 gopath=$TMP/gopath
 mkdir -p "$gopath/src/github.com/pgcoord/pgcoord/clients"
 ln -s "$SRC/clients/go" "$gopath/src/github.com/pgcoord/pgcoord/clients/go"
+# go_locked CMD...: CMD under an exclusive lock on the build cache, which every Go build of the
+# tests takes (tests/conformance/run_go.sh and bench/clients/go/cmd too): tests that run at
+# once would each compile the same packages, where one after the other the second finds them
+# in the cache. Only builds go under it, never a test's run.
+go_locked() {
+	mkdir -p "$GOCACHE" || return 1
+	(
+		flock -w 600 8 || { echo "waited 600 s for the lock on $GOCACHE" >&2; exit 1; }
+		"$@"
+	) 8<"$GOCACHE"
+}

@@ -35,13 +35,18 @@ trap 'exit 143' TERM INT
 
 mkdir -p "$tmp/gopath/src/github.com/pgcoord/pgcoord/clients"
 ln -s "${PGCOORD_SRC:?}/clients/go" "$tmp/gopath/src/github.com/pgcoord/pgcoord/clients/go"
+# Under the exclusive lock on the build cache that every Go build of the tests takes
+# (tests/cli/go_lib.sh's go_locked): the tests that build at once find in the cache what the
+# first compiled.
+gocache=${GOCACHE:-${PGCOORD_BUILD:-$tmp}/go-cache}
+mkdir -p "$gocache" || exit 1
 (
+	flock -w 600 8 || { echo "FAIL: waited 600 s for the lock on $gocache" >&2; exit 1; }
 	cd "$tmp/gopath/src/github.com/pgcoord/pgcoord/clients/go/drivertest" &&
-		GO111MODULE=off GOPATH="$tmp/gopath:$gocode" GOFLAGS= GOPROXY=off GOTOOLCHAIN=local \
-			GOCACHE="${GOCACHE:-${PGCOORD_BUILD:-$tmp}/go-cache}" \
+		GO111MODULE=off GOPATH="$tmp/gopath:$gocode" GOFLAGS= GOPROXY=off GOTOOLCHAIN=local GOCACHE="$gocache" \
 			sh -c 'go vet ./cmd/pgcoord-conformance && go build -o "$1" ./cmd/pgcoord-conformance' - \
 				"$tmp/pgcoord-conformance"
-) || { echo "FAIL: vet or build of the Go client's adapter" >&2; exit 1; }
+) 8<"$gocache" || { echo "FAIL: vet or build of the Go client's adapter" >&2; exit 1; }
 
 "$runner" "$run_py" --adapter "go=$(printf '%q' "$tmp/pgcoord-conformance")" "$@" &
 pid=$!
